@@ -1,0 +1,55 @@
+"""One place for every failure eagle3lab reports.
+
+Each error carries a message that names the problem and what to do next; the CLI and the notebooks print
+it as one line (``str(err)``), never a traceback.
+"""
+
+from __future__ import annotations
+
+
+class Eagle3LabError(Exception):
+    """Base class: a problem the user can fix, reported as one line."""
+
+
+class ProfileError(Eagle3LabError):
+    """A parameter profile is missing, malformed, has an unknown key or a mistyped value."""
+
+
+class EnvironmentProblem(Eagle3LabError):
+    """The installed software does not match what the profile needs (sglang missing, wrong version, ...)."""
+
+
+class ModelPathError(Eagle3LabError):
+    """A model path does not exist or does not hold a model."""
+
+
+class PortInUseError(Eagle3LabError):
+    """The server port is already taken by another process."""
+
+
+class ServerTimeoutError(Eagle3LabError):
+    """The server neither became ready nor died within the time allowed."""
+
+
+class ServerDiedError(Eagle3LabError):
+    """The server exited while it was expected to be up."""
+
+
+class ExpectationError(Eagle3LabError):
+    """A run did not behave as the notebook asserts (for example: the expected crash did not happen)."""
+
+
+class SourceError(Eagle3LabError):
+    """sglang source for a release could not be found, downloaded or read."""
+
+
+class EntryClassError(Eagle3LabError):
+    """An entry model class does not exist in the scanned source."""
+
+
+class PatchError(Eagle3LabError):
+    """A patch could not be checked, applied, verified or reverted."""
+
+
+class BenchError(Eagle3LabError):
+    """A benchmark could not run or its data is unusable."""

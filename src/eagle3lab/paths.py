@@ -1,0 +1,31 @@
+"""Where things live: the repository's own folders and the per-user cache.
+
+The cache (tiny models, downloaded wheels, the stub libcuda) lives outside the repository so a fresh clone
+reuses it; ``EAGLE3LAB_CACHE`` moves it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def repo_dir(name: str) -> Path:
+    """A top-level folder of the repository (``artifacts``, ``figures``, ``reports``, ...), created on demand."""
+    path = Path(os.environ.get(f"EAGLE3LAB_{name.upper()}_DIR", REPO_ROOT / name))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def cache_dir(*parts: str) -> Path:
+    """A folder under the eagle3lab cache, created on demand."""
+    root = Path(os.environ.get("EAGLE3LAB_CACHE", Path.home() / ".cache" / "eagle3lab"))
+    path = root.joinpath(*parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def params_dir() -> Path:
+    return REPO_ROOT / "params"
