@@ -1,0 +1,53 @@
+"""Run the project's notebooks with papermill, always on the project's own Jupyter kernel.
+
+Executed copies go to ``reports/`` named by profile; the source notebooks in ``notebooks/`` stay output-free.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from eagle3lab.errors import Eagle3LabError
+from eagle3lab.paths import REPO_ROOT, repo_dir
+
+KERNEL_NAME = "eagle3lab"
+NOTEBOOKS = ("01_crash_repro", "02_interface_trace", "03_patch_and_bench")
+
+
+def notebook_path(name: str) -> Path:
+    """``01`` or ``01_crash_repro`` -> ``notebooks/01_crash_repro.ipynb``."""
+    matches = [nb for nb in NOTEBOOKS if nb == name or nb.split("_", 1)[0] == name]
+    path = REPO_ROOT / "notebooks" / f"{matches[0] if matches else name}.ipynb"
+    if not path.is_file():
+        raise Eagle3LabError(f"notebook '{name}' not found at {path}; known: {', '.join(NOTEBOOKS)}")
+    return path
+
+
+def available_notebooks() -> list[str]:
+    return [nb for nb in NOTEBOOKS if (REPO_ROOT / "notebooks" / f"{nb}.ipynb").is_file()]
+
+
+def executed_path(name: str, profile: str) -> Path:
+    return repo_dir("reports") / f"{notebook_path(name).stem}.{profile}.ipynb"
+
+
+def run_notebook(name: str, profile: str = "cpu", parameters: dict[str, Any] | None = None,
+                 progress: bool | None = None) -> Path:
+    """Execute one notebook top to bottom; papermill raises (and keeps the executed copy) on any cell error."""
+    import papermill
+
+    source = notebook_path(name)
+    output = executed_path(name, profile)
+    papermill.execute_notebook(
+        str(source), str(output), parameters={"profile": profile, **(parameters or {})},
+        kernel_name=KERNEL_NAME, cwd=str(source.parent),
+        progress_bar=(not os.environ.get("CI")) if progress is None else progress)
+    return output
+
+
+def run_all(profile: str = "cpu", names: Sequence[str] | None = None,
+            parameters: dict[str, Any] | None = None) -> list[Path]:
+    """Run the given notebooks (default: every notebook that exists), in order."""
+    return [run_notebook(name, profile, parameters) for name in (names or available_notebooks())]

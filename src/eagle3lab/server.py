@@ -1,0 +1,316 @@
+"""Start, watch and stop a real ``python -m sglang.launch_server`` process tree.
+
+A launch has three outcomes: ready (``/health`` answers 200 once warm-up is done), died (the launcher exited,
+typically because a scheduler subprocess raised), or timeout. Whatever happens -- success, crash, timeout, an
+exception in the caller, Ctrl-C -- the whole process tree is killed and the port is free again afterwards,
+because sglang spawns scheduler and detokenizer subprocesses that would otherwise outlive the notebook.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Literal, Mapping
+
+import psutil
+import requests
+
+from eagle3lab.errors import ModelPathError, PortInUseError, ServerDiedError, ServerTimeoutError
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class SpeculativeSpec:
+    """The EAGLE/EAGLE-3 flags of a launch."""
+
+    draft_model_path: str
+    algorithm: str = "EAGLE3"
+    num_steps: int = 3
+    eagle_topk: int = 1
+    num_draft_tokens: int = 4
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """Everything needed to launch one sglang server; ``argv()`` is the exact command line."""
+
+    model_path: str
+    host: str = "127.0.0.1"
+    port: int = 30000
+    device: str = "cuda"
+    tp_size: int = 1
+    dtype: str = "auto"
+    trust_remote_code: bool = False
+    attention_backend: str | None = None
+    disable_cuda_graph: bool = False
+    context_length: int | None = None
+    max_total_tokens: int | None = None
+    max_running_requests: int | None = None
+    mem_fraction_static: float | None = None
+    speculative: SpeculativeSpec | None = None
+    extra_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    python: str = sys.executable
+
+    @property
+    def base_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def argv(self) -> list[str]:
+        """The ``python -m sglang.launch_server`` command line, the same code for every profile."""
+        argv = [self.python, "-m", "sglang.launch_server", "--model-path", self.model_path,
+                "--host", self.host, "--port", str(self.port), "--device", self.device,
+                "--tp-size", str(self.tp_size), "--dtype", self.dtype]
+        if self.trust_remote_code:
+            argv.append("--trust-remote-code")
+        if self.attention_backend:
+            argv += ["--attention-backend", self.attention_backend]
+        if self.disable_cuda_graph:
+            argv.append("--disable-cuda-graph")
+        optional = {
+            "--context-length": self.context_length,
+            "--max-total-tokens": self.max_total_tokens,
+            "--max-running-requests": self.max_running_requests,
+            "--mem-fraction-static": self.mem_fraction_static,
+        }
+        for flag, value in optional.items():
+            if value is not None:
+                argv += [flag, str(value)]
+        if self.speculative is not None:
+            spec = self.speculative
+            argv += ["--speculative-algorithm", spec.algorithm,
+                     "--speculative-draft-model-path", spec.draft_model_path,
+                     "--speculative-num-steps", str(spec.num_steps),
+                     "--speculative-eagle-topk", str(spec.eagle_topk),
+                     "--speculative-num-draft-tokens", str(spec.num_draft_tokens)]
+        return argv + list(self.extra_args)
+
+
+@dataclass
+class LaunchOutcome:
+    """What a launch came to, and how long it took."""
+
+    status: Literal["ready", "died", "timeout", "interrupted"]
+    seconds: float
+    returncode: int | None
+    log_path: Path
+    peak_rss_bytes: int
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
+
+
+def check_model_path(path: str, what: str = "model") -> None:
+    """A local path must exist and hold a config.json; a hub id (``org/name``) is left to sglang."""
+    local = Path(path).expanduser()
+    if local.exists():
+        if not (local / "config.json").is_file():
+            raise ModelPathError(f"{what} path {path} holds no config.json; point it at a model directory")
+        return
+    if HUB_ID.match(path) and not path.startswith((".", "/", "~")):
+        return
+    raise ModelPathError(f"{what} path {path} does not exist; check the profile's {what} setting")
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Fail early, with the owner if we can see it, instead of letting sglang die on bind."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            raise PortInUseError(
+                f"port {port} on {host} is already in use{_port_owner(port)}; "
+                f"stop that process or choose another port (parameter 'port')") from None
+
+
+def _port_owner(port: int) -> str:
+    try:
+        for conn in psutil.net_connections(kind="tcp"):
+            if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
+                return f" by pid {conn.pid} ({psutil.Process(conn.pid).name()})"
+    except (psutil.Error, OSError):
+        pass
+    return ""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nobody listens on right now (for tests and ad-hoc runs)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: its own session, and SIGKILL if the notebook kernel dies."""
+    os.setsid()
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+_LIVE: set["ServerProcess"] = set()
+
+
+@atexit.register
+def _stop_all_live() -> None:
+    for server in list(_LIVE):
+        server.stop()
+
+
+class ServerProcess:
+    """One launched server: its process group, its log file, its lifecycle."""
+
+    def __init__(self, spec: ServerSpec, log_path: Path):
+        self.spec = spec
+        self.log_path = Path(log_path)
+        self.proc: subprocess.Popen | None = None
+        self.started_at = 0.0
+        self.peak_rss_bytes = 0
+
+    def start(self) -> None:
+        check_model_path(self.spec.model_path, "target model")
+        if self.spec.speculative is not None:
+            check_model_path(self.spec.speculative.draft_model_path, "draft model")
+        check_port_free(self.spec.host, self.spec.port)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **self.spec.env, "PYTHONUNBUFFERED": "1"}
+        with open(self.log_path, "wb") as log:
+            log.write(("$ " + " ".join(self.spec.argv()) + "\n").encode())
+            log.flush()
+            self.proc = subprocess.Popen(self.spec.argv(), stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env=env, preexec_fn=_die_with_parent)
+        self.started_at = time.monotonic()
+        _LIVE.add(self)
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started_at
+
+    def tree_rss_bytes(self) -> int:
+        """Resident memory of the launcher and every descendant (scheduler, detokenizer, ...)."""
+        if self.proc is None:
+            return 0
+        try:
+            root = psutil.Process(self.proc.pid)
+            procs = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return 0
+        total = 0
+        for proc in procs:
+            try:
+                total += proc.memory_info().rss
+            except psutil.Error:
+                pass
+        return total
+
+    def is_ready(self) -> bool:
+        try:
+            return requests.get(f"{self.spec.base_url}/health", timeout=5).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def wait(self, timeout_s: float, poll_s: float = 0.5) -> LaunchOutcome:
+        """Block until ready, dead or timed out; never raises for those (the caller decides)."""
+        assert self.proc is not None, "start() first"
+        deadline = self.started_at + timeout_s
+        status: Literal["ready", "died", "timeout", "interrupted"] = "timeout"
+        try:
+            while time.monotonic() < deadline:
+                self.peak_rss_bytes = max(self.peak_rss_bytes, self.tree_rss_bytes())
+                if self.proc.poll() is not None:
+                    status = "died"
+                    break
+                if self.is_ready():
+                    status = "ready"
+                    break
+                time.sleep(poll_s)
+        except KeyboardInterrupt:
+            self.stop()
+            raise
+        return LaunchOutcome(status, round(self.elapsed(), 2), self.proc.poll(), self.log_path,
+                             self.peak_rss_bytes)
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """Kill the whole process tree (SIGTERM, then SIGKILL) and wait until the port is free."""
+        if self.proc is None:
+            return
+        try:
+            procs = psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.Error:
+            procs = []
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+            for proc in procs:
+                try:
+                    proc.send_signal(sig)
+                except psutil.Error:
+                    pass
+            _, alive = psutil.wait_procs(procs, timeout=grace_s if sig == signal.SIGTERM else 5)
+            try:
+                self.proc.wait(timeout=grace_s if sig == signal.SIGTERM else 5)
+            except subprocess.TimeoutExpired:
+                continue
+            if not alive:
+                break
+        _LIVE.discard(self)
+        _wait_port_free(self.spec.host, self.spec.port)
+
+
+def _wait_port_free(host: str, port: int, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            check_port_free(host, port)
+            return
+        except PortInUseError:
+            time.sleep(0.2)
+
+
+def launch(spec: ServerSpec, log_path: Path, timeout_s: float) -> LaunchOutcome:
+    """Launch, wait for an outcome, and stop the tree whatever it was (used for crash reproductions)."""
+    server = ServerProcess(spec, log_path)
+    server.start()
+    try:
+        return server.wait(timeout_s)
+    finally:
+        server.stop()
+
+
+@contextmanager
+def running_server(spec: ServerSpec, log_path: Path, timeout_s: float) -> Iterator[ServerProcess]:
+    """A ready server for the body of the ``with``; raises one clear error if it dies or hangs instead."""
+    server = ServerProcess(spec, log_path)
+    server.start()
+    try:
+        outcome = server.wait(timeout_s)
+        if outcome.status == "died":
+            raise ServerDiedError(f"the server exited with code {outcome.returncode} after {outcome.seconds} s "
+                                  f"before becoming ready; see {log_path}")
+        if outcome.status == "timeout":
+            raise ServerTimeoutError(f"the server was not ready after {timeout_s:g} s; see {log_path} "
+                                     f"(raise 'ready_timeout_s' if it is just slow)")
+        yield server
+    finally:
+        server.stop()
