@@ -34,18 +34,22 @@ def cmd_run(args: argparse.Namespace) -> None:
         print(f"executed: {path}")
 
 
-def cmd_tiny_model(args: argparse.Namespace) -> None:
+def cmd_setup(args: argparse.Namespace) -> None:
+    """Everything a profile needs before its first launch: the sglang check, the stub driver, the tiny model."""
     from eagle3lab.deployment import resolve_models
+    from eagle3lab.envinfo import check_sglang
     from eagle3lab.profiles import load_profile
 
-    models = resolve_models(load_profile(args.profile))
-    print(json.dumps({"target": models.target, "draft": models.draft, "cache_key": models.cache_key}, indent=2))
+    profile = load_profile(args.profile, overrides=_overrides(args.set))
+    print(f"sglang {check_sglang(profile.sglang_version)} (profile {profile.name})")
+    if profile.cpu_harness:
+        from eagle3lab.cpu_harness import build_libcuda_stub
 
-
-def cmd_harness(args: argparse.Namespace) -> None:
-    from eagle3lab.cpu_harness import build_libcuda_stub
-
-    print(f"stub libcuda: {build_libcuda_stub()}")
+        print(f"stub libcuda: {build_libcuda_stub()}")
+    models = resolve_models(profile)
+    print(f"target model: {models.target}\ndraft model:  {models.draft}")
+    if models.cache_key:
+        print(f"tiny model cache key: {models.cache_key}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,12 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a profile key")
     run.set_defaults(func=cmd_run)
 
-    tiny = sub.add_parser("tiny-model", help="build (or reuse) the tiny Kimi-K2.5-shaped model and drafter")
-    tiny.add_argument("--profile", default="cpu")
-    tiny.set_defaults(func=cmd_tiny_model)
-
-    harness = sub.add_parser("harness", help="build the CPU harness's stub libcuda")
-    harness.set_defaults(func=cmd_harness)
+    setup = sub.add_parser("setup", help="check sglang, build the stub driver and the tiny model for a profile")
+    setup.add_argument("--profile", default="cpu")
+    setup.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a profile key")
+    setup.set_defaults(func=cmd_setup)
     return parser
 
 

@@ -131,3 +131,20 @@ def control_run(profile: Profile, models: Models, logs_dir: Path, shims: Sequenc
     meta = body.get("meta_info", {})
     return ControlRun(spec.argv(), round(ready_s, 2), peak, prompt, body.get("text", ""),
                       int(meta.get("completion_tokens", 0)), seconds, path, meta)
+
+
+def crash_table(report: CrashReport) -> dict[str, Any]:
+    """The crash report as rows for display."""
+    return {"exception": report.exc_type, "message": report.message, "category": report.category,
+            "explanation": report.explanation, "object class": report.object_class,
+            "missing attribute": report.missing_attribute, "runtime call site": str(report.call_site),
+            "frames": len(report.frames), "tracebacks in log": report.tracebacks_found}
+
+
+def timings_table(crash: CrashRun, control: ControlRun) -> list[dict[str, Any]]:
+    return [
+        {"launch": "EAGLE-3", "outcome": crash.outcome.status, "seconds": crash.outcome.seconds,
+         "peak RSS (GiB)": round(crash.outcome.peak_rss_bytes / 2**30, 2)},
+        {"launch": "control (no speculation)", "outcome": "ready", "seconds": control.seconds_to_ready,
+         "peak RSS (GiB)": round(control.peak_rss_bytes / 2**30, 2)},
+    ]

@@ -1,0 +1,43 @@
+# eagle3lab: one entry point for set-up, the main job, the tests and JupyterLab.
+#   make run    set everything up on a fresh machine, then run every notebook on the cpu profile
+#   make test   set everything up, then run the test suite
+# PROFILE=blackwell-8x make run   runs the incident's deployment (8 GPUs and the real checkpoints needed).
+
+PYTHON  ?= python3.11
+VENV    ?= .venv
+PROFILE ?= cpu
+PY      := $(VENV)/bin/python
+STAMP   := $(VENV)/.eagle3lab-installed
+
+.PHONY: setup run report test test-fast lab notebooks clean
+
+$(STAMP): requirements.txt pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or pass PYTHON=..."; exit 1; }
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	@# torch first, alone: sglang pins this exact release, and installing it first keeps pip's resolver simple.
+	$(PY) -m pip install --quiet $$(grep '^torch==' requirements.txt)
+	$(PY) -m pip install --quiet -r requirements.txt -e .
+	$(PY) -m ipykernel install --sys-prefix --name eagle3lab --display-name "eagle3lab (sglang 0.5.9)" >/dev/null
+	touch $@
+
+setup: $(STAMP)
+	$(PY) -m eagle3lab setup --profile $(PROFILE)
+
+run: setup
+	$(PY) -m eagle3lab run --profile $(PROFILE)
+
+test: setup
+	$(PY) -m pytest -ra
+
+test-fast: setup
+	$(PY) -m pytest -ra -m "not server and not notebook and not network"
+
+lab: setup
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --MappingKernelManager.default_kernel_name=eagle3lab
+
+notebooks:
+	$(VENV)/bin/jupytext --sync notebooks/*.py
+
+clean:
+	rm -rf reports artifacts

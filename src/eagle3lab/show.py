@@ -1,0 +1,16 @@
+"""Small display helpers so notebook cells stay one call long."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+
+def table(data: Mapping[str, Any] | Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """A mapping becomes a two-column table; a list of mappings becomes one row each."""
+    if isinstance(data, Mapping):
+        frame = pd.DataFrame({"value": [str(v) for v in data.values()]}, index=list(data.keys()))
+        frame.index.name = columns[0] if columns else "item"
+        return frame
+    return pd.DataFrame(list(data), columns=list(columns) if columns else None)
