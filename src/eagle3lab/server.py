@@ -108,6 +108,7 @@ class LaunchOutcome:
     returncode: int | None
     log_path: Path
     peak_rss_bytes: int
+    pid: int
 
     def log_text(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
@@ -247,7 +248,7 @@ class ServerProcess:
             self.stop()
             raise
         return LaunchOutcome(status, round(self.elapsed(), 2), self.proc.poll(), self.log_path,
-                             self.peak_rss_bytes)
+                             self.peak_rss_bytes, self.proc.pid)
 
     def stop(self, grace_s: float = 10.0) -> None:
         """Kill the whole process tree (SIGTERM, then SIGKILL) and wait until the port is free."""

@@ -1,0 +1,28 @@
+"""Shared fixtures: the cpu profile, the tiny models and real server logs produced by this project."""
+
+from __future__ import annotations
+
+import pytest
+
+from eagle3lab.profiles import Profile, load_profile
+
+
+@pytest.fixture(scope="session")
+def cpu_profile() -> Profile:
+    return load_profile("cpu")
+
+
+@pytest.fixture(scope="session")
+def tiny_models(cpu_profile):
+    from eagle3lab.deployment import resolve_models
+
+    return resolve_models(cpu_profile)
+
+
+@pytest.fixture(scope="session")
+def eagle3_crash(tmp_path_factory, cpu_profile, tiny_models):
+    """One real EAGLE-3 launch of sglang 0.5.9 on the tiny model (bare harness: stub + env), crash and all."""
+    from eagle3lab.crashrepro import reproduce_crash
+    from eagle3lab.server import free_port
+
+    return reproduce_crash(cpu_profile, tiny_models, tmp_path_factory.mktemp("logs"), port=free_port())
