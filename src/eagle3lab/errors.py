@@ -53,3 +53,11 @@ class PatchError(Eagle3LabError):
 
 class BenchError(Eagle3LabError):
     """A benchmark could not run or its data is unusable."""
+
+
+class PerfModelError(Eagle3LabError):
+    """A cost-model parameter is missing its source, out of range, or a calibration is impossible."""
+
+
+class DiagnosticsError(Eagle3LabError):
+    """Evidence handed to the diagnostics (server info, log, layer table, records) is malformed."""
