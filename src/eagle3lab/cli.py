@@ -52,6 +52,12 @@ def cmd_setup(args: argparse.Namespace) -> None:
         print(f"tiny model cache key: {models.cache_key}")
 
 
+def cmd_patch(args: argparse.Namespace) -> None:
+    from eagle3lab.patching import run_cli
+
+    run_cli(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="eagle3lab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -66,6 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
     setup.add_argument("--profile", default="cpu")
     setup.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a profile key")
     setup.set_defaults(func=cmd_setup)
+
+    from eagle3lab.patching import add_cli_arguments
+
+    patch = sub.add_parser("patch", help="check / apply / verify / revert a patch on the installed sglang")
+    add_cli_arguments(patch)
+    patch.set_defaults(func=cmd_patch)
     return parser
 
 

@@ -55,9 +55,25 @@ class BenchError(Eagle3LabError):
     """A benchmark could not run or its data is unusable."""
 
 
+class HarnessBuildError(Eagle3LabError):
+    """The CPU harness (stub libcuda, shims) could not be built or set up."""
+
+
+class TinyModelError(Eagle3LabError):
+    """The tiny model could not be generated (bad size parameters, unwritable cache, ...)."""
+
+
 class PerfModelError(Eagle3LabError):
     """A cost-model parameter is missing its source, out of range, or a calibration is impossible."""
 
 
 class DiagnosticsError(Eagle3LabError):
     """Evidence handed to the diagnostics (server info, log, layer table, records) is malformed."""
+
+
+class CaptureCheckError(Eagle3LabError):
+    """The in-process EAGLE-3 capture check could not run or produced no result."""
+
+
+class NotebookFailed(Eagle3LabError):
+    """A notebook raised in one of its cells while papermill executed it."""

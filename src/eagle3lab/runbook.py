@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from eagle3lab.errors import Eagle3LabError
+from eagle3lab.errors import Eagle3LabError, NotebookFailed
 from eagle3lab.paths import REPO_ROOT, repo_dir
 
 KERNEL_NAME = "eagle3lab"
@@ -37,13 +37,19 @@ def run_notebook(name: str, profile: str = "cpu", parameters: dict[str, Any] | N
                  progress: bool | None = None) -> Path:
     """Execute one notebook top to bottom; papermill raises (and keeps the executed copy) on any cell error."""
     import papermill
+    from papermill.exceptions import PapermillExecutionError
 
     source = notebook_path(name)
     output = executed_path(name, profile)
-    papermill.execute_notebook(
-        str(source), str(output), parameters={"profile": profile, **(parameters or {})},
-        kernel_name=KERNEL_NAME, cwd=str(source.parent),
-        progress_bar=(not os.environ.get("CI")) if progress is None else progress)
+    try:
+        papermill.execute_notebook(
+            str(source), str(output), parameters={"profile": profile, **(parameters or {})},
+            kernel_name=KERNEL_NAME, cwd=str(source.parent),
+            progress_bar=(not os.environ.get("CI")) if progress is None else progress)
+    except PapermillExecutionError as exc:
+        message = str(exc.evalue).splitlines()[0] if exc.evalue else ""
+        raise NotebookFailed(f"notebook {source.stem} failed in cell {exc.exec_count}: {exc.ename}: {message} "
+                             f"(executed copy: {output})") from None
     return output
 
 

@@ -6,6 +6,8 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+pd.set_option("display.max_colwidth", None)  # crash messages and call sites must be read whole
+
 
 def table(data: Mapping[str, Any] | Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> pd.DataFrame:
     """A mapping becomes a two-column table; a list of mappings becomes one row each."""
