@@ -27,7 +27,7 @@ from eagle3lab.tinymodel.checkpoint import write_checkpoint
 from eagle3lab.tinymodel.configs import VOCAB_SIZE, draft_config, scale_aux_layer_ids, target_config
 from eagle3lab.tinymodel.tokenizer import CHAT_TEMPLATE, write_tokenizer
 
-GENERATOR_VERSION = "2"
+GENERATOR_VERSION = "3"
 MANIFEST = "eagle3lab-tiny.json"
 
 __all__ = ["TinyModels", "build_tiny_models", "tiny_model_inputs", "cache_key", "scale_aux_layer_ids"]

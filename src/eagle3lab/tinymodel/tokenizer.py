@@ -16,12 +16,14 @@ from transformers import PreTrainedTokenizerFast
 
 from eagle3lab.tinymodel.configs import BOS_ID, EOS_ID, SPECIAL_TOKENS
 
-# One line of Jinja in the Kimi role-tag style; content given as OpenAI parts keeps only the text parts.
+# One line of Jinja in the Kimi role-tag style. It prints ``content`` as a string on purpose: sglang classifies
+# templates by whether they iterate over content parts ("openai") or not ("string"). For a "string" template it
+# flattens chat messages to their text and drops images, so the start-up warm-up (a chat request with a tiny
+# PNG) stays text-only. An "openai" template would route it into Kimi's image path, which needs the real
+# remote-code KimiK25Processor (``AttributeError: PreTrainedTokenizerFast has no attribute tokenizer``).
 CHAT_TEMPLATE = (
-    "{% for m in messages %}<|im_{{ m['role'] }}|>"
-    "{% if m['content'] is string %}{{ m['content'] }}{% else %}"
-    "{% for p in m['content'] %}{% if p['type'] == 'text' %}{{ p['text'] }}{% endif %}{% endfor %}{% endif %}"
-    "<|im_end|>{% endfor %}{% if add_generation_prompt %}<|im_assistant|>{% endif %}"
+    "{% for m in messages %}<|im_{{ m['role'] }}|>{{ m['content'] }}<|im_end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|im_assistant|>{% endif %}"
 )
 
 
@@ -45,6 +47,7 @@ def write_tokenizer(directory: Path, vocab_size: int) -> None:
         pad_token=SPECIAL_TOKENS[0],
         additional_special_tokens=[t for t in SPECIAL_TOKENS[3:]],
         model_max_length=4096,
+        model_input_names=["input_ids", "attention_mask"],
     )
     fast.save_pretrained(str(directory))
     # The template goes inline into tokenizer_config.json (transformers >= 4.56 would write chat_template.jinja),
