@@ -266,3 +266,30 @@ def test_draft_model_weights_by_hand():
     # fc 3*4*4=48, qkv 2*4*(2+2)*2=64, o 2*2*4=16, mlp 3*4*3=36, head 4*5=20
     assert d.params_per_forward == 184
     assert draft_forward(d, toy_hardware(), batch=1).weight_bytes == 184 * 2 / 2
+
+
+def test_sensitivity_moves_the_way_the_physics_says():
+    from eagle3lab.perfpresets import incident_sensitivity
+
+    rows = {r["variation"]: r for r in incident_sensitivity(
+        {"base": {}, "faster bus": {"allreduce_bus_bw": 40e9}, "longer context": {"context_len": 2048}},
+        accept_lengths=(3.0,))}
+    assert rows["faster bus"]["baseline_peak_tok_s"] > rows["base"]["baseline_peak_tok_s"]
+    assert rows["longer context"]["baseline_max_batch"] < rows["base"]["baseline_max_batch"]
+    assert all(r["single_stream_tok_s"] == pytest.approx(incident.SINGLE_STREAM.value) for r in rows.values())
+    with pytest.raises(PerfModelError, match="unknown hardware parameter"):
+        incident_sensitivity({"typo": {"bandwith": 1.0}})
+
+
+def test_incident_report_is_json_and_keeps_reported_apart():
+    import json
+
+    from eagle3lab.perfpresets import incident_report
+
+    report = json.loads(json.dumps(incident_report()))
+    assert {r["kind"] for r in report["reported"]} == {"reported"}
+    side = report["side_by_side"]
+    assert side["single_stream_tok_s"]["reported"] == incident.SINGLE_STREAM.value
+    assert side["peak_tok_s"]["reported"] == incident.PEAK.value
+    assert side["peak_tok_s"]["predicted"] == pytest.approx(report["predicted"]["rtx_pro_6000_x8"]["baseline_peak_tok_s"])
+    assert all(report["sources"]["model"].values())

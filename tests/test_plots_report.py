@@ -98,3 +98,47 @@ def test_throughput_without_reported_and_with_measured(setup):
     assert ydata[-1] == ydata[-2]  # capped at the request limit: flat beyond 48
     with pytest.raises(PerfModelError):
         draw_throughput(m, d, pcie, spec, CTX, max_batch=0, spec_max_batch=48)
+
+
+# ------------------------------------------------------------------------------------------- bench sidecars
+def _bench_report(concurrencies=(1, 2), step_s=0.01):
+    from eagle3lab.bench import ARM_MEASURED, ArmResult, BenchReport, PointResult
+    from eagle3lab.metrics import RequestRecord, compute_point_metrics
+
+    points = []
+    for conc in concurrencies:
+        records = [RequestRecord(request_id=f"{conc}-{i}", concurrency=conc, phase="measure", ok=True, t_scheduled=0.0,
+                                 t_sent=0.0, token_times=[0.05 + k * step_s for k in range(9)], t_end=0.05 + 8 * step_s,
+                                 prompt_len=32, prompt_tokens=32, completion_tokens=9, finish_reason="length")
+                   for i in range(conc)]
+        points.append(PointResult(conc, "ok", None, compute_point_metrics(records), None, conc, 0, 0, True, "now"))
+    arm = ArmResult(name="baseline", status=ARM_MEASURED, sweep={"input_len": 32, "output_len": 9}, points=points)
+    return BenchReport.create("cpu", [arm])
+
+
+def test_bench_report_gives_measured_points_and_calibration_step(tmp_path):
+    from eagle3lab.plots_report import cpu_profile_figures, measured_points_from_bench, single_stream_step_s
+
+    report = _bench_report()
+    points = measured_points_from_bench(report)
+    assert [(p.batch, p.arm) for p in points] == [(1, "baseline"), (2, "baseline")]
+    assert points[0].tok_s == pytest.approx(report.arms[0].points[0].metrics.output_tok_per_s)
+    assert "measured here (cpu," in points[0].label
+    assert single_stream_step_s(report) == pytest.approx(report.arms[0].points[0].metrics.tpot_s.mean)
+    decode = measured_points_from_bench(report, rate="decode")
+    assert decode[1].tok_s == pytest.approx(2 / report.arms[0].points[1].metrics.tpot_s.mean)
+    assert decode[0].tok_s > points[0].tok_s  # output rate also pays the prefill and first-token wait
+    with pytest.raises(PerfModelError, match="rate must be"):
+        measured_points_from_bench(report, rate="tokens")
+    paths = cpu_profile_figures(report, tmp_path, mem_bandwidth=1e10)
+    assert all(p.is_file() and p.stat().st_size > 0 for p in paths.values())
+    with pytest.raises(PerfModelError, match="concurrency 1"):
+        cpu_profile_figures(_bench_report(concurrencies=(2,)), tmp_path, mem_bandwidth=1e10)
+
+
+def test_incident_figures_are_written(tmp_path):
+    from eagle3lab.plots_report import incident_figures
+
+    paths = incident_figures(tmp_path)
+    assert set(paths) == {"step_breakdown", "speedup", "throughput"}
+    assert all(p.parent == tmp_path and p.read_bytes()[:4] == b"\x89PNG" for p in paths.values())

@@ -255,3 +255,67 @@ def predict_incident(context_len: float = INCIDENT_CONTEXT_LEN,
     m, d, spec = kimi_k25(), kimi_k25_eagle3_drafter(), incident_spec()
     return [predict_deployment(m, d, hw, spec, context_len, INCIDENT_MEM_FRACTION, accept_lengths)
             for hw in incident_hardware(context_len)]
+
+
+# ------------------------------------------------------------------------------------------- sensitivity
+INCIDENT_VARIATIONS: dict[str, dict[str, float]] = {
+    "as stated": {},
+    "context 512": {"context_len": 512},
+    "context 2048": {"context_len": 2048},
+    "all-reduce bus 40 GB/s": {"allreduce_bus_bw": 40e9},
+    "all-reduce latency 15 us": {"allreduce_latency_s": 15e-6},
+    "all-reduce latency 60 us": {"allreduce_latency_s": 60e-6},
+    "bandwidth efficiency 0.6": {"bandwidth_efficiency": 0.6},
+    "bandwidth efficiency 0.95": {"bandwidth_efficiency": 0.95},
+    "spec cycle overhead 3 ms": {"spec_cycle_overhead_s": 3e-3},
+}
+
+
+def incident_sensitivity(variations: Mapping[str, Mapping[str, float]] = INCIDENT_VARIATIONS,
+                         accept_lengths: Sequence[float] = (2.0, 3.0, 4.0)) -> list[dict[str, Any]]:
+    """The incident prediction again with one assumption changed at a time (re-calibrated on 63.6 tok/s each
+    time), so a reader sees which conclusions survive the assumptions."""
+    from dataclasses import replace
+
+    from eagle3lab import incident
+
+    m, d, spec = kimi_k25(), kimi_k25_eagle3_drafter(), incident_spec()
+    rows = []
+    for name, change in variations.items():
+        change = dict(change)
+        context = change.pop("context_len", INCIDENT_CONTEXT_LEN)
+        unknown = set(change) - set(Hardware.__dataclass_fields__)
+        if unknown:
+            raise PerfModelError(f"sensitivity '{name}': unknown hardware parameter(s) {sorted(unknown)}")
+        base = replace(rtx_pro_6000_x8(), **change)
+        hw = calibrate_overhead(m, base, incident.single_stream_step_s(), context, f"calibrated ({name})")
+        p = predict_deployment(m, d, hw, spec, context, INCIDENT_MEM_FRACTION, accept_lengths)
+        rows.append({"variation": name, **p.to_dict()})
+    return rows
+
+
+def incident_report(context_len: float = INCIDENT_CONTEXT_LEN) -> dict[str, Any]:
+    """JSON-ready: reported figures next to the model's predictions, break-even, sensitivity, sources."""
+    from eagle3lab import incident
+
+    pcie, nvlink = predict_incident(context_len)
+    return {
+        "reported": [vars(r) for r in incident.REPORTED],
+        "context_len": context_len, "context_source": INCIDENT_CONTEXT_SOURCE,
+        "predicted": {"rtx_pro_6000_x8": pcie.to_dict(), "h200_x8": nvlink.to_dict()},
+        "side_by_side": {
+            "single_stream_tok_s": {"reported": incident.SINGLE_STREAM.value,
+                                    "predicted": pcie.single_stream_tok_s,
+                                    "note": "calibration target: the fixed overhead is fitted to it",
+                                    "bandwidth_and_allreduce_floor": pcie.floor_single_stream_tok_s},
+            "peak_tok_s": {"reported": incident.PEAK.value, "predicted": pcie.baseline_peak_tok_s,
+                           "predicted_at_requests": pcie.baseline_peak_batch,
+                           "note": "out of sample: KV-limited batch at the assumed context"},
+        },
+        "break_even_accept_length": {"single_stream": pcie.break_even_single_stream,
+                                     f"at_{pcie.spec_max_batch}_requests": pcie.break_even_at_spec_max_batch},
+        "sensitivity": incident_sensitivity(),
+        "sources": {"model": dict(kimi_k25().sources), "drafter": dict(kimi_k25_eagle3_drafter().sources),
+                    "rtx_pro_6000_x8": dict(incident_hardware(context_len)[0].sources),
+                    "h200_x8": dict(incident_hardware(context_len)[1].sources)},
+    }

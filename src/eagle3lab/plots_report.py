@@ -197,3 +197,97 @@ def draw_throughput(m: MoEModelConfig, d: DraftModelConfig, hw: Hardware, spec: 
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     return fig
+
+
+# ---------------------------------------------------------------------------------------- from bench sidecars
+def measured_points_from_bench(report, rate: str = "output") -> list[MeasuredPoint]:
+    """Measured points of a ``bench.BenchReport``; an arm whose name mentions 'eagle' is the speculative arm.
+
+    rate 'output': output tok/s as a client saw it (prefill and TTFT included). rate 'decode': concurrency /
+    mean TPOT, the decode-only rate the cost model predicts.
+    """
+    if rate not in ("output", "decode"):
+        raise PerfModelError(f"measured points: rate must be 'output' or 'decode', got {rate!r}")
+    points = []
+    label = f"measured here ({report.profile}, {report.date}){', decode rate' if rate == 'decode' else ''}"
+    for arm in report.arms:
+        kind = "eagle3" if "eagle" in arm.name.lower() else "baseline"
+        for point in arm.measured_points():
+            metrics = point.metrics
+            value = metrics.output_tok_per_s
+            if rate == "decode":
+                if not metrics.tpot_s.mean:
+                    continue
+                value = point.concurrency / metrics.tpot_s.mean
+            points.append(MeasuredPoint(point.concurrency, value, kind, metrics.accept_length, label))
+    return points
+
+
+def single_stream_step_s(report) -> Optional[float]:
+    """Mean time per output token of the baseline at concurrency 1 (TPOT): the step time the cost model's
+    fixed overhead is calibrated on. None if that point was not measured."""
+    for arm in report.arms:
+        if "eagle" in arm.name.lower():
+            continue
+        for point in arm.measured_points():
+            if point.concurrency == 1 and point.metrics.tpot_s.mean:
+                return float(point.metrics.tpot_s.mean)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- all at once
+def incident_figures(out_dir: Optional[Path] = None, context_len: Optional[float] = None,
+                     measured: Sequence[MeasuredPoint] = ()) -> dict[str, Path]:
+    """The report's model figures for the incident's deployment (and the H200 comparison), written as PNGs.
+
+    ``measured`` points belong on this deployment only (a gpu-profile run); cpu-profile points go to
+    ``cpu_profile_figures``, which draws them against the tiny model on this machine.
+    """
+    from eagle3lab.perfpresets import (INCIDENT_CONTEXT_LEN, incident_hardware, incident_spec, kimi_k25,
+                                       kimi_k25_eagle3_drafter, predict_incident)
+
+    ctx = context_len or INCIDENT_CONTEXT_LEN
+    m, d, spec = kimi_k25(), kimi_k25_eagle3_drafter(), incident_spec()
+    pcie, nvlink = incident_hardware(ctx)
+    pred = predict_incident(ctx)[0]
+    return {
+        "step_breakdown": save_figure(draw_step_breakdown(
+            breakdown_cases(m, [pcie, nvlink], spec, ctx),
+            f"Predicted decode step time, {m.name}, context {ctx:g} (overhead calibrated on the reported 63.6 tok/s)"),
+            "report_step_breakdown", out_dir),
+        "speedup": save_figure(draw_speedup(m, d, pcie, spec, ctx, max_batch=pred.baseline_max_batch,
+                                            spec_max_batch=pred.spec_max_batch, measured=measured),
+                               f"report_speedup_{slug(pcie.name)}", out_dir),
+        "throughput": save_figure(draw_throughput(m, d, pcie, spec, ctx, pred.baseline_max_batch, pred.spec_max_batch,
+                                                  measured=measured, show_reported=True),
+                                  f"report_throughput_{slug(pcie.name)}", out_dir),
+    }
+
+
+def cpu_profile_figures(report, out_dir: Optional[Path] = None, mem_bandwidth: Optional[float] = None) -> dict[str, Path]:
+    """The cpu profile's measured baseline against the cost model calibrated on it (tiny model, this machine).
+
+    EAGLE-3 cannot run on CPU in sglang 0.5.9, so only plain decoding is predicted here; the figure shows how
+    much of a CPU step is fixed overhead, which is why the cpu profile says nothing about GPU speedups.
+    """
+    from eagle3lab.perfpresets import cpu_preset, incident_spec, kimi_k25_eagle3_drafter, tiny_kimi
+
+    step = single_stream_step_s(report)
+    if step is None:
+        raise PerfModelError(f"cpu figures: bench report of '{report.profile}' has no measured baseline point at "
+                             "concurrency 1; include 1 in bench_concurrency")
+    sweep = next((a.sweep for a in report.arms if a.sweep), None) or {}
+    ctx = float(sweep.get("input_len", 32)) + float(sweep.get("output_len", 32)) / 2
+    m = tiny_kimi()
+    hw = cpu_preset(step, ctx, m, mem_bandwidth, f"profile {report.profile}, {report.date}")
+    measured = [p for p in measured_points_from_bench(report, rate="decode") if p.arm == "baseline"]
+    top = max([p.batch for p in measured] + [1])
+    return {
+        "step_breakdown": save_figure(draw_step_breakdown(
+            [(f"{hw.name}\nplain, {b} req", target_forward(m, hw, b, ctx)) for b in sorted({1, top})],
+            f"{m.name}: predicted step time, overhead calibrated on the measured {step * 1e3:.1f} ms"),
+            f"report_step_breakdown_{slug(report.profile)}", out_dir),
+        "throughput": save_figure(draw_throughput(m, kimi_k25_eagle3_drafter(), hw, incident_spec(), ctx, top, top,
+                                                  accept_taus=(), measured=measured),
+                                  f"report_throughput_{slug(report.profile)}", out_dir),
+    }
