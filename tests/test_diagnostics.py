@@ -274,3 +274,57 @@ def test_diagnose_reports_only_rules_with_evidence(spec_default_limit):
                      "scheduler features turned off by speculative decoding",
                      "acceptance length below break-even", "prompts that defeat the drafter"}
     assert diagnose(RunEvidence()) == []
+
+
+# ------------------------------------------------------------------------------------------ from artifacts
+def _arm(name: str, concurrency: int, server_info: dict, records: list, out_dir):
+    import json
+
+    from eagle3lab.bench import ARM_MEASURED, ArmResult, PointResult
+    from eagle3lab.metrics import compute_point_metrics
+
+    jsonl = out_dir / f"{name}.requests.jsonl"
+    jsonl.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in records), encoding="utf-8")
+    point = PointResult(concurrency, "ok", None, compute_point_metrics(records), server_info, concurrency, 0, 0, True, "t")
+    return ArmResult(name=name, status=ARM_MEASURED, sweep={"prompt_kind": "ids"}, points=[point],
+                     requests_file=jsonl.name)
+
+
+def _records(concurrency: int, verify_ct: int | None):
+    from eagle3lab.metrics import RequestRecord
+
+    return [RequestRecord(request_id=str(i), concurrency=concurrency, phase="measure", ok=True, t_scheduled=0.0,
+                          t_sent=0.0, token_times=[0.1 * (k + 1) for k in range(8)], t_end=0.8, prompt_len=32,
+                          prompt_tokens=32, completion_tokens=8, spec_verify_ct=verify_ct)
+            for i in range(concurrency)]
+
+
+def test_evidence_from_artifacts_reads_every_source(tmp_path, spec_default_limit, baseline_default_limit):
+    import json
+
+    from eagle3lab.bench import BenchReport
+    from eagle3lab.diagnostics import evidence_from_artifacts
+
+    spec_info, spec_log = spec_default_limit
+    base_info, base_log = baseline_default_limit
+    report = BenchReport.create("gpu", [_arm("baseline", 64, base_info, _records(64, None), tmp_path),
+                                        _arm("eagle3", 64, spec_info, _records(64, 5), tmp_path)])
+    (tmp_path / "spec.log").write_text(spec_log, encoding="utf-8")
+    table = {"profile": "gpu", "depth": 61, "aux_layer_ids": [2, 30, 58], "rows": [
+        _row("cuda_graph_runner.py:365", 0, [2, 30, 58], GRAPH, ["graphs on"]),
+        _row("model_runner.py:622", 1, [3, 31, 59], EAGER, [])]}
+    cpu_table = {**table, "profile": "cpu", "rows": table["rows"][1:]}
+    (tmp_path / "02.json").write_text(json.dumps({"layer_ids": [table, cpu_table]}), encoding="utf-8")
+    ev = evidence_from_artifacts(report, tmp_path, spec_log=tmp_path / "spec.log", trace_sidecar=tmp_path / "02.json",
+                                 layer_profile="cpu", break_even=1.8)
+    assert ev.accept_lengths == [8 / 5] * 64 and ev.concurrency == 64 and ev.prompt_kind == "ids"
+    assert ev.layer_table == [cpu_table]
+    found = {f.rule: f for f in diagnose(ev)}
+    assert found["running-request limit under speculative decoding"].applies
+    assert found["acceptance length below break-even"].applies
+    assert not found["captured layers differ between CUDA-graph and eager forwards"].applies
+    with pytest.raises(DiagnosticsError, match="does not exist"):
+        evidence_from_artifacts(spec_log=tmp_path / "missing.log")
+    (tmp_path / "bad.json").write_text("[1, 2]", encoding="utf-8")
+    with pytest.raises(DiagnosticsError, match="not a JSON object"):
+        evidence_from_artifacts(trace_sidecar=tmp_path / "bad.json")

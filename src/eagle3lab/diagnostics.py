@@ -14,10 +14,12 @@ import ast
 import contextlib
 import dataclasses
 import io
+import json
 import logging
 import re
 import statistics
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from eagle3lab.errors import DiagnosticsError
@@ -413,3 +415,65 @@ def resolve_server_args(argv: Sequence[str]) -> tuple[dict[str, Any], str]:
     info = dataclasses.asdict(resolved)
     info.pop("model_config", None)
     return info, buffer.getvalue()
+
+
+# ------------------------------------------------------------------------------------------ from artifacts
+def _read_text(path: Optional[Path], what: str) -> Optional[str]:
+    if path is None:
+        return None
+    if not Path(path).is_file():
+        raise DiagnosticsError(f"{what} {path} does not exist; run the notebook that writes it or leave it out")
+    return Path(path).read_text(encoding="utf-8", errors="replace")
+
+
+def evidence_from_artifacts(bench_report: Any = None, requests_dir: Optional[Path] = None,
+                            spec_log: Optional[Path] = None, baseline_log: Optional[Path] = None,
+                            trace_sidecar: Optional[Path] = None, layer_profile: Optional[str] = None,
+                            break_even: Optional[float] = None, break_even_where: str = "") -> RunEvidence:
+    """Gather a run's evidence from what the notebooks wrote: the bench report (``bench.BenchReport``), the
+    per-request JSONL files in ``requests_dir``, server logs, and notebook 02's sidecar (its ``layer_ids``,
+    restricted to ``layer_profile`` -- 'cpu' or 'gpu' -- when given, so a run is judged by its own start-up).
+
+    The speculative arm is the one whose name mentions 'eagle'; its highest measured concurrency supplies the
+    server info and the concurrency the request limit is judged against.
+    """
+    ev = RunEvidence(spec_log=_read_text(spec_log, "speculative server log"),
+                     baseline_log=_read_text(baseline_log, "baseline server log"),
+                     break_even=break_even, break_even_where=break_even_where)
+    trace = _read_text(trace_sidecar, "notebook 02 sidecar")
+    if trace is not None:
+        try:
+            tables = json.loads(trace).get("layer_ids")
+        except (json.JSONDecodeError, AttributeError):
+            raise DiagnosticsError(f"notebook 02 sidecar {trace_sidecar} is not a JSON object; rerun notebook 02") from None
+        if layer_profile is not None and isinstance(tables, list):
+            tables = [t for t in tables if isinstance(t, Mapping) and t.get("profile") == layer_profile] or None
+        ev.layer_table = tables
+    if bench_report is None:
+        return ev
+    for arm in bench_report.arms:
+        points = arm.measured_points()
+        speculative = "eagle" in arm.name.lower()
+        info = next((p.server_info for p in reversed(points) if p.server_info), None)
+        if speculative:
+            ev.spec_server_info = info
+            ev.concurrency = max((p.concurrency for p in points), default=None)
+            ev.prompt_kind = (arm.sweep or {}).get("prompt_kind")
+            if requests_dir is not None and arm.requests_file:
+                from eagle3lab.bench import load_requests
+
+                path = Path(requests_dir) / arm.requests_file
+                if not path.is_file():
+                    raise DiagnosticsError(f"requests file {path} of arm '{arm.name}' does not exist; pass the arm's output folder")
+                ev.accept_lengths = accept_lengths_from_records(load_requests(path))
+            elif points:
+                ev.accept_lengths = [p.metrics.accept_length_mean for p in points
+                                     if p.metrics and p.metrics.accept_length_mean is not None] or None
+        else:
+            ev.baseline_server_info = info
+    return ev
+
+
+def findings_table(findings: Sequence[Finding]) -> list[dict[str, Any]]:
+    """Rows for a notebook table or a JSON sidecar."""
+    return [dataclasses.asdict(f) for f in findings]
