@@ -413,6 +413,18 @@ def check_member(cls: str, fn: ast.FunctionDef) -> MemberCheck:
     return MemberCheck(cls, fn.name, delegates_to, passes_args, guarded)
 
 
+def added_members(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None = None) -> list[MemberCheck]:
+    """The methods the patch adds, read from the real target source whether or not it is applied. Writes nothing."""
+    patch, root = _read_patch(patch_path), _root(site_packages)
+    members: list[MemberCheck] = []
+    for plan in _plan(patch, root):
+        applied = plan.state == ALREADY_APPLIED
+        original, patched_text = (plan.backward, plan.text) if applied else (plan.text, plan.forward)
+        if plan.path.suffix == ".py" and original is not None and patched_text is not None:
+            members += [check_member(cls, fn) for cls, fn in _added_methods(original, patched_text)]
+    return members
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The four actions
 
@@ -497,6 +509,14 @@ def revert(patch_path: str | os.PathLike, site_packages: str | os.PathLike | Non
 
 
 @contextmanager
+def held(site_packages: str | os.PathLike | None = None) -> Iterator[Path]:
+    """Hold the patch lock on a root: no eagle3lab process patches or reverts it until the block ends."""
+    root = _root(site_packages)
+    with _root_lock(root):
+        yield root
+
+
+@contextmanager
 def patched(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None = None) -> Iterator[PatchResult]:
     """Apply for the duration of the block and restore the previous state on exit, even on error.
 
@@ -519,19 +539,19 @@ def patched(patch_path: str | os.PathLike, site_packages: str | os.PathLike | No
 _ACTIONS = {"check": check, "apply": apply, "verify": verify, "revert": revert}
 
 
+def run_cli(args: argparse.Namespace) -> int:
+    """The ``patch`` subcommand as cli.py calls it: one line (or JSON) out; PatchError propagates."""
+    result = _ACTIONS[args.action](args.patch, args.site_packages)
+    print(json.dumps(result.to_dict(), indent=2) if args.json else result.message)
+    return 0
+
+
 def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of the ``patch`` subcommand."""
     parser.add_argument("action", choices=sorted(_ACTIONS), help="dry run, apply (+verify), verify, or revert")
     parser.add_argument("patch", help="patch file, or its name in patches/")
     parser.add_argument("--site-packages", default=None, help="root holding sglang/ (default: this Python's)")
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")
-
-
-def run_cli(args: argparse.Namespace) -> int:
-    """Run one action; one line (or JSON) out, exit 0 on success. PatchError propagates for cli.py to print."""
-    result = _ACTIONS[args.action](args.patch, args.site_packages)
-    print(json.dumps(result.to_dict(), indent=2) if args.json else result.message)
-    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
