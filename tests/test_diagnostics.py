@@ -96,7 +96,8 @@ def test_running_limit_applies_from_log_alone_and_shows_queueing(spec_default_li
 
 def test_running_limit_clear_when_concurrency_fits(spec_default_limit):
     spec_info, spec_log = spec_default_limit
-    assert not rule_running_request_limit(spec_info, spec_log, baseline_log=scheduler_line(2048), concurrency=16).applies
+    found = rule_running_request_limit(spec_info, spec_log, baseline_log=scheduler_line(2048), concurrency=16)
+    assert not found.applies
 
 
 def test_running_limit_clear_when_both_runs_set_the_same_limit(launch):
@@ -285,7 +286,8 @@ def _arm(name: str, concurrency: int, server_info: dict, records: list, out_dir)
 
     jsonl = out_dir / f"{name}.requests.jsonl"
     jsonl.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in records), encoding="utf-8")
-    point = PointResult(concurrency, "ok", None, compute_point_metrics(records), server_info, concurrency, 0, 0, True, "t")
+    metrics = compute_point_metrics(records)
+    point = PointResult(concurrency, "ok", None, metrics, server_info, concurrency, 0, 0, True, "t")
     return ArmResult(name=name, status=ARM_MEASURED, sweep={"prompt_kind": "ids"}, points=[point],
                      requests_file=jsonl.name)
 

@@ -41,7 +41,8 @@ class Finding:
 # srt/server_args.py _handle_speculative_decoding (logged while the server arguments are resolved)
 RESET_48 = re.compile(r"Max running requests is reset to (\d+) for speculative decoding[^\n]*")
 OVERLAP_OFF = re.compile(r"Overlap scheduler is disabled when spec v2 is off[^\n]*")
-SPEC_V2_ON = re.compile(r"Spec v2 is enabled for eagle/eagle3 speculative decoding and overlap schedule is turned on[^\n]*")
+SPEC_V2_ON = re.compile(r"Spec v2 is enabled for eagle/eagle3 speculative decoding and overlap schedule is "
+                        r"turned on[^\n]*")
 MIXED_OFF = re.compile(r"Mixed chunked prefill is disabled because of using eagle speculative decoding[^\n]*")
 RADIX_OFF = re.compile(r"Disabling radix cache since speculative decoding for \S+ is not supported[^\n]*")
 # srt/managers/scheduler.py, rank 0 after the memory pool is sized
@@ -120,7 +121,8 @@ def _check_info(info: Any, what: str) -> Optional[Mapping[str, Any]]:
     if info is None:
         return None
     if not isinstance(info, Mapping):
-        raise DiagnosticsError(f"{what}: expected the /get_server_info JSON object (a mapping), got {type(info).__name__}")
+        raise DiagnosticsError(f"{what}: expected the /get_server_info JSON object (a mapping), got "
+                               f"{type(info).__name__}")
     return info
 
 
@@ -154,18 +156,18 @@ def rule_running_request_limit(spec_info: Any = None, spec_log: Optional[str] = 
     spec_info = _info_or_log(spec_info, spec_log, "speculative run")
     baseline_info = _info_or_log(baseline_info, baseline_log, "baseline run")
     spec = running_limit(spec_info, spec_log)
-    reset = _first_line(RESET_48, spec_log)
+    reset = RESET_48.search(spec_log or "")
     if spec is None and reset is None:
         return None
+    limit = spec[0] if spec else int(reset.group(1))  # type: ignore[union-attr]
     parts = [f"speculative limit {spec[0]} ({spec[1]})"] if spec else []
     if reset:
-        parts.append(f"log: {reset}")
+        parts.append(f"log: {reset.group(0).strip()}")
     base = running_limit(baseline_info, baseline_log)
     queued = [line for line in decode_lines(spec_log or "") if (line.queued or 0) > 0]
     if queued:
         worst = max(queued, key=lambda line: (line.queued or 0, line.running))
         parts.append(f"requests waited while the limit was full: {worst.text}")
-    limit = spec[0] if spec else int(RESET_48.search(spec_log or "").group(1))  # type: ignore[union-attr]
     if base is not None:
         parts.append(f"baseline limit {base[0]} ({base[1]})")
         applies = limit < base[0] and (concurrency is None or concurrency > limit)
@@ -210,7 +212,8 @@ def rule_scheduler_features_off(spec_info: Any = None, spec_log: Optional[str] =
         kept.append(f"log: {v2}")
     if off:
         return Finding(name, True, "; ".join(off + kept))
-    return Finding(name, False, "; ".join(kept) or "overlap scheduler, mixed chunk and radix cache unchanged from the baseline")
+    return Finding(name, False, "; ".join(kept) or "overlap scheduler, mixed chunk and radix cache unchanged from "
+                                                   "the baseline")
 
 
 def _captured(result: Mapping[str, Any]) -> Optional[tuple[int, ...]]:
@@ -226,7 +229,8 @@ def _table_verdict(table: Mapping[str, Any]) -> Optional[tuple[bool, str]]:
     if not rows:
         return None
     rows.sort(key=lambda r: r["startup_rank"])
-    graph_rows = [r for r in rows if str(r.get("uses", "")).startswith("CUDA-graph") or "graphs on" in r.get("runs_when", ())]
+    graph_rows = [r for r in rows
+                  if str(r.get("uses", "")).startswith("CUDA-graph") or "graphs on" in r.get("runs_when", ())]
     eager = rows[-1]  # forwards after start-up see whatever the last call wrote
     parts = [f"profile {table.get('profile', '?')} (depth {table.get('depth', '?')})"]
     if graph_rows:
@@ -408,7 +412,8 @@ def resolve_server_args(argv: Sequence[str]) -> tuple[dict[str, Any], str]:
         with contextlib.redirect_stderr(io.StringIO()):
             resolved = prepare_server_args(args)
     except (SystemExit, ValueError, AssertionError, OSError) as exc:
-        raise DiagnosticsError(f"sglang rejected the server arguments: {type(exc).__name__}: {exc}; check the command line and model path") from None
+        raise DiagnosticsError(f"sglang rejected the server arguments: {type(exc).__name__}: {exc}; check the "
+                               "command line and model path") from None
     finally:
         root.removeHandler(handler)
         root.setLevel(old_level)
@@ -445,7 +450,8 @@ def evidence_from_artifacts(bench_report: Any = None, requests_dir: Optional[Pat
         try:
             tables = json.loads(trace).get("layer_ids")
         except (json.JSONDecodeError, AttributeError):
-            raise DiagnosticsError(f"notebook 02 sidecar {trace_sidecar} is not a JSON object; rerun notebook 02") from None
+            raise DiagnosticsError(f"notebook 02 sidecar {trace_sidecar} is not a JSON object; rerun notebook "
+                                   "02") from None
         if layer_profile is not None and isinstance(tables, list):
             tables = [t for t in tables if isinstance(t, Mapping) and t.get("profile") == layer_profile] or None
         ev.layer_table = tables
@@ -464,7 +470,8 @@ def evidence_from_artifacts(bench_report: Any = None, requests_dir: Optional[Pat
 
                 path = Path(requests_dir) / arm.requests_file
                 if not path.is_file():
-                    raise DiagnosticsError(f"requests file {path} of arm '{arm.name}' does not exist; pass the arm's output folder")
+                    raise DiagnosticsError(f"requests file {path} of arm '{arm.name}' does not exist; pass the arm's "
+                                           "output folder")
                 ev.accept_lengths = accept_lengths_from_records(load_requests(path))
             elif points:
                 ev.accept_lengths = [p.metrics.accept_length_mean for p in points

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields, replace
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from eagle3lab.errors import PerfModelError
 
@@ -37,9 +37,11 @@ def _check_sources(obj: object, skip: tuple[str, ...] = ("name", "sources")) -> 
             continue
         value = getattr(obj, f.name)
         if not sources.get(f.name, "").strip():
-            raise PerfModelError(f"{kind} '{getattr(obj, 'name', '?')}': parameter '{f.name}' has no source string; add one to sources")
+            raise PerfModelError(f"{kind} '{getattr(obj, 'name', '?')}': parameter '{f.name}' has no source string; "
+                                 "add one to sources")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value < 0:
-            raise PerfModelError(f"{kind} '{getattr(obj, 'name', '?')}': parameter '{f.name}' must be a number >= 0, got {value!r}")
+            raise PerfModelError(f"{kind} '{getattr(obj, 'name', '?')}': parameter '{f.name}' must be a number >= 0, "
+                                 f"got {value!r}")
 
 
 # --------------------------------------------------------------------------------------------- model configs
@@ -73,7 +75,8 @@ class MoEModelConfig:
     def __post_init__(self) -> None:
         _check_sources(self)
         if self.first_k_dense > self.num_layers or self.experts_per_token > self.n_routed_experts:
-            raise PerfModelError(f"model '{self.name}': first_k_dense <= num_layers and experts_per_token <= n_routed_experts are required")
+            raise PerfModelError(f"model '{self.name}': first_k_dense <= num_layers and experts_per_token <= "
+                                 "n_routed_experts are required")
 
     @property
     def num_moe_layers(self) -> int:
@@ -145,8 +148,10 @@ class Hardware:
 
     def __post_init__(self) -> None:
         _check_sources(self)
-        if self.tp_size < 1 or self.mem_bandwidth <= 0 or not 0 < self.bandwidth_efficiency <= 1 or not 0 < self.flops_efficiency <= 1:
-            raise PerfModelError(f"hardware '{self.name}': tp_size >= 1, bandwidth > 0 and efficiencies in (0, 1] are required")
+        efficiencies_ok = 0 < self.bandwidth_efficiency <= 1 and 0 < self.flops_efficiency <= 1
+        if self.tp_size < 1 or self.mem_bandwidth <= 0 or not efficiencies_ok:
+            raise PerfModelError(f"hardware '{self.name}': tp_size >= 1, bandwidth > 0 and efficiencies in (0, 1] "
+                                 "are required")
 
     def with_overhead(self, step_overhead_s: float, source: str) -> "Hardware":
         """Same hardware, another fixed per-step overhead (and its source)."""
@@ -162,7 +167,8 @@ class SpecConfig:
 
     def __post_init__(self) -> None:
         if self.num_steps < 1 or self.topk != 1:
-            raise PerfModelError(f"speculative config: num_steps >= 1 and topk == 1 are modelled, got num_steps={self.num_steps}, topk={self.topk}")
+            raise PerfModelError("speculative config: num_steps >= 1 and topk == 1 are modelled, got "
+                                 f"num_steps={self.num_steps}, topk={self.topk}")
 
     @property
     def num_draft_tokens(self) -> int:
@@ -182,7 +188,8 @@ def expected_distinct_experts(tokens: float, n_experts: int, experts_per_token: 
     Each expert is missed by one token with probability 1 - k/E, so by all T tokens with (1 - k/E)^T.
     """
     if tokens < 0 or n_experts <= 0 or not 0 < experts_per_token <= n_experts:
-        raise PerfModelError(f"distinct experts: need tokens >= 0 and 0 < k <= E, got T={tokens}, E={n_experts}, k={experts_per_token}")
+        raise PerfModelError(f"distinct experts: need tokens >= 0 and 0 < k <= E, got T={tokens}, E={n_experts}, "
+                             f"k={experts_per_token}")
     return n_experts * (1.0 - (1.0 - experts_per_token / n_experts) ** tokens)
 
 
@@ -255,7 +262,8 @@ def flops_per_gpu(m: MoEModelConfig, tp: int, tokens: float, context_len: float)
     per_token_params = (
         m.num_layers * (rep + split / tp)
         + m.first_k_dense * 3 * m.hidden * m.dense_intermediate / tp
-        + m.num_moe_layers * (m.hidden * m.n_routed_experts + (m.n_shared_experts + m.experts_per_token) * m.expert_params / tp)
+        + m.num_moe_layers * (m.hidden * m.n_routed_experts
+                              + (m.n_shared_experts + m.experts_per_token) * m.expert_params / tp)
         + m.vocab_size * m.hidden / tp
     )
     heads = m.num_heads / tp
@@ -319,7 +327,8 @@ def target_forward(m: MoEModelConfig, hw: Hardware, batch: int, context_len: flo
     TP the cache is replicated, not split).
     """
     if batch < 1 or tokens_per_request < 1 or context_len < 0:
-        raise PerfModelError(f"forward: need batch >= 1, tokens_per_request >= 1, context_len >= 0; got {batch}, {tokens_per_request}, {context_len}")
+        raise PerfModelError(f"forward: need batch >= 1, tokens_per_request >= 1, context_len >= 0; got {batch}, "
+                             f"{tokens_per_request}, {context_len}")
     tokens = batch * tokens_per_request
     bw = hw.mem_bandwidth * hw.bandwidth_efficiency
     weights = weight_bytes_per_gpu(m, hw.tp_size, tokens).total
@@ -357,7 +366,8 @@ def calibrate_overhead(m: MoEModelConfig, hw: Hardware, measured_step_s: float, 
     floor = target_forward(m, hw, 1, context_len, include_overhead=False).total_s
     if measured_step_s < floor:
         raise PerfModelError(
-            f"calibration: measured step {measured_step_s * 1e3:.3f} ms is below the model's floor {floor * 1e3:.3f} ms "
+            f"calibration: measured step {measured_step_s * 1e3:.3f} ms is below the model's floor "
+            f"{floor * 1e3:.3f} ms "
             f"for '{hw.name}'; check its bandwidth, efficiency and all-reduce parameters")
     return hw.with_overhead(measured_step_s - floor, source)
 
@@ -395,7 +405,8 @@ def baseline_tok_s(m: MoEModelConfig, hw: Hardware, batch: int, context_len: flo
 
 def _check_accept(accept_length: float, spec: SpecConfig) -> None:
     if not 1.0 <= accept_length <= spec.max_accept_length:
-        raise PerfModelError(f"acceptance length must be in [1, {spec.max_accept_length}] for num_steps={spec.num_steps}, got {accept_length}")
+        raise PerfModelError(f"acceptance length must be in [1, {spec.max_accept_length}] for "
+                             f"num_steps={spec.num_steps}, got {accept_length}")
 
 
 def spec_tok_s(m: MoEModelConfig, d: DraftModelConfig, hw: Hardware, spec: SpecConfig, batch: int,
@@ -431,14 +442,17 @@ def kv_capacity_requests(m: MoEModelConfig, hw: Hardware, context_len: float, me
                          extra_resident_bytes: float = 0.0) -> int:
     """Requests of ``context_len`` tokens whose KV cache fits next to the weights in sglang's static pool."""
     if not 0 < mem_fraction_static <= 1 or context_len <= 0:
-        raise PerfModelError(f"capacity: need 0 < mem_fraction_static <= 1 and context_len > 0, got {mem_fraction_static}, {context_len}")
-    pool = hw.gpu_memory_bytes * mem_fraction_static - resident_weight_bytes_per_gpu(m, hw.tp_size) - extra_resident_bytes
+        raise PerfModelError("capacity: need 0 < mem_fraction_static <= 1 and context_len > 0, got "
+                             f"{mem_fraction_static}, {context_len}")
+    resident = resident_weight_bytes_per_gpu(m, hw.tp_size) + extra_resident_bytes
+    pool = hw.gpu_memory_bytes * mem_fraction_static - resident
     if pool <= 0:
-        raise PerfModelError(f"capacity: '{m.name}' weights do not fit in {mem_fraction_static:.2f} of one '{hw.name}' GPU at tp={hw.tp_size}")
+        raise PerfModelError(f"capacity: '{m.name}' weights do not fit in {mem_fraction_static:.2f} of one "
+                             f"'{hw.name}' GPU at tp={hw.tp_size}")
     return int(pool // (context_len * m.kv_bytes_per_token))
 
 
-def peak_tok_s(rate_at_batch, max_batch: int) -> tuple[float, int]:
+def peak_tok_s(rate_at_batch: Callable[[int], float], max_batch: int) -> tuple[float, int]:
     """(best tokens/s, batch size giving it) for batch sizes 1..max_batch of a rate function."""
     if max_batch < 1:
         raise PerfModelError(f"peak: max_batch must be >= 1, got {max_batch}")
@@ -499,7 +513,8 @@ def predict_deployment(m: MoEModelConfig, d: DraftModelConfig, hw: Hardware, spe
         baseline_max_batch=base_max, baseline_peak_tok_s=base_peak, baseline_peak_batch=base_batch,
         spec_max_batch=spec_max, accept_lengths=accepts,
         spec_single_stream_tok_s=tuple(spec_tok_s(m, d, hw, spec, 1, context_len, a) for a in accepts),
-        spec_peak_tok_s=tuple(peak_tok_s(lambda b: spec_tok_s(m, d, hw, spec, b, context_len, a), spec_max)[0] for a in accepts),
+        spec_peak_tok_s=tuple(peak_tok_s(lambda b: spec_tok_s(m, d, hw, spec, b, context_len, a), spec_max)[0]
+                              for a in accepts),
         break_even_single_stream=break_even_accept_length(m, d, hw, spec, 1, context_len),
         break_even_at_spec_max_batch=break_even_accept_length(m, d, hw, spec, spec_max, context_len),
     )

@@ -16,11 +16,13 @@ from eagle3lab.errors import PerfModelError
 from eagle3lab.perfmodel import (GIB, DeploymentPrediction, DraftModelConfig, Hardware, MoEModelConfig, SpecConfig,
                                  calibrate_overhead, predict_deployment)
 
-_MEGATRON_KIMI = ("NVIDIA Megatron-Bridge KimiK2Provider "
-                  "(https://docs.nvidia.com/nemo/megatron-bridge/latest/apidocs/bridge/bridge.models.kimi.kimi_provider.html)")
+_MEGATRON_KIMI = ("NVIDIA Megatron-Bridge KimiK2Provider (https://docs.nvidia.com/nemo/megatron-bridge/latest/"
+                  "apidocs/bridge/bridge.models.kimi.kimi_provider.html)")
 _DSV3_MLA = ("DeepSeek-V3 config, kept by Kimi-K2 ('DeepSeek-V3-compatible config', NeMo AutoModel KimiK2Config; "
-             "DeepseekV3Config defaults https://docs.vllm.ai/en/v0.11.0/api/vllm/transformers_utils/configs/deepseek_v3.html)")
-_K25_ON_K2 = "Kimi-K2.5 is continual pretraining atop Kimi-K2-Base (sgl-project/sgl-cookbook docs/autoregressive/Moonshotai/Kimi-K2.5.md)"
+             "DeepseekV3Config defaults "
+             "https://docs.vllm.ai/en/v0.11.0/api/vllm/transformers_utils/configs/deepseek_v3.html)")
+_K25_ON_K2 = ("Kimi-K2.5 is continual pretraining atop Kimi-K2-Base (sgl-project/sgl-cookbook "
+              "docs/autoregressive/Moonshotai/Kimi-K2.5.md)")
 _INT4 = ("Kimi-K2.5 ships native INT4 routed experts, compressed-tensors group_size=32 "
          "(ROCm/ATOM recipes/Kimi-K2.5.md); attention, dense layer, shared expert, embeddings and lm_head stay BF16")
 
@@ -37,7 +39,8 @@ def kimi_k25() -> MoEModelConfig:
         kv_bytes_per_elem=2.0,
         sources={
             "num_layers": f"61 layers: {_MEGATRON_KIMI}; {_K25_ON_K2}",
-            "first_k_dense": "first_k_dense_replace 1: Kimi-K2 has 1 dense layer of 61 (hyper-accel/tiny-random-kimi-k2 config.json, unsloth Kimi-K2-Instruct card)",
+            "first_k_dense": "first_k_dense_replace 1: Kimi-K2 has 1 dense layer of 61 "
+                             "(hyper-accel/tiny-random-kimi-k2 config.json, unsloth Kimi-K2-Instruct card)",
             "hidden": f"hidden 7168: {_MEGATRON_KIMI}",
             "num_heads": f"64 attention heads: {_MEGATRON_KIMI}",
             "q_lora_rank": f"q_lora_rank 1536: {_DSV3_MLA}",
@@ -50,26 +53,31 @@ def kimi_k25() -> MoEModelConfig:
             "n_routed_experts": f"384 routed experts: {_MEGATRON_KIMI}",
             "experts_per_token": f"moe_router_topk 8: {_MEGATRON_KIMI}",
             "n_shared_experts": f"one shared expert of 2048 (moe_shared_expert_intermediate_size): {_MEGATRON_KIMI}",
-            "vocab_size": "vocab 163840: Kimi tokenizer (drafter AQ-MedAI/Kimi-K25-eagle3 vocab 163840, shared/FINDINGS.md)",
+            "vocab_size": "vocab 163840: Kimi tokenizer (drafter AQ-MedAI/Kimi-K25-eagle3 vocab 163840, "
+                          "shared/FINDINGS.md)",
             "dense_bytes_per_param": f"BF16: {_INT4}",
             "expert_weight_bits": f"INT4: {_INT4}",
             "expert_group_size": f"group 32: {_INT4}",
-            "expert_scale_bytes": "assumption: compressed-tensors pack-quantized symmetric stores one BF16 weight_scale per group, no zero point",
-            "kv_bytes_per_elem": "BF16 KV cache (sglang default kv_cache_dtype auto = model dtype; the incident passed no --kv-cache-dtype)",
+            "expert_scale_bytes": "assumption: compressed-tensors pack-quantized symmetric stores one BF16 "
+                                  "weight_scale per group, no zero point",
+            "kv_bytes_per_elem": "BF16 KV cache (sglang default kv_cache_dtype auto = model dtype; the incident "
+                                 "passed no --kv-cache-dtype)",
         },
     )
 
 
 def kimi_k25_eagle3_drafter() -> DraftModelConfig:
     """AQ-MedAI/Kimi-K25-eagle3 (LlamaForCausalLMEagle3)."""
-    cfg = "AQ-MedAI/Kimi-K25-eagle3 config (shared/FINDINGS.md: LlamaForCausalLMEagle3, hidden 7168, 1 layer, draft_vocab 32000, aux layers [2, 30, 58])"
+    cfg = ("AQ-MedAI/Kimi-K25-eagle3 config (shared/FINDINGS.md: LlamaForCausalLMEagle3, hidden 7168, 1 layer, "
+           "draft_vocab 32000, aux layers [2, 30, 58])")
     return DraftModelConfig(
         name="Kimi-K2.5 EAGLE-3 drafter",
         num_layers=1, hidden=7168, num_heads=64, num_kv_heads=8, head_dim=128, intermediate=18432,
         draft_vocab_size=32000, num_aux_layers=3, bytes_per_param=2.0,
         sources={
             "num_layers": cfg, "hidden": cfg, "draft_vocab_size": cfg, "num_aux_layers": cfg,
-            "num_heads": "assumption: 64 query heads of 128 like the target; only moves the draft cost (a few % of a target step)",
+            "num_heads": "assumption: 64 query heads of 128 like the target; only moves the draft cost (a few % of a "
+                         "target step)",
             "num_kv_heads": "assumption: 8 KV heads (Llama-style GQA drafter)",
             "head_dim": "assumption: 128",
             "intermediate": "assumption: 18432 like the target's dense MLP",
@@ -105,7 +113,8 @@ def rtx_pro_6000_x8(step_overhead_s: float = 0.0) -> Hardware:
             "tp_size": "--tp-size 8 (incident)",
             "mem_bandwidth": sheet,
             "bandwidth_efficiency": "assumption: 80% of datasheet bandwidth when streaming weights",
-            "peak_flops": "assumption: ~500 TFLOP/s dense BF16 tensor (datasheet 4 PFLOPS FP4 sparse / 2 dense / 4 for BF16)",
+            "peak_flops": "assumption: ~500 TFLOP/s dense BF16 tensor (datasheet 4 PFLOPS FP4 sparse / 2 dense / 4 "
+                          "for BF16)",
             "flops_efficiency": "assumption: 50% of peak for small-M MoE GEMMs",
             "allreduce_latency_s": f"assumption: ~30 us per small NCCL all-reduce across 8 PCIe GPUs; {_CUSTOM_AR_OFF}",
             "allreduce_bus_bw": "assumption: ~20 GB/s NCCL ring bus bandwidth over PCIe Gen5 through host bridges",
@@ -133,7 +142,8 @@ def h200_x8(step_overhead_s: float = 0.0) -> Hardware:
             "bandwidth_efficiency": "assumption: 80% of datasheet bandwidth when streaming weights",
             "peak_flops": sheet,
             "flops_efficiency": "assumption: 50% of peak for small-M MoE GEMMs",
-            "allreduce_latency_s": "assumption: ~8 us per small all-reduce with sglang's custom all-reduce over full NVLink",
+            "allreduce_latency_s": "assumption: ~8 us per small all-reduce with sglang's custom all-reduce over full "
+                                   "NVLink",
             "allreduce_bus_bw": "assumption: ~300 GB/s achievable NVLink bus bandwidth",
             "gpu_memory_bytes": sheet,
             "step_overhead_s": _OVERHEAD_PENDING if step_overhead_s == 0 else "given",
@@ -212,7 +222,8 @@ def cpu_preset(measured_step_s: float, context_len: float, model: MoEModelConfig
         step_overhead_s=0.0, draft_forward_overhead_s=0.0, spec_cycle_overhead_s=0.0,
         sources={
             "tp_size": "cpu profile: --tp-size 1",
-            "mem_bandwidth": "measured: numpy copy bandwidth on this machine (measure_copy_bandwidth)" if mem_bandwidth is None else "given",
+            "mem_bandwidth": "measured: numpy copy bandwidth on this machine "
+                             "(measure_copy_bandwidth)" if mem_bandwidth is None else "given",
             "bandwidth_efficiency": "measured bandwidth is already achievable bandwidth",
             "peak_flops": "assumption: ~50 GFLOP/s BF16 on 2 cores",
             "flops_efficiency": "assumption: 50%",
@@ -225,7 +236,8 @@ def cpu_preset(measured_step_s: float, context_len: float, model: MoEModelConfig
         },
     )
     return calibrate_overhead(model, base, measured_step_s, context_len,
-                              f"calibrated: measured single-stream step {measured_step_s * 1e3:.3f} ms ({measured_where})")
+                              f"calibrated: measured single-stream step {measured_step_s * 1e3:.3f} ms "
+                              f"({measured_where})")
 
 
 # ------------------------------------------------------------------------------------------- the incident
@@ -244,8 +256,9 @@ def incident_hardware(context_len: float = INCIDENT_CONTEXT_LEN) -> tuple[Hardwa
     m = kimi_k25()
     pcie = calibrate_overhead(m, rtx_pro_6000_x8(), incident.single_stream_step_s(), context_len,
                               f"calibrated: 1/{incident.SINGLE_STREAM.value} tok/s single stream, {incident.SOURCE}")
-    nvlink = h200_x8().with_overhead(pcie.step_overhead_s, "assumption: same fixed overhead as the calibrated RTX PRO 6000 "
-                                                           "deployment (same software stack, CUDA graphs on)")
+    same = ("assumption: same fixed overhead as the calibrated RTX PRO 6000 deployment "
+            "(same software stack, CUDA graphs on)")
+    nvlink = h200_x8().with_overhead(pcie.step_overhead_s, same)
     return pcie, nvlink
 
 

@@ -134,7 +134,8 @@ def draw_speedup(m: MoEModelConfig, d: DraftModelConfig, hw: Hardware, spec: Spe
     left.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="speedup 1 (break-even)")
     left.set_xlabel("acceptance length (tokens per verify)")
     left.set_ylabel("EAGLE-3 / plain output tok/s")
-    batch_axis = sorted(b for b in {1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, max_batch} if b <= max_batch)
+    candidates = {1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, max_batch}
+    batch_axis = sorted(b for b in candidates if b <= max_batch)
     cap = spec_max_batch or max_batch
     for tau in accept_taus:  # beyond the request limit EAGLE-3 runs only `cap` requests; the rest queue
         right.plot(batch_axis, [spec_tok_s(m, d, hw, spec, min(b, cap), context_len, tau)
@@ -177,7 +178,8 @@ def draw_throughput(m: MoEModelConfig, d: DraftModelConfig, hw: Hardware, spec: 
             label=f"plain decoding (predicted, up to {max_batch} requests)")
     for tau in accept_taus:
         rates = [spec_tok_s(m, d, hw, spec, min(b, spec_max_batch), context_len, tau) for b in grid]
-        ax.plot(grid, rates, linestyle="--", label=f"EAGLE-3, acceptance {tau:g} (predicted; capped at {spec_max_batch})")
+        ax.plot(grid, rates, linestyle="--", label=f"EAGLE-3, acceptance {tau:g} (predicted; capped at "
+                                                   f"{spec_max_batch})")
     for arm, marker in (("baseline", "s"), ("eagle3", "D")):
         pts = [p for p in measured if p.arm == arm]
         if pts:
@@ -264,7 +266,8 @@ def incident_figures(out_dir: Optional[Path] = None, context_len: Optional[float
     }
 
 
-def cpu_profile_figures(report, out_dir: Optional[Path] = None, mem_bandwidth: Optional[float] = None) -> dict[str, Path]:
+def cpu_profile_figures(report, out_dir: Optional[Path] = None,
+                        mem_bandwidth: Optional[float] = None) -> dict[str, Path]:
     """The cpu profile's measured baseline against the cost model calibrated on it (tiny model, this machine).
 
     EAGLE-3 cannot run on CPU in sglang 0.5.9, so only plain decoding is predicted here; the figure shows how
