@@ -124,8 +124,8 @@ SHIMS: dict[str, Shim] = {
             name="set_embed_cuda_sync",
             obstacle=9,
             module="sglang.srt.models.llama",
-            avoids="torch.cuda.synchronize() raising on a machine without CUDA "
-            "(LlamaForCausalLM.set_embed, called on the EAGLE-3 draft model)",
+            avoids="RuntimeError: Unexpected error from cudaGetDeviceCount(). ... Error 34: CUDA driver is a stub "
+            "library  (torch.cuda.synchronize() in LlamaForCausalLM.set_embed, called on the EAGLE-3 draft model)",
             apply=_set_embed_without_cuda_sync,
         ),
     )

@@ -5,8 +5,10 @@ they can even be constructed; doing that in the caller (a notebook kernel, a tes
 Why the real classes: the tiny checkpoint must carry exactly the tensors the real loader expects, derived from the
 installed sglang/transformers instead of a hand-kept list that drifts.
 
-Input (stdin): {"target": <config.json dict>, "draft": <config.json dict>}.
-Output (stdout, last line): {"target": {name: [shape, dtype]}, "draft": {...}} in Hugging Face checkpoint naming.
+Specs (default): stdin {"target": <config.json dict>, "draft": <config.json dict>}; stdout, last line:
+{"target": {name: [shape, dtype]}, "draft": {...}} in Hugging Face checkpoint naming.
+Verify (``verify <model root> [tensor names to leave out ...]``): build both models on CPU with every parameter NaN,
+run sglang's own ``load_weights`` over the checkpoint, print {"target": [params still NaN], "draft": [...]}.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import dataclasses
 import json
 import socket
 import sys
-from typing import Any
+from pathlib import Path
+from typing import Any, Sequence
 
 import torch
 
@@ -121,10 +124,43 @@ def draft_specs(config: dict[str, Any]) -> Specs:
     return specs
 
 
+def unloaded_parameters(root: str, leave_out: Sequence[str] = ()) -> dict[str, list[str]]:
+    """Parameters that sglang's real ``load_weights`` does not fill from the tiny checkpoint (should be none)."""
+    from types import SimpleNamespace
+
+    from safetensors.torch import load_file
+    from transformers import LlamaConfig
+
+    from sglang.srt.configs.kimi_k25 import KimiK25Config
+    from sglang.srt.layers.dp_attention import initialize_dp_attention
+    from sglang.srt.models.kimi_k25 import KimiK25ForConditionalGeneration
+    from sglang.srt.models.llama_eagle3 import LlamaForCausalLMEagle3
+    from sglang.srt.server_args import get_global_server_args
+
+    parts = {"target": (KimiK25ForConditionalGeneration, KimiK25Config), "draft": (LlamaForCausalLMEagle3, LlamaConfig)}
+    report: dict[str, list[str]] = {}
+    for part, (model_class, config_class) in parts.items():
+        config = config_class(**json.loads((Path(root) / part / "config.json").read_text(encoding="utf-8")))
+        if part == "target":
+            initialize_dp_attention(get_global_server_args(),
+                                    SimpleNamespace(hidden_size=config.hidden_size, dtype=torch.bfloat16))
+        model = model_class(config)
+        with torch.no_grad():
+            for param in model.parameters():
+                param.fill_(float("nan"))
+        tensors = load_file(str(Path(root) / part / "model.safetensors"))
+        model.load_weights([(name, t) for name, t in tensors.items() if name not in leave_out])
+        report[part] = sorted(n for n, p in model.named_parameters() if torch.isnan(p.float()).any())
+    return report
+
+
 def main() -> None:
-    request = json.load(sys.stdin)
     _init_sglang_single_process()
-    result = {"target": target_specs(request["target"]), "draft": draft_specs(request["draft"])}
+    if sys.argv[1:2] == ["verify"]:
+        result: dict[str, Any] = unloaded_parameters(sys.argv[2], sys.argv[3:])
+    else:
+        request = json.load(sys.stdin)
+        result = {"target": target_specs(request["target"]), "draft": draft_specs(request["draft"])}
     sys.stdout.write("\n" + json.dumps(result) + "\n")
 
 
