@@ -67,6 +67,7 @@ def test_full_patch_captures_the_drafter_layers_in_prefill_and_decode(tiny):
     for forward in result.forwards:
         assert forward.shape == [tokens[forward.phase], len(ids) * hidden]
         assert forward.matched_layers == ids  # slice k is the output of decoder layer ids[k]
+        assert not forward.ambiguous  # ... and of no other layer: the seeded weights keep layers apart
         assert forward.max_abs_diff == 0.0
     assert result.ok and result.outcome == "captured"
     print("full patch seconds:", result.seconds, [(f.phase, f.seconds) for f in result.forwards])
@@ -154,6 +155,32 @@ def test_result_round_trips_through_json():
     result = cc.CaptureResult(
         patch="p", drafter_layer_ids=[0, 1, 2], layers_to_capture=[1, 2, 3], hidden_size=64,
         hooks=[cc.HookOutcome("set_eagle3_layers_to_capture", "ModelRunner.initialize", True)],
-        forwards=[cc.ForwardCapture("decode", 2, [2, 192], [2, 192], True, [0, 1, 2], 0.0, 0.1)])
+        forwards=[cc.ForwardCapture("decode", 2, [2, 192], [2, 192], True, [0, 1, 2], False, 0.0, 0.1)])
     again = cc.CaptureResult.from_dict(json.loads(json.dumps(result.to_dict())))
     assert again == result and again.to_dict()["outcome"] == result.outcome
+
+
+@pytest.mark.server
+def test_dummy_loader_needs_its_own_patch():
+    """--load-format dummy: the delegation patch alone fails at the first forward; with the post_load_weights
+    patch stacked on top the forwards run and capture."""
+    before = installed_sha()
+    alone = cc.run_cpu_capture_check([cc.FULL_PATCH], load_format="dummy")
+    assert all(h.ok for h in alone.hooks)
+    assert alone.error_type == "AttributeError" and "'NoneType' object has no attribute 'dtype'" in alone.error_message
+    both = cc.run_cpu_capture_check([cc.FULL_PATCH, "kimi_k25-dummy-post-load-weights"], load_format="dummy")
+    assert installed_sha() == before
+    assert both.patch == f"{cc.FULL_PATCH}+kimi_k25-dummy-post-load-weights"
+    assert both.error_type is None and [f.phase for f in both.forwards] == ["prefill", "decode"]
+    assert all(f.shape == f.expected_shape and f.matches_layer_outputs for f in both.forwards)
+    print("dummy loader:", alone.outcome, both.outcome, [f.ambiguous for f in both.forwards])
+
+
+def test_refuses_a_package_that_already_carries_a_patch(tmp_path):
+    root = tmp_path / "site-packages"
+    (root / KIMI).parent.mkdir(parents=True)
+    (root / KIMI).write_bytes((patching.installed_root() / KIMI).read_bytes())
+    patching.apply(cc.ONE_METHOD_PATCH, root)
+    with pytest.raises(CaptureCheckError, match="already carries kimi_k25-one-method;"):
+        cc.run_capture_check(tmp_path, tmp_path, cc.FULL_PATCH, site_packages=root)
+    assert patching.check(cc.ONE_METHOD_PATCH, root).status == patching.ALREADY_APPLIED

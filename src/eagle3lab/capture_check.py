@@ -61,6 +61,7 @@ class ForwardCapture:
     expected_shape: list[int]
     matches_layer_outputs: bool  # slice k equals the output of decoder layer drafter_layer_ids[k]
     matched_layers: list[int | None]  # for each slice, the decoder layer whose output it equals
+    ambiguous: bool  # some slice equals the outputs of several layers (e.g. near-zero dummy weights)
     max_abs_diff: float
     seconds: float
 
@@ -90,17 +91,22 @@ class CaptureResult:
             self.error_type is None
             and self.failed_hook is None
             and len(self.forwards) == 2
-            and all(f.matches_layer_outputs and f.shape == f.expected_shape for f in self.forwards)
+            and all(f.matches_layer_outputs and not f.ambiguous and f.shape == f.expected_shape
+                    for f in self.forwards)
         )
 
     @property
     def outcome(self) -> str:
-        """One word for tables: captured, hook_missing, error or mismatch."""
+        """One word for tables: captured, hook_missing, error, ambiguous or mismatch."""
         if self.failed_hook is not None:
             return "hook_missing"
         if self.error_type is not None:
             return "error"
-        return "captured" if self.ok else "mismatch"
+        if self.ok:
+            return "captured"
+        if all(f.matches_layer_outputs for f in self.forwards) and len(self.forwards) == 2:
+            return "ambiguous"
+        return "mismatch"
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "ok": self.ok, "outcome": self.outcome}
@@ -117,34 +123,39 @@ class CaptureResult:
 # Parent side
 
 
+PatchArg = str | os.PathLike | Sequence[str | os.PathLike] | None
+
+
 def child_argv(target: str | os.PathLike, draft: str | os.PathLike, *, prompt_len: int = 8, batch_size: int = 2,
-               python: str = sys.executable) -> list[str]:
+               load_format: str = "auto", python: str = sys.executable) -> list[str]:
     """The command line of the child process."""
     return [python, "-m", "eagle3lab.capture_check", "--target", str(target), "--draft", str(draft),
-            "--prompt-len", str(prompt_len), "--batch-size", str(batch_size)]
+            "--prompt-len", str(prompt_len), "--batch-size", str(batch_size), "--load-format", load_format]
 
 
 def run_capture_check(
     target: str | os.PathLike,
     draft: str | os.PathLike,
-    patch: str | os.PathLike | None = None,
+    patch: PatchArg = None,
     *,
+    load_format: str = "auto",
     site_packages: str | os.PathLike | None = None,
     env: dict[str, str] | None = None,
     prompt_len: int = 8,
     batch_size: int = 2,
     timeout_s: float = 900.0,
 ) -> CaptureResult:
-    """Run the check in a child process, with ``patch`` applied to the installed sglang for its duration.
+    """Run the check in a child process, with ``patch`` (one name/path or several) applied to the installed sglang.
 
     ``env`` is added to the child's environment; the ``cpu`` profile passes ``cpu_environment()`` (stub
-    libcuda, CPU engine, shims). With ``patch=None`` the installed package must be unpatched (checked against
-    the full delegation patch while the patch lock is held), so the crash it reports is the real one.
+    libcuda, CPU engine, shims). The installed package must carry none of the project's patches beforehand
+    (checked under the patch lock), so each result shows exactly the patches asked for; it is restored after.
+    ``load_format="dummy"`` exercises sglang's dummy loader instead of the checkpoint.
     """
     for name, path in (("target", target), ("draft", draft)):
         if not Path(path).is_dir():
             raise CaptureCheckError(f"{name} model {path} is not a directory; build the tiny models first")
-    argv = child_argv(target, draft, prompt_len=prompt_len, batch_size=batch_size)
+    argv = child_argv(target, draft, prompt_len=prompt_len, batch_size=batch_size, load_format=load_format)
     with _patch_state(patch, site_packages) as label:
         result = _run_child(argv, {**os.environ, **(env or {})}, timeout_s)
     result.patch = label
@@ -152,8 +163,9 @@ def run_capture_check(
 
 
 def run_cpu_capture_check(
-    patch: str | os.PathLike | None = None,
+    patch: PatchArg = None,
     *,
+    load_format: str = "auto",
     num_layers: int = 4,
     site_packages: str | os.PathLike | None = None,
     timeout_s: float = 900.0,
@@ -163,24 +175,41 @@ def run_cpu_capture_check(
     from eagle3lab.tinymodel import build_tiny_models
 
     models = build_tiny_models(num_layers=num_layers)
-    return run_capture_check(models.target_dir, models.draft_dir, patch, site_packages=site_packages,
+    return run_capture_check(models.target_dir, models.draft_dir, patch, load_format=load_format,
+                             site_packages=site_packages,
                              env=cpu_environment(shims=CPU_SHIMS), timeout_s=timeout_s)
 
 
 @contextlib.contextmanager
-def _patch_state(patch: str | os.PathLike | None, site_packages: str | os.PathLike | None) -> Iterator[str | None]:
+def _patch_state(patch: PatchArg, site_packages: str | os.PathLike | None) -> Iterator[str | None]:
+    """Hold the patch lock, insist on a pristine package, apply ``patch`` (one or several), restore on exit."""
     from eagle3lab import patching
 
-    if patch is not None:
-        with patching.patched(patch, site_packages) as applied:
-            yield applied.patch
-        return
-    with patching.held(site_packages):
-        full = patching.resolve_patch("kimi_k25-eagle3-delegation")
-        if patching.check(full, site_packages).status != patching.APPLICABLE:
-            raise CaptureCheckError("the installed sglang already carries the delegation patch; "
-                                    "run python -m eagle3lab.patching revert kimi_k25-eagle3-delegation first")
-        yield None
+    names = [patch] if isinstance(patch, (str, os.PathLike)) else list(patch or [])
+    with patching.held(site_packages), contextlib.ExitStack() as stack:
+        _require_pristine(site_packages)
+        labels = [stack.enter_context(patching.patched(name, site_packages)).patch for name in names]
+        yield "+".join(labels) or None
+
+
+def _require_pristine(site_packages: str | os.PathLike | None) -> None:
+    """No project patch may be in place already, or a result would show patches nobody asked for."""
+    from eagle3lab import patching
+    from eagle3lab.errors import PatchError
+
+    applied, mismatched = [], []
+    for path in sorted(patching.PATCHES_DIR.glob("*.patch")):
+        try:
+            if patching.check(path, site_packages).status == patching.ALREADY_APPLIED:
+                applied.append(path.stem)
+        except PatchError:
+            mismatched.append(path.stem)
+    if applied:
+        raise CaptureCheckError(f"the installed sglang already carries {', '.join(applied)}; "
+                                "revert with python -m eagle3lab patch revert NAME first")
+    if mismatched:
+        raise CaptureCheckError(f"the installed sglang does not match {', '.join(mismatched)}: not the pristine "
+                                "release the patches expect; reinstall sglang==0.5.9")
 
 
 def _run_child(argv: list[str], env: dict[str, str], timeout_s: float) -> CaptureResult:
@@ -307,13 +336,13 @@ def _hook_outcome(hook: str, caller: str, err: BaseException | None) -> HookOutc
                        raised_at=where)
 
 
-def _server_args(target: str, draft: str) -> Any:
+def _server_args(target: str, draft: str, load_format: str) -> Any:
     """The EAGLE-3 launch flags of the cpu profile, as ServerArgs (what launch_server would parse)."""
     from sglang.srt.server_args import ServerArgs
 
     return ServerArgs(
-        model_path=target, device="cpu", attention_backend="torch_native", disable_cuda_graph=True, tp_size=1,
-        dtype="bfloat16", context_length=1024, max_total_tokens=4096, max_running_requests=4,
+        model_path=target, load_format=load_format, device="cpu", attention_backend="torch_native",
+        disable_cuda_graph=True, tp_size=1, dtype="bfloat16", context_length=1024, max_total_tokens=4096, max_running_requests=4,
         port=_free_port(), nccl_port=_free_port(),
         speculative_algorithm="EAGLE3", speculative_draft_model_path=draft, speculative_num_steps=3,
         speculative_eagle_topk=1, speculative_num_draft_tokens=4,
@@ -363,15 +392,17 @@ def _compare(phase: str, aux: Any, layer_ids: list[int], layers: _LayerOutputs, 
     expected_shape = [tokens, len(layer_ids) * hidden]
     shape = list(aux.shape) if aux is not None else []
     matched: list[int | None] = []
+    ambiguous = False
     diff = float("inf")
     if shape == expected_shape:
-        for chunk in aux.split(hidden, dim=-1):
+        for want, chunk in zip(layer_ids, aux.split(hidden, dim=-1)):
             hits = [i for i, out in sorted(layers.outputs.items()) if torch.equal(chunk, out)]
-            matched.append(hits[0] if hits else None)
+            matched.append(want if want in hits else (hits[0] if hits else None))
+            ambiguous |= len(hits) > 1
         expected = torch.cat([layers.outputs[i] for i in layer_ids], dim=-1)
         diff = float((aux.float() - expected.float()).abs().max())
-    return ForwardCapture(phase, tokens, shape, expected_shape, matched == list(layer_ids), matched, diff,
-                          round(seconds, 3))
+    return ForwardCapture(phase, tokens, shape, expected_shape, matched == list(layer_ids), matched, ambiguous,
+                          diff, round(seconds, 3))
 
 
 def _forwards(runner: Any, layer_ids: list[int], hidden: int, prompt_len: int, batch_size: int,
@@ -425,12 +456,12 @@ def _forwards(runner: Any, layer_ids: list[int], hidden: int, prompt_len: int, b
     return results
 
 
-def _child(target: str, draft: str, prompt_len: int, batch_size: int) -> CaptureResult:
+def _child(target: str, draft: str, prompt_len: int, batch_size: int, load_format: str) -> CaptureResult:
     import sglang
 
     result = CaptureResult(patch=None, sglang_version=sglang.__version__)
     started = time.monotonic()
-    server_args = _server_args(target, draft)
+    server_args = _server_args(target, draft, load_format)
     try:
         runner = _build_runner(server_args)
     except AttributeError as err:
@@ -469,10 +500,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--draft", required=True)
     parser.add_argument("--prompt-len", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=2)
+    parser.add_argument("--load-format", default="auto", help="sglang --load-format (auto, dummy, ...)")
     args = parser.parse_args(argv)
     started = time.monotonic()
     try:
-        result = _child(args.target, args.draft, args.prompt_len, args.batch_size)
+        result = _child(args.target, args.draft, args.prompt_len, args.batch_size, args.load_format)
     except Exception as err:  # noqa: BLE001 -- every failure becomes part of the structured result
         traceback.print_exc()
         result = CaptureResult(patch=None, error_type=type(err).__name__, error_message=str(err).splitlines()[0])
