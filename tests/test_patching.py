@@ -8,6 +8,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -275,3 +276,28 @@ def test_cli_prints_one_line_and_exit_codes(root, capsys):
     assert patching.main(["check", "kimi_k25-eagle3-delegation", "--site-packages", str(root)]) == 1
     out = capsys.readouterr().out
     assert out.startswith("error: ") and out.count("\n") == 1
+
+
+def test_added_members_read_the_same_before_and_after_apply(root):
+    before = [m.name for m in patching.added_members(FULL, root)]
+    patching.apply(FULL, root)
+    after = [m.name for m in patching.added_members(FULL, root)]
+    assert before == after == ["set_eagle3_layers_to_capture", "get_embed_and_head"]
+
+
+def test_lock_makes_another_process_wait(root, tmp_path):
+    """While one process holds the root, apply() elsewhere waits for it: patches never interleave."""
+    released = tmp_path / "released"
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from pathlib import Path; from eagle3lab import patching\n"
+         "with patching.held(sys.argv[1]):\n"
+         "    print('held', flush=True); time.sleep(1); Path(sys.argv[2]).write_text('x')\n",
+         str(root), str(released)],
+        stdout=subprocess.PIPE, text=True, env={**os.environ})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        patching.apply(FULL, root)
+        assert released.exists(), "apply ran while another process held the lock"
+    finally:
+        holder.wait(timeout=60)

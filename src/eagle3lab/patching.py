@@ -253,7 +253,8 @@ def _plan(patch: _Patch, root: Path) -> list[_FilePlan]:
         path = root / rel
         if not path.is_file():
             raise PatchError(f"{rel} not found under {root}; point site_packages at a folder holding sglang 0.5.9")
-        text = path.read_text(encoding="utf-8")
+        with path.open(encoding="utf-8", newline="") as handle:  # keep line endings byte for byte
+            text = handle.read()
         forward, bad = _apply_hunks(text, pfile, reverse=False)
         backward, _ = _apply_hunks(text, pfile, reverse=True)
         plans.append(_FilePlan(rel, path, text, forward, backward, bad))
