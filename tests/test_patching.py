@@ -56,6 +56,7 @@ def test_check_is_a_dry_run(root):
     assert result.status == patching.APPLICABLE
     assert sha(root / KIMI) == before
     assert result.files[0].sha256_before == before != result.files[0].sha256_after
+    assert [m.name for m in result.members] == ["set_eagle3_layers_to_capture", "get_embed_and_head"]
 
 
 def test_apply_adds_exactly_the_delegating_members(root):

@@ -417,8 +417,12 @@ def check_member(cls: str, fn: ast.FunctionDef) -> MemberCheck:
 def added_members(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None = None) -> list[MemberCheck]:
     """The methods the patch adds, read from the real target source whether or not it is applied. Writes nothing."""
     patch, root = _read_patch(patch_path), _root(site_packages)
+    return _members(_plan(patch, root))
+
+
+def _members(plans: list[_FilePlan]) -> list[MemberCheck]:
     members: list[MemberCheck] = []
-    for plan in _plan(patch, root):
+    for plan in plans:
         applied = plan.state == ALREADY_APPLIED
         original, patched_text = (plan.backward, plan.text) if applied else (plan.text, plan.forward)
         if plan.path.suffix == ".py" and original is not None and patched_text is not None:
@@ -441,7 +445,7 @@ def check(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None
     status = _state(patch, plans)
     files = [FileChange(p.rel, _sha256(p.text), _sha256(p.forward or p.text)) for p in plans]
     message = f"{patch.info.name}: {status} to {len(plans)} file(s) under {root}"
-    return _result(patch, root, "check", status, files=files, message=message)
+    return _result(patch, root, "check", status, files=files, members=_members(plans), message=message)
 
 
 def verify(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None = None) -> PatchResult:
@@ -454,10 +458,7 @@ def verify(patch_path: str | os.PathLike, site_packages: str | os.PathLike | Non
 
 
 def _verified(patch: _Patch, root: Path, plans: list[_FilePlan]) -> PatchResult:
-    members: list[MemberCheck] = []
-    for plan in plans:
-        if plan.path.suffix == ".py":
-            members += [check_member(cls, fn) for cls, fn in _added_methods(plan.backward or "", plan.text)]
+    members = _members(plans)
     bad = [f"{m.cls}.{m.name}" for m in members if not m.ok]
     if bad:
         raise PatchError(f"{patch.info.name}: {', '.join(bad)} do not forward to the wrapped model with all arguments")
