@@ -62,6 +62,18 @@ def test_target_and_draft_objects_of_the_speculative_worker(sites):
     assert "not EAGLE-3" in other_branch.runs_when and not other_branch.eagle3_path
 
 
+def test_directly_negated_eagle3_test_is_not_the_eagle3_path():
+    extra = {"srt/speculative/eagle_other_worker.py": '''
+class OtherEAGLEWorker:
+    def init(self):
+        if not self.speculative_algorithm.is_eagle3():
+            self.draft_model_runner.model.only_for_eagle_one()
+'''}
+    site = one(contract.trace(syn.source(extra)), "only_for_eagle_one")
+    assert site.conditions == ["not (self.speculative_algorithm.is_eagle3())"]
+    assert "not EAGLE-3" in site.runs_when and not site.eagle3_path
+
+
 def test_helper_called_from_eagle_code_is_in_the_contract(sites):
     site = one(sites, "helper_member")
     assert site.role == "target" and site.eagle3_path

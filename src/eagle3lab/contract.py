@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Iterator, Literal, Optional
+from typing import Literal, Optional
 
 from eagle3lab.sources import SglangSource
 
@@ -113,8 +113,9 @@ class Cond:
     def text(self) -> str:
         if self.label:
             return self.label
-        body = ast.unparse(self.test)
-        return f"not ({body})" if self.negated else body
+        test, negated = self.normalised()
+        body = ast.unparse(test)
+        return f"not ({body})" if negated else body
 
     def normalised(self) -> tuple[ast.expr, bool]:
         """(test, negated) with ``not`` folded in, so ``not (not hasattr(x, 'm'))`` reads as ``hasattr``."""
@@ -396,6 +397,10 @@ class Provenance:
         sets = self.by_flag.get(flag)
         return bool(sets) and all(any(pattern.search(c) for c in conds) for conds in sets)
 
+    def target_runner_only(self, flag: tuple[str, str]) -> bool:
+        """The flag is only ever set truthy when the runner is not a draft worker."""
+        return self.only_under_pattern(flag, _NOT_DRAFT)
+
 
 def _owner_kind(cls: str) -> str:
     """Flags of every model-runner class share one namespace (graph runners read them via ``model_runner.x``)."""
@@ -421,7 +426,8 @@ class _FlagCollector(_Tracer):
         super()._stmt(stmt, ctx)
 
 
-_NOT_DRAFT = re.compile(r"not [\w.]*is_draft_worker\b")
+_NOT_DRAFT = re.compile(r"not \(?[\w.]*is_draft_worker\b")
+_NOT_DRAFT_WHOLE = re.compile(r"not \([\w.]*is_draft_worker\)")
 _NOT_EAGLE3 = re.compile(r"not \([\w.]*is_eagle3\(\)\)")
 
 
@@ -471,6 +477,7 @@ def _tags(site: Site, prov: Provenance, eagle_callees: frozenset[str] = frozense
     # a bare name is a helper's parameter carrying the runner flag of the same name (``flag=self.flag``)
     flags |= {("runner", name) for name in re.findall(r"(?<![\w.])([a-z_]\w*)(?![\w(.])", joined)}
     tags: list[str] = []
+    negative = [c for c in site.conditions if c.startswith("not (")]
     if any(c.startswith(ERROR_PATH) for c in site.conditions):
         tags.append(ERROR_PATH)
     if any(_NOT_EAGLE3.fullmatch(c) for c in site.conditions):
@@ -486,7 +493,8 @@ def _tags(site: Site, prov: Provenance, eagle_callees: frozenset[str] = frozense
         tags.append("EAGLE family")
     if "graphrunner" in owner.lower() or "graph_runner" in fname or "cuda_graph" in " ".join(positive):
         tags.append("graphs on")
-    if any(_NOT_DRAFT.search(c) for c in positive) or any(prov.only_under_pattern(f, _NOT_DRAFT) for f in flags):
+    not_draft = any(_NOT_DRAFT.search(c) for c in positive) or any(_NOT_DRAFT_WHOLE.fullmatch(c) for c in negative)
+    if not_draft or any(prov.target_runner_only(f) for f in flags):
         tags.append("target runner only")
     return tags
 
@@ -519,17 +527,3 @@ def trace(src: SglangSource) -> list[Site]:
 def contract(sites: list[Site]) -> list[Site]:
     """The sites that run on an EAGLE-3 server."""
     return [s for s in sites if s.eagle3_path]
-
-
-def members(sites: list[Site], roles: tuple[str, ...] = ("target", "either")) -> dict[str, list[Site]]:
-    """Member name -> its sites, for the given roles."""
-    out: dict[str, list[Site]] = {}
-    for site in sites:
-        if site.role in roles:
-            out.setdefault(site.member, []).append(site)
-    return out
-
-
-def iter_dicts(sites: list[Site]) -> Iterator[dict]:
-    for site in sites:
-        yield site.to_dict()

@@ -13,7 +13,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Optional
 
-from eagle3lab.contract import _NOT_DRAFT, Provenance, Site, flag_provenance, runtime_files
+from eagle3lab.contract import Provenance, Site, flag_provenance, runtime_files
 from eagle3lab.sources import SglangSource
 
 UNKNOWN = None
@@ -114,7 +114,7 @@ class _Walker:
             return True
         if last == "is_draft_worker":
             return role == "draft"
-        if isinstance(node, ast.Attribute) and self.prov.only_under_pattern(("runner", last), _NOT_DRAFT):
+        if isinstance(node, ast.Attribute) and self.prov.target_runner_only(("runner", last)):
             return role == "target"  # a flag the runtime only sets on the target runner (with EAGLE-3 on)
         if last == "disable_cuda_graph":
             return not self.profile.cuda_graphs
