@@ -25,7 +25,7 @@ setup: $(STAMP)
 	$(PY) -m eagle3lab setup --profile $(PROFILE)
 
 run: setup
-	$(PY) -m eagle3lab run --profile $(PROFILE)
+	$(PY) -m eagle3lab report --profile $(PROFILE) --hide-code
 
 test: setup
 	$(PY) -m pytest -ra

@@ -34,6 +34,16 @@ def cmd_run(args: argparse.Namespace) -> None:
         print(f"executed: {path}")
 
 
+def cmd_report(args: argparse.Namespace) -> None:
+    from eagle3lab.report import build_report
+
+    parameters = {"overrides": _overrides(args.set)} if args.set else {}
+    out = build_report(args.profile, run=not args.no_run, hide_code=args.hide_code,
+                       notebooks=args.notebooks or None, parameters=parameters)
+    for path in [*out.executed, *out.html, *out.figures, out.report_md]:
+        print(f"wrote: {path}")
+
+
 def cmd_setup(args: argparse.Namespace) -> None:
     """Everything a profile needs before its first launch: the sglang check, the stub driver, the tiny model."""
     from eagle3lab.deployment import resolve_models
@@ -67,6 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--notebooks", nargs="*", help="notebook numbers or names, e.g. 01 03")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a profile key")
     run.set_defaults(func=cmd_run)
+
+    report = sub.add_parser("report", help="run 01 -> 02 -> 03, export HTML, refresh REPORT.md")
+    report.add_argument("--profile", default="cpu", help="params/<profile>.yaml (default: cpu)")
+    report.add_argument("--notebooks", nargs="*", help="notebook numbers or names (default: all)")
+    report.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a profile key")
+    report.add_argument("--hide-code", action="store_true", help="also write HTML without code cells")
+    report.add_argument("--no-run", action="store_true", help="reuse executed notebooks and sidecars")
+    report.set_defaults(func=cmd_report)
 
     setup = sub.add_parser("setup", help="check sglang, build the stub driver and the tiny model for a profile")
     setup.add_argument("--profile", default="cpu")
