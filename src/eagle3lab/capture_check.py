@@ -465,6 +465,8 @@ def _child(target: str, draft: str, prompt_len: int, batch_size: int, load_forma
     try:
         runner = _build_runner(server_args)
     except AttributeError as err:
+        if CAPTURE_HOOK not in str(err):
+            raise  # some other start-up problem: reported as the check's error, not as the hook's
         result.hooks.append(_hook_outcome(CAPTURE_HOOK, "ModelRunner.initialize", err))
         result.seconds["build"] = round(time.monotonic() - started, 2)
         return result
@@ -478,8 +480,11 @@ def _child(target: str, draft: str, prompt_len: int, batch_size: int, load_forma
 
     try:
         embed, head = runner.model.get_embed_and_head()
+        if embed is not inner.model.embed_tokens.weight or head is not inner.lm_head.weight:
+            raise ValueError(f"{DRAFT_WORKER_HOOK} returned tensors that are not the inner model's embedding "
+                             "and LM head, so the drafter would not share the target's weights")
         result.hooks.append(_hook_outcome(DRAFT_WORKER_HOOK, "EAGLEWorker.__init__", None))
-    except AttributeError as err:
+    except (AttributeError, ValueError) as err:
         result.hooks.append(_hook_outcome(DRAFT_WORKER_HOOK, "EAGLEWorker.__init__", err))
 
     started = time.monotonic()
