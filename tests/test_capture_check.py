@@ -176,7 +176,8 @@ def test_dummy_loader_needs_its_own_patch():
     print("dummy loader:", alone.outcome, both.outcome, [f.ambiguous for f in both.forwards])
 
 
-def test_refuses_a_package_that_already_carries_a_patch(tmp_path):
+def test_refuses_a_package_that_already_carries_a_patch(tmp_path, monkeypatch):
+    monkeypatch.setenv("EAGLE3LAB_CACHE", str(tmp_path / "cache"))  # keep its backup out of the real cache
     root = tmp_path / "site-packages"
     (root / KIMI).parent.mkdir(parents=True)
     (root / KIMI).write_bytes((patching.installed_root() / KIMI).read_bytes())

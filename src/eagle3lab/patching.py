@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import email.parser
 import fcntl
 import hashlib
@@ -327,6 +328,13 @@ def _save_backup(root: Path, patch: _Patch, plans: list[_FilePlan], contents: li
     return folder
 
 
+def _drop_backup(folder: Path) -> None:
+    """The originals are back in place: forget them, and the root's folder once no patch of it is left."""
+    shutil.rmtree(folder, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        folder.parent.rmdir()
+
+
 _local = threading.local()
 
 
@@ -483,7 +491,7 @@ def apply(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None
             verified = _verified(patch, root, _plan(patch, root))
         except BaseException as err:
             _write_all(plans, [plan.text for plan in plans])
-            shutil.rmtree(backup, ignore_errors=True)
+            _drop_backup(backup)
             if isinstance(err, Eagle3LabError):
                 raise
             raise PatchError(f"{patch.info.name}: applying failed ({err!r}); the originals were restored") from err
@@ -504,7 +512,7 @@ def revert(patch_path: str | os.PathLike, site_packages: str | os.PathLike | Non
             _write_all(plans, contents)
         except BaseException as err:
             raise PatchError(f"{patch.info.name}: reverting failed ({err!r}); the patched files are unchanged") from err
-        shutil.rmtree(_backup_dir(root, patch), ignore_errors=True)
+        _drop_backup(_backup_dir(root, patch))
         files = [FileChange(p.rel, _sha256(p.text), _sha256(c)) for p, c in zip(plans, contents)]
         return _result(patch, root, "revert", REVERTED, files=files,
                        message=f"{patch.info.name}: reverted {len(plans)} file(s) under {root}")
