@@ -16,6 +16,13 @@
 # enough. Here sglang's own source answers, by AST: which members the runtime needs from the target and draft
 # model objects, which of them the Kimi-K2.5 wrapper lacks, which other wrappers share the gap, and since when.
 
+# %%
+from IPython.display import Image, display
+
+from eagle3lab import audit, nbparams, sources, tracebook
+
+nbparams.begin(globals())
+
 # %% tags=["parameters"]
 sglang_source: str = "installed"  # "installed" or a release version such as "0.5.9"
 entry_class: str = "KimiK25ForConditionalGeneration"  # entry model class to audit
@@ -26,10 +33,7 @@ tiny_model_depth: int = 4  # decoder layers of the tiny cpu-profile target
 tiny_aux_layer_ids: list = [0, 1, 2]  # drafter layer ids of the tiny cpu-profile drafter
 
 # %%
-from IPython.display import Image, display
-
-from eagle3lab import audit, sources, tracebook
-
+nbparams.resolve(globals())  # a mistyped or unknown parameter stops here with one line
 src, source_info = tracebook.release_source(sglang_source)
 print(f"sglang {src.version} from {src.origin}: {source_info['python_files']} Python files, {len(src.skipped)} skipped")
 print(source_info.get("note", "unmodified release source"))
@@ -86,7 +90,7 @@ for table in layer_ids:
           f"sites disagree: {table['conflict']}")
     for row in table["rows"]:
         print(f"  rank {row['startup_rank']}: {row['where']:<46} args={row['args']} -> {row['result']} "
-              f"[{row['kind']}]")
+              f"[{row['uses']}]")
     print(f"  eager forwards capture {table['eager_forwards_capture']}; "
           f"CUDA-graph forwards capture {table['cuda_graph_forwards_capture']}")
 

@@ -387,11 +387,11 @@ def layer_table(src: SglangSource, entry: str, depth: int, aux_ids: list[int], p
         except Exception as exc:  # the hook may use things a probe cannot stand in for
             row["result"] = {}
             row["error"] = f"{type(exc).__name__}: {exc}"
-        row["kind"] = "CUDA-graph capture" if "graphs on" in site.runs_when else "eager"
+        row["uses"] = "CUDA-graph capture" if "graphs on" in site.runs_when else "eager"
         row["certain"] = certain.get(site.where)
         rows.append(row)
     reached = [r for r in rows if r["startup_rank"] is not None and r["result"]]
-    graphs = [r for r in reached if r["kind"] == "CUDA-graph capture"]
+    graphs = [r for r in reached if r["uses"] == "CUDA-graph capture"]
     # graphs bake in the layers captured when they are recorded; eager forwards read the last call's value
     eager_state = reached[-1]["result"] if reached else None
     graph_state = graphs[-1]["result"] if graphs else None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import Any, Callable, Optional, TypeVar
 
 from eagle3lab import audit, contract, plots_trace, sources
 from eagle3lab.paths import repo_dir
+from eagle3lab.sidecar import write_json_atomic
 from eagle3lab.startup import StartupProfile
 
 SIDECAR = "02_interface_trace.json"
@@ -85,6 +85,4 @@ def write_sidecar(data: dict[str, Any]) -> Path:
     missing = {"verdict", "layer_ids"} - set(data)
     if missing:
         raise ValueError(f"sidecar lacks {sorted(missing)}")  # a programming error, not user input
-    path = repo_dir("artifacts") / SIDECAR
-    path.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
-    return path
+    return write_json_atomic(repo_dir("artifacts") / SIDECAR, data)
