@@ -183,7 +183,8 @@ def write_wheel(path: Path, version: str = "0.0.0", extra: dict[str, str] | None
         zf.writestr("sglang/__init__.py", "")
         for rel, text in files(extra).items():
             zf.writestr(f"sglang/{rel}", text.encode("utf-8"))
-        zf.writestr(f"sglang-{version}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n")
-        zf.writestr(f"sglang-{version}.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        info = f"sglang-{version}.dist-info"
+        zf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n")
+        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
         zf.writestr(f"sglang-{version}.dist-info/RECORD", "")
     return path

@@ -24,9 +24,8 @@ def fake_index(tmp_path: Path) -> str:
     syn.write_wheel(files / "sglang-1.0.0-py3-none-any.whl", "1.0.0")
     page = tmp_path / "index" / "simple" / "sglang"
     page.mkdir(parents=True)
-    page.joinpath("index.html").write_text(
-        '<html><body><a href="../../files/sglang-1.0.0-py3-none-any.whl">sglang-1.0.0-py3-none-any.whl</a></body></html>'
-    )
+    name = "sglang-1.0.0-py3-none-any.whl"
+    page.joinpath("index.html").write_text(f'<html><body><a href="../../files/{name}">{name}</a></body></html>')
     return (tmp_path / "index" / "simple").as_uri()
 
 

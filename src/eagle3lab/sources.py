@@ -180,7 +180,9 @@ def _pip_failure(version: str, stderr: str, index_url: Optional[str], folder: Pa
         match = re.search(r"Available versions:\s*(.+)", listing.stdout)
         if listing.returncode == 0 and match:
             newest = match.group(1).split(",")[0].strip()
-            return SourceError(f"sglang {version} is not on the package index (newest: {newest}); pick one from list_releases()")
+            return SourceError(
+                f"sglang {version} is not on the package index (newest: {newest}); pick one from list_releases()"
+            )
         return SourceError(
             f"cannot reach the package index (it lists no sglang) and no cached wheel of sglang {version}; "
             f"connect, or put the wheel in {folder}"
@@ -218,7 +220,8 @@ def list_releases(index_url: Optional[str] = None) -> list[str]:
     proc = _pip(["index", "versions", PACKAGE], index_url)
     match = re.search(r"Available versions:\s*(.+)", proc.stdout)
     if proc.returncode != 0 or not match:
-        raise SourceError(f"cannot list sglang releases: the package index is unreachable or has none ({index_url or 'pip config'})")
+        where = index_url or "the index in pip's config"
+        raise SourceError(f"cannot list sglang releases: {where} is unreachable or has none; connect and rerun")
     found = [Version(v.strip()) for v in match.group(1).split(",") if v.strip()]
     return [str(v) for v in sorted(found) if not v.is_prerelease]
 
