@@ -99,7 +99,8 @@ for table in layer_ids:
 
 # %%
 conf_here = audit.conformance(src)
-print(f"{len(conf_here['rows'])} wrappers of an EAGLE-3-capable inner model, audited in {conf_here['seconds']} s")
+print(f"{conf_here['entry_classes']} entry classes; {len(conf_here['rows'])} wrap an EAGLE-3-capable inner model "
+      f"(audited in {conf_here['seconds']} s); {len(conf_here['wrappers_of_non_eagle3_models'])} wrap other models")
 for row in conf_here["rows"]:
     print(f"  {row['entry']:<40} inner {row['inner']:<58} missing {row['missing']}")
 

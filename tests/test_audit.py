@@ -96,6 +96,8 @@ def test_conformance_lists_wrappers_of_eagle3_models_only(src):
     assert set(rows) == {"GapWrapper", "MixinWrapper", "DelegatingWrapper", "SubclassWrapper", "ProxyWrapper"}
     assert "set_eagle3_layers_to_capture" in rows["GapWrapper"]["missing"]
     assert "set_eagle3_layers_to_capture" not in rows["SubclassWrapper"]["missing"]
+    assert conf["wrappers_of_non_eagle3_models"] == ["NoEagleWrapper"]
+    assert conf["entry_classes"] == 8  # two in inner.py, six in wrappers.py
     assert conf["seconds"] >= 0
 
 

@@ -413,11 +413,17 @@ def conformance(src: SglangSource, members: Optional[list[str]] = None) -> dict[
     con = Contract.of(src)
     members = members or con.required
     rows = []
-    for path, ref in res.index.entry_classes():
+    entries = res.index.entry_classes()
+    unresolved = sorted({ref.name for _, ref in entries if ref.external})
+    not_eagle3: list[str] = []
+    for path, ref in entries:
         if ref.external:
             continue
         attr, inner = res.inner_model(ref)
-        if inner is None or not res.has(inner, EAGLE3_HOOK):
+        if inner is None:
+            continue  # not a wrapper (or it builds its inner model in a way ``self.x = Cls(...)`` does not show)
+        if not res.has(inner, EAGLE3_HOOK):
+            not_eagle3.append(ref.name)
             continue
         rep = res.report(ref, members)
         rows.append({
@@ -425,7 +431,8 @@ def conformance(src: SglangSource, members: Optional[list[str]] = None) -> dict[
             "status": {m: rep.members[m].status for m in members},
             "missing": [m for m in members if rep.members[m].status == "missing"],
         })
-    return {"sglang_version": src.version, "members": members, "rows": rows,
+    return {"sglang_version": src.version, "members": members, "rows": rows, "entry_classes": len(entries),
+            "wrappers_of_non_eagle3_models": sorted(set(not_eagle3)), "unresolved_entry_classes": unresolved,
             "seconds": round(time.perf_counter() - t0, 3), "skipped": [asdict(s) for s in src.skipped]}
 
 

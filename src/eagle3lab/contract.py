@@ -215,9 +215,9 @@ class _Tracer:
     # -- model-object expressions
     def _is_runner(self, node: ast.expr, ctx: _Ctx) -> bool:
         if isinstance(node, ast.Name) and node.id == "self":
-            return bool(_RUNNER_CLASS.search(ctx.cls)) or (
-                not ctx.cls.lower().endswith("graphrunner") and self.path.rsplit("/", 1)[-1].startswith("model_runner")
-            )
+            # ModelRunner and its mixins; other classes in a model_runner*.py file share the runner's ``self``
+            in_runner_file = self.path.rsplit("/", 1)[-1].startswith("model_runner")
+            return bool(_RUNNER_CLASS.search(ctx.cls)) or (in_runner_file and "graphrunner" not in ctx.cls.lower())
         return bool(_RUNNER_EXPR.search(ast.unparse(node)))
 
     def model_role(self, node: ast.expr, ctx: _Ctx) -> Optional[Role]:
