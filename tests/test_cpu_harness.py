@@ -45,7 +45,7 @@ def run_child(code: str, shims: tuple[str, ...] = (), with_stub: bool = True) ->
     env = {**os.environ, **cpu_environment(shims=shims)}
     if not with_stub:
         env["LD_LIBRARY_PATH"] = os.environ.get("LD_LIBRARY_PATH", "")
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True,
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, check=False,
                             text=True, timeout=600)
     lines = result.stdout.strip().splitlines()
     assert lines, f"child printed nothing; stderr tail: {result.stderr[-2000:]}"
@@ -143,9 +143,9 @@ def test_hook_runs_once_right_after_the_module_body(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     seen: list[int] = []
     when_imported("e3l_hooked_mod", lambda module: seen.append(module.VALUE))
-    import e3l_hooked_mod  # noqa: F401  (the import is the action under test)
-
     import importlib
+
+    import e3l_hooked_mod  # noqa: F401  (the import is the action under test)
 
     importlib.import_module("e3l_hooked_mod")
     assert seen == [1]
@@ -242,3 +242,12 @@ def test_server_control_run_needs_shim7_to_serve(tmp_path, cpu_profile, tiny_mod
             assert reply.json()["meta_info"]["completion_tokens"] == 8
     finally:
         server.stop()
+
+
+def test_site_folder_still_runs_another_sitecustomize(tmp_path):
+    (tmp_path / "sitecustomize.py").write_text("import os\nos.environ['E3L_OTHER_SITE'] = 'ran'\n")
+    env = {**os.environ, **cpu_environment(shims=())}
+    env["PYTHONPATH"] = f"{env['PYTHONPATH']}{os.pathsep}{tmp_path}"
+    code = "import os; print(os.environ.get('E3L_OTHER_SITE'))"
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "ran"

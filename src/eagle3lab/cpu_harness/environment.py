@@ -7,8 +7,8 @@ OpenMP binding (2), and the shims (7-9) through a ``sitecustomize`` that also re
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from eagle3lab.cpu_harness.libcuda_stub import build_libcuda_stub
 from eagle3lab.cpu_harness.shims import CONTROL_SHIMS, SHIMS_ENV, check_shim_names

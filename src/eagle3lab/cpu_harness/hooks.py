@@ -10,8 +10,8 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import sys
+from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import Callable, Optional, Sequence
 
 Hook = Callable[[ModuleType], None]
 
@@ -23,7 +23,7 @@ class _HookedLoader(importlib.abc.Loader):
         self._loader = loader
         self._hooks = hooks
 
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Optional[ModuleType]:
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
         return self._loader.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
@@ -39,8 +39,8 @@ class PostImportFinder(importlib.abc.MetaPathFinder):
         self.hooks: dict[str, list[Hook]] = {}
 
     def find_spec(
-        self, fullname: str, path: Optional[Sequence[str]], target: Optional[ModuleType] = None
-    ) -> Optional[importlib.machinery.ModuleSpec]:
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if fullname not in self.hooks:
             return None
         for finder in sys.meta_path:

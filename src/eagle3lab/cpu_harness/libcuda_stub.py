@@ -16,8 +16,8 @@ import importlib.util
 import re
 import shutil
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from eagle3lab.errors import HarnessBuildError
 from eagle3lab.paths import cache_dir

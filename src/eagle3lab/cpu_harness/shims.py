@@ -12,9 +12,9 @@ import contextlib
 import functools
 import logging
 import os
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Callable, Iterator, Sequence
 
 from eagle3lab.cpu_harness.hooks import when_imported
 from eagle3lab.errors import HarnessBuildError

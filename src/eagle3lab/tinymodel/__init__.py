@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from eagle3lab.errors import TinyModelError
 from eagle3lab.paths import cache_dir
@@ -30,7 +30,7 @@ from eagle3lab.tinymodel.tokenizer import CHAT_TEMPLATE, write_tokenizer
 GENERATOR_VERSION = "3"
 MANIFEST = "eagle3lab-tiny.json"
 
-__all__ = ["TinyModels", "build_tiny_models", "tiny_model_inputs", "cache_key", "scale_aux_layer_ids"]
+__all__ = ["TinyModels", "build_tiny_models", "cache_key", "scale_aux_layer_ids", "tiny_model_inputs"]
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class TinyModels:
     aux_layer_ids: list[int]
     num_layers: int
     checkpoint_bytes: int  # target + draft safetensors
-    build_seconds: Optional[float]  # None when taken from the cache
+    build_seconds: float | None  # None when taken from the cache
 
 
 def _installed(package: str) -> str:
@@ -94,14 +94,14 @@ def _write_model(directory: Path, config: dict[str, Any], specs: dict[str, Any],
     return write_checkpoint(directory, specs, seed)
 
 
-def _read_manifest(root: Path) -> Optional[dict[str, Any]]:
+def _read_manifest(root: Path) -> dict[str, Any] | None:
     try:
         return json.loads((root / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
 
 
-def build_tiny_models(cache_root: Optional[Path] = None, seed: int = 0, num_layers: int = 4,
+def build_tiny_models(cache_root: Path | None = None, seed: int = 0, num_layers: int = 4,
                       force: bool = False) -> TinyModels:
     """Return the tiny target + drafter for these inputs, building them into the cache if they are not there.
 
@@ -113,7 +113,7 @@ def build_tiny_models(cache_root: Optional[Path] = None, seed: int = 0, num_laye
     base = Path(cache_root) if cache_root is not None else cache_dir("models")
     root = base / key
     manifest = _read_manifest(root)
-    build_seconds: Optional[float] = None
+    build_seconds: float | None = None
     if manifest is None or force:
         started = time.perf_counter()
         base.mkdir(parents=True, exist_ok=True)
@@ -131,8 +131,8 @@ def build_tiny_models(cache_root: Optional[Path] = None, seed: int = 0, num_laye
             staging.rename(root)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    print(f"tiny models: cache key {key} ({'built in %.1f s' % build_seconds if build_seconds else 'cached'}) "
-          f"at {root}")
+    origin = f"built in {build_seconds:.1f} s" if build_seconds is not None else "cached"
+    print(f"tiny models: cache key {key} ({origin}) at {root}")
     return TinyModels(
         target_dir=root / "target",
         draft_dir=root / "draft",

@@ -7,8 +7,8 @@ t2d true), every other weight N(0, 0.02). The same spec and seed always give the
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import torch
 from safetensors.torch import save_file

@@ -9,7 +9,8 @@ hidden states of the target. Everything is tiny so that sglang loads and serves 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from eagle3lab.errors import TinyModelError
 

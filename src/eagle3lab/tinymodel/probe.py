@@ -17,8 +17,9 @@ import dataclasses
 import json
 import socket
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -97,9 +98,8 @@ def draft_specs(config: dict[str, Any]) -> Specs:
     Inverts load_weights' stacked mapping (q/k/v -> qkv_proj, gate/up -> gate_up_proj) and its ``model.`` prefix,
     and adds the vocabulary maps it reads (``d2t``: draft id -> target id offset; ``t2d``: target id in draft vocab).
     """
-    from transformers import LlamaConfig
-
     from sglang.srt.models.llama_eagle3 import LlamaForCausalLMEagle3
+    from transformers import LlamaConfig
 
     hf_config = LlamaConfig(**config)
     with torch.device("meta"):
@@ -129,13 +129,12 @@ def unloaded_parameters(root: str, leave_out: Sequence[str] = ()) -> dict[str, l
     from types import SimpleNamespace
 
     from safetensors.torch import load_file
-    from transformers import LlamaConfig
-
     from sglang.srt.configs.kimi_k25 import KimiK25Config
     from sglang.srt.layers.dp_attention import initialize_dp_attention
     from sglang.srt.models.kimi_k25 import KimiK25ForConditionalGeneration
     from sglang.srt.models.llama_eagle3 import LlamaForCausalLMEagle3
     from sglang.srt.server_args import get_global_server_args
+    from transformers import LlamaConfig
 
     parts = {"target": (KimiK25ForConditionalGeneration, KimiK25Config), "draft": (LlamaForCausalLMEagle3, LlamaConfig)}
     report: dict[str, list[str]] = {}
