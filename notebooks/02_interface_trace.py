@@ -19,7 +19,7 @@
 # %%
 from IPython.display import Image, display
 
-from eagle3lab import audit, nbparams, sources, tracebook
+from eagle3lab import audit, envinfo, nbparams, show, sources, tracebook
 
 nbparams.begin(globals())
 
@@ -35,8 +35,7 @@ tiny_aux_layer_ids: list = [0, 1, 2]  # drafter layer ids of the tiny cpu-profil
 # %%
 nbparams.resolve(globals())  # a mistyped or unknown parameter stops here with one line
 src, source_info = tracebook.release_source(sglang_source)
-print(f"sglang {src.version} from {src.origin}: {source_info['python_files']} Python files, {len(src.skipped)} skipped")
-print(source_info.get("note", "unmodified release source"))
+show.table(source_info)
 
 # %% [markdown]
 # ## 1. The grep view (the engineer's method)
@@ -44,40 +43,24 @@ print(source_info.get("note", "unmodified release source"))
 
 # %%
 grep_hits = tracebook.grep_table(src)
-print(f"{len(grep_hits)} matching lines")
-for hit in grep_hits:
-    print(f"{hit['file']}:{hit['line']}: {hit['text']}")
+show.table(grep_hits)
 
 # %% [markdown]
 # ## 2. The contract: every access to the target or draft model object on an EAGLE-3 server
 
 # %%
 contract_sites = tracebook.contract_table(src)
-for s in contract_sites:
-    guard = s["guard"] or "UNGUARDED"
-    print(f"{s['where']:<58} {s['role']:<6} {s['access']:<5} {s['member']:<30} {guard:<15} {s['runs_when']}")
+show.table(contract_sites, ["where", "function", "role", "access", "member", "guard", "args", "runs_when"])
 
 # %% [markdown]
 # ## 3. Class resolution and the verdict for the entry class
 
 # %%
 verdict, verdict_seconds = tracebook.timed(audit.verdict, src, entry_class)
-report = verdict["class_report"]
-print(f"{entry_class}: resolution order {report['resolution_order']}")
-print(f"inner model: self.{report['inner_attr']} = {report['inner_class']}; "
-      f"nn.Module.__getattr__: {report['nn_module_getattr']}; custom __getattr__: {report['custom_getattr']}")
-for member, st in report["members"].items():
-    print(f"  {member:<32} {st['status']:<10} {st['via']:<40} {st['gap']}")
-print("needed unguarded but missing:", verdict["missing_members"], "| delegation gaps:", verdict["delegation_gaps"])
-for profile, site in verdict["first_raise"].items():
-    args = ", ".join(site.get("args", []))
-    print(f"first raise, {profile} profile: {site.get('where')} {site.get('member')}({args})")
-    if site.get("otherwise"):
-        other = site["otherwise"]
-        print(f"  (behind a branch this profile cannot decide; if skipped: {other['where']} {other['member']})")
-for profile, site in verdict["next_raise_after_one_method"].items():
-    print(f"with only that method delegated, {profile} profile raises next at {site.get('where')} {site.get('member')}")
-print("Is one delegating method enough?", verdict["one_method_enough"])
+print(tracebook.verdict_text(verdict))
+
+# %%
+show.table(list(verdict["class_report"]["members"].values()), ["member", "status", "via", "inner_has", "gap"])
 
 # %% [markdown]
 # ## 4. Layer ids captured by each `set_eagle3_layers_to_capture` call, in start-up order
@@ -85,14 +68,10 @@ print("Is one delegating method enough?", verdict["one_method_enough"])
 
 # %%
 layer_ids = tracebook.layer_ids(src, entry_class, model_depth, aux_layer_ids, tiny_model_depth, tiny_aux_layer_ids)
-for table in layer_ids:
-    print(f"profile {table['profile']}, depth {table['depth']}, drafter ids {table['aux_layer_ids']}, "
-          f"sites disagree: {table['conflict']}")
-    for row in table["rows"]:
-        print(f"  rank {row['startup_rank']}: {row['where']:<46} args={row['args']} -> {row['result']} "
-              f"[{row['uses']}]")
-    print(f"  eager forwards capture {table['eager_forwards_capture']}; "
-          f"CUDA-graph forwards capture {table['cuda_graph_forwards_capture']}")
+print(tracebook.layer_text(layer_ids))
+
+# %%
+show.table(tracebook.layer_rows(layer_ids), ["profile", "startup_rank", "certain", "where", "args", "result", "uses"])
 
 # %% [markdown]
 # ## 5. Conformance audit over every registered entry class (this release)
@@ -101,8 +80,7 @@ for table in layer_ids:
 conf_here = audit.conformance(src)
 print(f"{conf_here['entry_classes']} entry classes; {len(conf_here['rows'])} wrap an EAGLE-3-capable inner model "
       f"(audited in {conf_here['seconds']} s); {len(conf_here['wrappers_of_non_eagle3_models'])} wrap other models")
-for row in conf_here["rows"]:
-    print(f"  {row['entry']:<40} inner {row['inner']:<58} missing {row['missing']}")
+show.table(conf_here["rows"], ["entry", "file", "inner", "missing"])
 
 # %% [markdown]
 # ## 6. Release bisect (cached wheels; releases audited in parallel)
@@ -112,17 +90,15 @@ versions = tracebook.bisect_versions(bisect_versions)
 bisect = audit.bisect(versions, entry_class)
 print(f"appeared {bisect['appeared']}, first fixed {bisect['first_fixed']}, gained {bisect['member_gained']}; "
       f"{len(versions)} releases in {bisect['seconds']} s")
-for row in bisect["rows"]:
-    print(f"  {row['version']:<14} {'missing ' + str(row['missing']) if row['present'] else 'no such class'}")
+show.table(bisect["rows"], ["version", "present", "file", "status", "missing", "fixed"])
 
 # %% [markdown]
 # ## 7. The newest release: wrappers still missing members
 
 # %%
 conf_newest = audit.conformance(sources.open_source(versions[-1]))
-for row in conf_newest["rows"]:
-    if row["missing"]:
-        print(f"  {row['entry']:<40} missing {row['missing']}")
+print(f"sglang {conf_newest['sglang_version']}: contract members {conf_newest['members']}")
+show.table([row for row in conf_newest["rows"] if row["missing"]], ["entry", "file", "inner", "missing"])
 
 # %%
 figure_paths = tracebook.figures(conf_here, conf_newest, bisect)
@@ -135,6 +111,7 @@ sidecar = tracebook.write_sidecar({
                    "model_depth": model_depth, "aux_layer_ids": aux_layer_ids,
                    "tiny_model_depth": tiny_model_depth, "tiny_aux_layer_ids": tiny_aux_layer_ids},
     "source": source_info,
+    "environment": envinfo.environment_table(),
     "grep": grep_hits,
     "contract": contract_sites,
     "verdict": verdict,

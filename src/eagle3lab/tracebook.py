@@ -63,6 +63,51 @@ def layer_ids(src: sources.SglangSource, entry: str, depth: int, aux: list[int],
             audit.layer_table(src, entry, tiny_depth, tiny_aux, StartupProfile.cpu())]
 
 
+def verdict_text(verdict: dict[str, Any]) -> str:
+    """The verdict in plain sentences: what the wrapper is, what it lacks, where each profile dies."""
+    rep = verdict["class_report"]
+    lines = [
+        f"{verdict['entry_class']} (sglang {verdict['sglang_version']}): resolution order {rep['resolution_order']}",
+        f"inner language model: self.{rep['inner_attr']} = {rep['inner_class'] or 'none found'}; "
+        f"nn.Module.__getattr__ raises for missing members: {rep['nn_module_getattr']}; "
+        f"custom __getattr__: {rep['custom_getattr'] or 'none'}",
+        f"needed unguarded but missing: {verdict['missing_members']} "
+        f"(delegation gaps {verdict['delegation_gaps']}, real lacks {verdict['real_lacks']})",
+    ]
+    for profile, site in verdict["first_raise"].items():
+        if not site:
+            lines.append(f"{profile} profile: no missing member is reached at start-up")
+            continue
+        lines.append(f"{profile} profile raises first at {site['where']} "
+                     f"{site['member']}({', '.join(site['args'])}) in {site['function']}")
+        if site.get("otherwise"):
+            other = site["otherwise"]
+            lines.append(f"  that call sits behind a branch the profile cannot decide; if skipped: "
+                         f"{other['where']} {other['member']}")
+    for profile, site in verdict["next_raise_after_one_method"].items():
+        if site:
+            lines.append(f"{profile} profile with only that method delegated raises next at {site['where']} "
+                         f"{site['member']}")
+    lines.append(f"one delegating method enough: {verdict['one_method_enough']}")
+    return "\n".join(lines)
+
+
+def layer_rows(tables: list[dict]) -> list[dict]:
+    """All layer-id rows of all profiles, one table, in start-up order per profile."""
+    return [{"profile": t["profile"], "depth": t["depth"], "drafter ids": t["aux_layer_ids"], **row}
+            for t in tables for row in t["rows"]]
+
+
+def layer_text(tables: list[dict]) -> str:
+    """Which forwards see which captured layers, per profile."""
+    return "\n".join(
+        f"{t['profile']} (depth {t['depth']}, drafter ids {t['aux_layer_ids']}): eager forwards capture "
+        f"{t['eager_forwards_capture']}; CUDA-graph forwards capture {t['cuda_graph_forwards_capture']}; "
+        f"disagree: {t['conflict']}"
+        for t in tables
+    )
+
+
 def bisect_versions(requested: list[str]) -> list[str]:
     """The requested releases, or every release from 0.5.6 to the newest on the index; wheels fetched."""
     versions = [sources.check_version(v) for v in requested] if requested else sources.releases_between(FIRST_RELEASE)
