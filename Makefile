@@ -9,7 +9,7 @@ PROFILE ?= cpu
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.eagle3lab-installed
 
-.PHONY: setup run report test test-fast lab notebooks clean
+.PHONY: setup run report test test-fast browser lab notebooks clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or pass PYTHON=..."; exit 1; }
@@ -27,8 +27,13 @@ setup: $(STAMP)
 run: setup
 	$(PY) -m eagle3lab report --profile $(PROFILE) --hide-code
 
-test: setup
+test: setup browser
 	$(PY) -m pytest -ra
+
+# Debian's chromium and chromedriver, for the test that opens the HTML report in a real browser.
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
 test-fast: setup
 	$(PY) -m pytest -ra -m "not server and not notebook and not network"

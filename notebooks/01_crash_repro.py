@@ -23,7 +23,7 @@
 # deployment with the same code.
 
 # %%
-from eagle3lab import crashrepro, deployment, envinfo, nbparams, show, sidecar
+from eagle3lab import crashrepro, deployment, envinfo, nbparams, plots_launch, show, sidecar
 from eagle3lab.cpu_harness import CONTROL_SHIMS
 from eagle3lab.paths import repo_dir
 
@@ -104,7 +104,13 @@ show.table(control.summary())
 # ## Timings (measured here)
 
 # %%
-show.table(crashrepro.timings_table(crash, control))
+timings = crashrepro.timings_table(crash, control)
+show.table(timings)
+
+# %%
+figure = plots_launch.draw_launch_timings(timings, P.name, sidecar.today())
+figure.savefig(repo_dir("figures") / f"01_launch_timings_{P.name}.png", dpi=110)
+figure
 
 # %%
 sidecar.write_sidecar("01_crash_repro", P.name, {

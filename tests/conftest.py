@@ -26,3 +26,22 @@ def eagle3_crash(tmp_path_factory, cpu_profile, tiny_models):
     from eagle3lab.server import free_port
 
     return reproduce_crash(cpu_profile, tiny_models, tmp_path_factory.mktemp("logs"), port=free_port())
+
+
+@pytest.fixture(scope="session")
+def full_report(tmp_path_factory):
+    """The README's main job, end to end: notebooks 01 -> 02 -> 03 on the cpu profile, HTML, REPORT.md.
+
+    Outputs go to a temporary tree (the same environment variables reach the papermill kernels), so the test
+    never overwrites a user's reports. Run once per session; several tests read what it wrote.
+    """
+    from eagle3lab.report import build_report
+
+    root = tmp_path_factory.mktemp("report")
+    env = {f"EAGLE3LAB_{name.upper()}_DIR": str(root / name) for name in ("artifacts", "reports", "figures")}
+    env["EAGLE3LAB_REPORT_MD"] = str(root / "REPORT.md")
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        outputs = build_report("cpu", hide_code=True)
+        yield outputs, root

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -170,6 +171,11 @@ def render_report(profile: str = "cpu", model_figures: Sequence[Path] = ()) -> s
         diagnostics=s03_diag, summary=_summary(crash, trace, fix, bench, model))
 
 
+def report_path() -> Path:
+    """``REPORT.md`` at the top of the repository (``EAGLE3LAB_REPORT_MD`` moves it, for tests)."""
+    return Path(os.environ.get("EAGLE3LAB_REPORT_MD", REPO_ROOT / "REPORT.md"))
+
+
 def build_report(profile: str = "cpu", run: bool = True, hide_code: bool = False,
                  notebooks: Sequence[str] | None = None, parameters: dict[str, Any] | None = None) -> ReportOutputs:
     """Run the notebooks (unless ``run=False``), export HTML, draw the model's figures, write REPORT.md."""
@@ -187,6 +193,6 @@ def build_report(profile: str = "cpu", run: bool = True, hide_code: bool = False
             out.html.append(export_html(path, hide_code=True))
     figures = incident_figures()
     out.figures = list(figures.values()) if isinstance(figures, dict) else list(figures)
-    out.report_md = REPO_ROOT / "REPORT.md"
+    out.report_md = report_path()
     out.report_md.write_text(render_report(profile, out.figures), encoding="utf-8")
     return out

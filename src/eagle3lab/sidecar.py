@@ -44,6 +44,11 @@ def write_json_atomic(path: Path, data: Any) -> Path:
     return path
 
 
+def today() -> str:
+    """The UTC date every measured figure is labelled with."""
+    return dt.datetime.now(dt.timezone.utc).date().isoformat()
+
+
 def sidecar_path(notebook: str, profile: str) -> Path:
     """``artifacts/<notebook>.<profile>.json``."""
     return repo_dir("artifacts") / f"{notebook}.{profile}.json"
