@@ -63,6 +63,13 @@ print(tracebook.verdict_text(verdict))
 show.table(list(verdict["class_report"]["members"].values()), ["member", "status", "via", "inner_has", "gap"])
 
 # %% [markdown]
+# ### The drafter's side: members the EAGLE workers use on the draft model
+
+# %%
+draft = audit.draft_report(src)
+show.table(list(draft["class_report"]["members"].values()), ["member", "status", "via"])
+
+# %% [markdown]
 # ## 4. Layer ids captured by each `set_eagle3_layers_to_capture` call, in start-up order
 # The hook's own source runs on a stand-in `self`; rank None means the profile never reaches that call.
 
@@ -115,6 +122,7 @@ sidecar = tracebook.write_sidecar({
     "grep": grep_hits,
     "contract": contract_sites,
     "verdict": verdict,
+    "draft": draft,
     "layer_ids": layer_ids,
     "conformance": {"traced": conf_here, "newest": conf_newest},
     "bisect": bisect,

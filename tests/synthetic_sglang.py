@@ -168,8 +168,27 @@ EntryClass = [GapWrapper, MixinWrapper, DelegatingWrapper, SubclassWrapper, Prox
 }
 
 
+DRAFTERS = {
+    "srt/models/drafter.py": '''
+from torch import nn
+
+
+class GoodDrafterEagle3(nn.Module):
+    def set_embed(self, embed):
+        self.embed = embed
+
+
+class BareDrafterEagle3(nn.Module):
+    pass
+
+
+EntryClass = [GoodDrafterEagle3, BareDrafterEagle3]
+''',
+}
+
+
 def files(extra: dict[str, str] | None = None) -> dict[str, str]:
-    return {**RUNTIME, **MODELS, **(extra or {})}
+    return {**RUNTIME, **MODELS, **DRAFTERS, **(extra or {})}
 
 
 def source(extra: dict[str, str] | None = None, version: str = "0.0.0") -> SglangSource:

@@ -97,8 +97,15 @@ def test_conformance_lists_wrappers_of_eagle3_models_only(src):
     assert "set_eagle3_layers_to_capture" in rows["GapWrapper"]["missing"]
     assert "set_eagle3_layers_to_capture" not in rows["SubclassWrapper"]["missing"]
     assert conf["wrappers_of_non_eagle3_models"] == ["NoEagleWrapper"]
-    assert conf["entry_classes"] == 8  # two in inner.py, six in wrappers.py
+    assert conf["entry_classes"] == 10  # two in inner.py, six in wrappers.py, two in drafter.py
     assert conf["seconds"] >= 0
+
+
+def test_draft_side_of_the_contract(src):
+    good = audit.draft_report(src, "GoodDrafterEagle3")
+    assert good["required_members"] == ["set_embed"]  # set_embed_and_head runs only when not EAGLE-3
+    assert good["missing_members"] == []
+    assert audit.draft_report(src, "BareDrafterEagle3")["missing_members"] == ["set_embed"]
 
 
 @pytest.mark.network
@@ -111,6 +118,8 @@ def test_real_0_5_9_kimi_verdict():
     assert v["first_raise"]["cpu"]["member"] == "set_eagle3_layers_to_capture"
     assert v["first_raise"]["cpu"]["where"].startswith("srt/model_executor/model_runner.py")
     assert v["next_raise_after_one_method"]["cpu"]["member"] == "get_embed_and_head"
+    drafter = audit.draft_report(sources.open_source("0.5.9"))
+    assert drafter["missing_members"] == [] and "set_embed" in drafter["required_members"]
 
 
 @pytest.mark.network

@@ -44,7 +44,7 @@ def test_wheel_source_reads_paths_relative_to_the_package_and_strips_bom(tmp_pat
     assert syn.RUNTIME["srt/speculative/eagle_worker.py"].startswith(syn.BOM)
     assert not src.text("srt/speculative/eagle_worker.py").startswith(syn.BOM)
     assert src.tree("srt/speculative/eagle_worker.py") is not None
-    assert src.files("srt/models") == sorted(syn.MODELS)
+    assert src.files("srt/models") == sorted({**syn.MODELS, **syn.DRAFTERS})
 
 
 def test_unparsable_and_compiled_files_are_reported_not_dropped(tmp_path: Path):

@@ -242,11 +242,23 @@ class Contract:
     optional: list[str]  # only ever guarded
 
     @classmethod
-    def of(cls, src: SglangSource) -> "Contract":
-        sites = [s for s in contract_mod.contract(contract_mod.trace(src)) if s.role in ("target", "either")]
+    def of(cls, src: SglangSource, roles: tuple[str, ...] = ("target", "either")) -> "Contract":
+        """The target's contract by default; ``roles=("draft", "either")`` gives the drafter's."""
+        sites = [s for s in contract_mod.contract(contract_mod.trace(src)) if s.role in roles]
         required = sorted({s.member for s in sites if not s.guarded and contract_mod.ERROR_PATH not in s.runs_when})
         optional = sorted({s.member for s in sites} - set(required))
         return cls(sites, required, optional)
+
+
+def draft_report(src: SglangSource, draft_class: str = "LlamaForCausalLMEagle3") -> dict[str, Any]:
+    """The drafter's side of the contract: members the EAGLE workers use on the draft model, and whether the
+    draft class has them (the incident's drafter is ``LlamaForCausalLMEagle3``)."""
+    res = Resolver(src)
+    con = Contract.of(src, roles=("draft", "either"))
+    rep = res.report(res.find(draft_class), con.required + con.optional)
+    return {"draft_class": draft_class, "required_members": con.required, "optional_members": con.optional,
+            "missing_members": [m for m in con.required if rep.members[m].status == "missing"],
+            "class_report": rep.to_dict()}
 
 
 def entry_class_names(src: SglangSource) -> list[str]:
