@@ -104,6 +104,22 @@ def test_text_prompts_run_through_the_server_tokenizer(baseline_server, tiny_mod
     assert m.output_tokens == 2 * config.output_len and m.input_tokens >= 2 * config.input_len
 
 
+def kill_after_lines(jsonl, lines: int, kill) -> threading.Thread:
+    """Call ``kill()`` once ``lines`` requests have finished (the JSONL is written request by request)."""
+
+    def watch() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            if jsonl.exists() and len(jsonl.read_text().splitlines()) >= lines:
+                kill()
+                return
+            time.sleep(0.005)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
 @pytest.mark.server
 def test_server_killed_mid_sweep_keeps_finished_requests_and_stops(cpu_profile, tiny_models, tmp_path):
     from eagle3lab.server import running_server
@@ -114,17 +130,8 @@ def test_server_killed_mid_sweep_keeps_finished_requests_and_stops(cpu_profile, 
     kill_after = first_point + config.warmup_count(2) + 3  # a few measured requests into the second point
     spec = baseline_spec(cpu_profile, tiny_models)
     with running_server(spec, tmp_path / "server.log", cpu_profile.ready_timeout_s) as server:
-
-        def kill_when_due() -> None:
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline:
-                if jsonl.exists() and len(jsonl.read_text().splitlines()) >= kill_after:
-                    os.killpg(server.pid, signal.SIGKILL)  # the whole server at once, as an OOM kill would
-                    return
-                time.sleep(0.005)
-
-        killer = threading.Thread(target=kill_when_due, daemon=True)
-        killer.start()
+        # The whole server at once, as an OOM kill would.
+        killer = kill_after_lines(jsonl, kill_after, lambda: os.killpg(server.pid, signal.SIGKILL))
         arm = run_arm("victim", spec.base_url, config, tmp_path, log=lambda line: None)
         killer.join(timeout=1)
 
@@ -142,6 +149,39 @@ def test_server_killed_mid_sweep_keeps_finished_requests_and_stops(cpu_profile, 
     assert not failed.measured  # drawn nowhere
     saved = BenchReport.create("cpu", [arm])
     assert BenchReport.from_dict(json.loads(json.dumps(saved.to_dict()))).arms[0].points[1].status == POINT_FAILED
+
+
+@pytest.mark.server
+def test_server_whose_scheduler_died_is_detected_without_hanging(cpu_profile, tiny_models, tmp_path):
+    """sglang 0.5.9's HTTP front stays up when its scheduler is SIGKILLed, and streams just go silent. The stall
+    timeout ends those requests, the liveness probe finds the server hung, and no further request is sent."""
+    import psutil
+
+    from eagle3lab.server import running_server
+
+    config = sweep(tiny_models, concurrency=[1, 2], output_len=32, num_prompts=8, stall_timeout_s=5)
+    jsonl = tmp_path / "hung.requests.jsonl"
+    kill_after = config.warmup_count(1) + config.num_prompts + config.warmup_count(2) + 1
+    spec = baseline_spec(cpu_profile, tiny_models)
+    with running_server(spec, tmp_path / "server.log", cpu_profile.ready_timeout_s) as server:
+
+        def kill_scheduler() -> None:
+            for child in psutil.Process(server.pid).children(recursive=True):
+                if "scheduler" in child.name():
+                    child.kill()
+
+        killer = kill_after_lines(jsonl, kill_after, kill_scheduler)
+        arm = run_arm("hung", spec.base_url, config, tmp_path, log=lambda line: None)
+        killer.join(timeout=1)
+        front_still_up = server.proc.poll() is None
+
+    assert front_still_up, "the launcher exited: this test no longer covers a hung (not dead) server"
+    assert [p.status for p in arm.points] == [POINT_OK, POINT_FAILED]
+    failed = arm.points[1]
+    assert failed.not_sent > 0  # the rest of the point was never sent
+    assert any("Timeout on reading data" in e for e in failed.metrics.errors)  # ended by the stall timeout
+    records = load_requests(jsonl)
+    assert sum(r.ok for r in records) >= kill_after and sum(not r.ok for r in records) == failed.metrics.failed
 
 
 def test_not_runnable_arm_keeps_its_reason_and_has_no_numbers():
@@ -173,3 +213,14 @@ def test_damaged_files_fail_in_one_line(tmp_path):
     (tmp_path / "bad.json").write_text('{"profile": "cpu"}')
     with pytest.raises(BenchError, match="unreadable"):
         BenchReport.load(tmp_path / "bad.json")
+
+
+def test_machine_busy_fraction_from_cpu_time_snapshots():
+    from collections import namedtuple
+
+    from eagle3lab.bench import busy_fraction
+
+    Times = namedtuple("Times", "user system idle iowait")
+    # 6 s of CPU time passed on all cores together, 3 of them idle (2 idle + 1 iowait): half busy.
+    assert busy_fraction(Times(1, 1, 8, 0), Times(3, 2, 10, 1)) == 0.5
+    assert busy_fraction(Times(1, 1, 8, 0), Times(1, 1, 8, 0)) is None

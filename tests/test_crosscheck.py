@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from eagle3lab.crosscheck import bench_serving_argv, compare, read_bench_serving_output
+from eagle3lab.crosscheck import BenchServingRun, bench_serving_argv, compare, read_bench_serving_output
 from eagle3lab.errors import BenchError
 from eagle3lab.metrics import RequestRecord, compute_point_metrics
 from eagle3lab.workload import SweepConfig
@@ -50,8 +50,9 @@ def test_ratio_is_ours_over_theirs():
     rec = RequestRecord("r", 4, "measure", True, 0.0, t_sent=0.0, token_times=[0.5, 1.0], t_end=1.0,
                         completion_tokens=12)
     ours = compute_point_metrics([rec])  # 12 tokens in 1 s
-    check = compare(ours, {"output_throughput": 10.0, "completed": 1, "server_info": {"big": 1}}, 1, ["x"], 2.0)
+    run = BenchServingRun({"output_throughput": 10.0, "completed": 1, "server_info": {"big": 1}}, ["x"], 2.0, 0.5)
+    check = compare(ours, run, 1)
     assert check.ratio == pytest.approx(1.2)
     assert "server_info" not in check.theirs and check.theirs["completed"] == 1
     with pytest.raises(BenchError, match="zero"):
-        compare(ours, {"output_throughput": 0.0}, 1, [], 0.0)
+        compare(ours, BenchServingRun({"output_throughput": 0.0}, [], 0.0, None), 1)

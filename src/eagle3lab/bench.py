@@ -22,12 +22,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Awaitable, Callable, TypeVar
 
+import psutil
 from tqdm.auto import tqdm
 
 from eagle3lab.errors import BenchError
 from eagle3lab.loadgen import JsonlSink, fetch_json, flush_cache, run_phase, server_alive
-from eagle3lab.sidecar import write_json_atomic
 from eagle3lab.metrics import PointMetrics, RequestRecord, compute_point_metrics, format_point
+from eagle3lab.sidecar import write_json_atomic
 from eagle3lab.workload import SweepConfig, make_prompts
 
 T = TypeVar("T")
@@ -54,6 +55,10 @@ class PointResult:
     not_sent: int
     flushed: bool
     started_at: str
+    # How busy the whole machine was while the point was measured (server, client and anything else running):
+    # the context every number of a shared 2-core box needs.
+    machine_cpu_busy: float | None = None
+    load_avg_1m: float | None = None
 
     @property
     def measured(self) -> bool:
@@ -112,6 +117,13 @@ def run_async(make: Callable[[], Awaitable[T]]) -> T:
         return pool.submit(lambda: asyncio.run(make())).result()  # type: ignore[arg-type]
 
 
+def busy_fraction(before: Any, after: Any) -> float | None:
+    """Share of all cores' time that was not idle between two ``psutil.cpu_times()`` snapshots."""
+    total = sum(after) - sum(before)
+    idle = (after.idle + getattr(after, "iowait", 0.0)) - (before.idle + getattr(before, "iowait", 0.0))
+    return None if total <= 0 else round(1.0 - idle / total, 3)
+
+
 def _first_error(records: list[RequestRecord]) -> str:
     return next((r.error for r in records if r.error), "no error text")
 
@@ -132,19 +144,24 @@ async def _run_point(base_url: str, config: SweepConfig, concurrency: int, sink:
     warm = await run_phase(base_url, make_prompts(config, f"warmup-c{concurrency}", point.warmup_requests),
                            concurrency=concurrency, phase="warmup", config=config, sink=sink, on_done=tick)
     point.warmup_failed = sum(not r.ok for r in warm.records)
-    if (warm.not_sent or point.warmup_failed) and not await server_alive(base_url):
+    if warm.server_lost:
         point.not_sent = warm.not_sent
         return failed("warm-up", _first_error(warm.records))
     point.flushed = await flush_cache(base_url)
 
+    cpu_before = psutil.cpu_times()
     measure = await run_phase(base_url, make_prompts(config, "measure"), concurrency=concurrency,
                               phase="measure", config=config, sink=sink, on_done=tick)
+    point.machine_cpu_busy = busy_fraction(cpu_before, psutil.cpu_times())
+    point.load_avg_1m = os.getloadavg()[0]
     point.not_sent = measure.not_sent
     if measure.records:
         point.metrics = compute_point_metrics(measure.records, client_cpu_s=measure.client_cpu_s)
-    point.server_info = await fetch_json(base_url, "/get_server_info")
-    if (measure.not_sent or point.server_info is None) and not await server_alive(base_url):
+    if measure.server_lost:
         return failed("measurement", _first_error(measure.records))
+    point.server_info = await fetch_json(base_url, "/get_server_info")
+    if point.server_info is None and not await server_alive(base_url):
+        return failed("the server-info snapshot", "no answer")
     if point.metrics is None or point.metrics.failed:
         point.status = POINT_ERRORS
         point.reason = f"{point.metrics.failed if point.metrics else 0} requests failed: " \
@@ -191,7 +208,8 @@ def run_arm(name: str, base_url: str, sweep_config: SweepConfig, out_dir: Path,
 
     def report(point: PointResult) -> None:
         line = format_point(point.metrics) if point.metrics else "no finished requests"
-        log(f"[{name}] {point.status:<6} {line}" + (f" | {point.reason}" if point.reason else ""))
+        busy = "" if point.machine_cpu_busy is None else f" machine_cpu_busy={point.machine_cpu_busy:.0%}"
+        log(f"[{name}] {point.status:<6} {line}{busy}" + (f" | {point.reason}" if point.reason else ""))
 
     sink = JsonlSink(jsonl)
     try:

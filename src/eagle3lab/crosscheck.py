@@ -16,6 +16,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
+
+from eagle3lab.bench import busy_fraction
 from eagle3lab.errors import BenchError
 from eagle3lab.metrics import PointMetrics
 from eagle3lab.workload import SweepConfig
@@ -38,6 +41,17 @@ class CrossCheck:
     theirs: dict[str, Any]
     argv: list[str]
     seconds: float
+    machine_cpu_busy: float | None = None  # whole-machine CPU use while bench_serving ran
+
+
+@dataclass
+class BenchServingRun:
+    """One bench_serving run: its result line, how it was called, how long it took."""
+
+    result: dict[str, Any]
+    argv: list[str]
+    seconds: float
+    machine_cpu_busy: float | None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,41 +91,41 @@ def read_bench_serving_output(path: Path) -> dict[str, Any]:
 
 
 def run_bench_serving(base_url: str, tokenizer_dir: str, config: SweepConfig, concurrency: int, out_dir: Path,
-                      timeout_s: float = 1800.0) -> tuple[dict[str, Any], list[str], float]:
-    """Run bench_serving once; returns (its result, the argv, seconds). Its stdout/stderr go to a log file."""
+                      timeout_s: float = 1800.0) -> BenchServingRun:
+    """Run bench_serving once; its stdout/stderr go to a log file next to its output file."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     output_file = out_dir / f"bench_serving.c{concurrency}.jsonl"
     log_file = out_dir / f"bench_serving.c{concurrency}.log"
     output_file.unlink(missing_ok=True)
     argv = bench_serving_argv(base_url, tokenizer_dir, config, concurrency, output_file)
-    start = time.perf_counter()
+    start, cpu_before = time.perf_counter(), psutil.cpu_times()
     with log_file.open("wb") as log:
         try:
             proc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s, check=False)
         except subprocess.TimeoutExpired:
             raise BenchError(f"bench_serving did not finish within {timeout_s:g} s; see {log_file}") from None
-    seconds = time.perf_counter() - start
+    seconds, busy = time.perf_counter() - start, busy_fraction(cpu_before, psutil.cpu_times())
     if proc.returncode != 0:
         tail = log_file.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:] or ["(no output)"]
         raise BenchError(f"bench_serving exited with code {proc.returncode}: {tail[0][:200]}; see {log_file}")
-    return read_bench_serving_output(output_file), argv, seconds
+    return BenchServingRun(read_bench_serving_output(output_file), argv, seconds, busy)
 
 
-def compare(ours: PointMetrics, theirs: dict[str, Any], num_prompts: int, argv: list[str],
-            seconds: float) -> CrossCheck:
+def compare(ours: PointMetrics, run: BenchServingRun, num_prompts: int) -> CrossCheck:
     """Put the two output throughputs side by side."""
+    theirs = run.result
     their_tps = float(theirs["output_throughput"])
     if their_tps <= 0 or ours.output_tok_per_s <= 0:
         raise BenchError("a throughput of zero cannot be compared; one of the two runs produced no tokens")
     return CrossCheck(concurrency=ours.concurrency, num_prompts=num_prompts,
                       ours_output_tok_per_s=ours.output_tok_per_s, theirs_output_tok_per_s=their_tps,
                       ratio=ours.output_tok_per_s / their_tps, theirs={k: theirs.get(k) for k in KEPT_KEYS},
-                      argv=argv, seconds=seconds)
+                      argv=run.argv, seconds=run.seconds, machine_cpu_busy=run.machine_cpu_busy)
 
 
 def cross_check(ours: PointMetrics, base_url: str, tokenizer_dir: str, config: SweepConfig,
                 out_dir: Path) -> CrossCheck:
     """Run bench_serving at the concurrency of ``ours`` (a measured point of ours on the same server)."""
-    theirs, argv, seconds = run_bench_serving(base_url, tokenizer_dir, config, ours.concurrency, out_dir)
-    return compare(ours, theirs, config.num_prompts, argv, seconds)
+    run = run_bench_serving(base_url, tokenizer_dir, config, ours.concurrency, out_dir)
+    return compare(ours, run, config.num_prompts)

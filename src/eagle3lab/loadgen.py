@@ -28,7 +28,7 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 def describe_error(exc: BaseException) -> str:
     """``Type: message`` on one line, so failures group well in the per-point summary."""
-    if isinstance(exc, asyncio.TimeoutError):
+    if isinstance(exc, asyncio.TimeoutError) and not isinstance(exc, aiohttp.ServerTimeoutError):
         return "TimeoutError: no answer within the request timeout"
     return _one_line(f"{type(exc).__name__}: {exc}")
 
@@ -44,7 +44,8 @@ def make_session(concurrency: int, config: SweepConfig) -> aiohttp.ClientSession
     trace.on_request_headers_sent.append(_mark_sent)
     trace.on_request_chunk_sent.append(_mark_sent)
     connector = aiohttp.TCPConnector(limit=max(concurrency, 1), limit_per_host=max(concurrency, 1))
-    timeout = aiohttp.ClientTimeout(total=config.request_timeout_s, sock_connect=10)
+    timeout = aiohttp.ClientTimeout(total=config.request_timeout_s, sock_connect=10,
+                                    sock_read=config.stall_timeout_s)
     return aiohttp.ClientSession(
         connector=connector, timeout=timeout, read_bufsize=config.read_bufsize, trace_configs=[trace]
     )
@@ -135,6 +136,7 @@ class PhaseOutcome:
     records: list[RequestRecord]
     not_sent: int  # requests skipped after the server became unreachable
     client_cpu_s: float
+    server_lost: bool  # a failed request was followed by a failed liveness probe
 
 
 async def run_phase(
@@ -149,8 +151,9 @@ async def run_phase(
 ) -> PhaseOutcome:
     """Closed loop: ``concurrency`` workers each take the next prompt as soon as their last one finished.
 
-    ``t_scheduled`` is when a worker takes a prompt. Once a request finds the server unreachable, workers stop
-    taking prompts, so a dead server ends the phase at once instead of after every remaining request fails.
+    ``t_scheduled`` is when a worker takes a prompt. When a request fails, the server is probed; once it is
+    unreachable (or hangs: sglang 0.5.9's HTTP front outlives a killed scheduler), workers stop taking prompts,
+    so a dead server ends the phase at once instead of after every remaining request has timed out.
     """
     queue: asyncio.Queue[tuple[int, Prompt]] = asyncio.Queue()
     for item in enumerate(prompts):
@@ -170,13 +173,14 @@ async def run_phase(
             records.append(record)
             sink.write(record)
             on_done()
-            if not record.ok and record.t_sent is None:
+            if not record.ok and (record.t_sent is None or not await server_alive(base_url)):
                 unreachable.set()
 
     cpu0 = time.process_time()
     async with make_session(concurrency, config) as session:
         await asyncio.gather(*(worker(session) for _ in range(min(concurrency, len(prompts)))))
-    return PhaseOutcome(records=records, not_sent=queue.qsize(), client_cpu_s=time.process_time() - cpu0)
+    return PhaseOutcome(records=records, not_sent=queue.qsize(), client_cpu_s=time.process_time() - cpu0,
+                        server_lost=unreachable.is_set())
 
 
 async def fetch_json(base_url: str, path: str, timeout_s: float = 30.0) -> dict[str, Any] | None:

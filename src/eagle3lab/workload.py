@@ -36,6 +36,7 @@ class SweepConfig:
     tokenizer_dir: str | None = None  # needed only for text prompts (ids are decoded to text)
     warmup_requests: int | None = None  # per point; None = the point's concurrency (never fewer)
     request_timeout_s: float = 600.0
+    stall_timeout_s: float = 120.0  # longest silence allowed inside one stream (a hung server, not a slow one)
     read_bufsize: int = 8 * 1024 * 1024
     extra_sampling_params: dict[str, Any] = field(default_factory=dict)
 
@@ -57,8 +58,8 @@ class SweepConfig:
             raise BenchError("text prompts need tokenizer_dir (the model directory) to turn token ids into text")
         if self.warmup_requests is not None and self.warmup_requests < 0:
             raise BenchError(f"warmup_requests must be >= 0 or None, got {self.warmup_requests!r}")
-        if self.request_timeout_s <= 0 or self.read_bufsize < 64 * 1024:
-            raise BenchError("request_timeout_s must be > 0 and read_bufsize at least 64 KiB")
+        if self.request_timeout_s <= 0 or self.stall_timeout_s <= 0 or self.read_bufsize < 64 * 1024:
+            raise BenchError("request_timeout_s and stall_timeout_s must be > 0 and read_bufsize at least 64 KiB")
 
     def warmup_count(self, concurrency: int) -> int:
         """Warm-up requests for one point: at least the concurrency, so every slot has compiled its path."""
