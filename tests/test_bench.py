@@ -224,3 +224,17 @@ def test_machine_busy_fraction_from_cpu_time_snapshots():
     # 6 s of CPU time passed on all cores together, 3 of them idle (2 idle + 1 iowait): half busy.
     assert busy_fraction(Times(1, 1, 8, 0), Times(3, 2, 10, 1)) == 0.5
     assert busy_fraction(Times(1, 1, 8, 0), Times(1, 1, 8, 0)) is None
+
+
+def test_point_rows_show_numbers_for_points_and_reasons_for_arms_without():
+    from eagle3lab.bench import ArmResult, PointResult, point_rows
+    from eagle3lab.metrics import RequestRecord
+
+    rec = RequestRecord("r", 1, "measure", True, 0.0, t_sent=0.0, token_times=[0.1, 0.2], t_end=0.2,
+                        completion_tokens=2)
+    point = PointResult(1, POINT_OK, None, compute_point_metrics([rec], client_cpu_s=0.001), {}, 1, 0, 0, True, "t")
+    rows = point_rows([ArmResult("baseline", ARM_MEASURED, points=[point]),
+                       not_runnable_arm("eagle3", {"message": "EAGLE is not supported on CPU"})])
+    assert rows[0]["out_tok_s"] == 10.0 and rows[0]["ttft_p50_ms"] == 100.0 and rows[0]["accept_len"] is None
+    assert rows[0]["client_cpu_s_per_1k_tok"] == 0.5
+    assert rows[1] == {"arm": "eagle3", "status": ARM_NOT_RUNNABLE, "note": "EAGLE is not supported on CPU"}

@@ -31,7 +31,7 @@ def lines_by_label(fig) -> dict[str, tuple[list, list]]:
 
 
 def notes(fig) -> str:
-    return " ".join(t.get_text() for ax in fig.axes for t in ax.texts)
+    return " ".join(t.get_text() for t in [*fig.texts, *(t for ax in fig.axes for t in ax.texts)]).replace("\n", " ")
 
 
 def test_throughput_draws_measured_points_and_notes_the_missing_arm(report):
@@ -51,6 +51,7 @@ def test_acceptance_says_why_there_is_no_line(report):
     fig = plot_acceptance(report)
     assert [l for l in lines_by_label(fig) if not l.startswith("_")] == []
     assert "baseline: no speculation" in notes(fig) and "eagle3: not runnable" in notes(fig)
+    assert "no measured points" in notes(fig) and list(fig.axes[0].get_yticks()) == []  # no scale to read 0 off
     plt.close(fig)
     report.arms.append(ArmResult("spec", "measured", points=[point(1, 12, verify=4), point(2, 8, verify=4)]))
     fig = plot_acceptance(report)

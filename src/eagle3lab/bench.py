@@ -282,3 +282,33 @@ class BenchReport:
             raise BenchError(f"benchmark sidecar {path} not found; run the benchmark first") from None
         except (json.JSONDecodeError, TypeError, KeyError) as exc:
             raise BenchError(f"benchmark sidecar {path} is unreadable ({type(exc).__name__}: {exc})") from None
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else round(value * 1000, 2)
+
+
+def point_rows(arms: list[ArmResult]) -> list[dict[str, Any]]:
+    """One display row per point (and one per arm without points), read straight from the dataclasses."""
+    rows: list[dict[str, Any]] = []
+    for arm in arms:
+        if not arm.points:
+            rows.append({"arm": arm.name, "status": arm.status, "note": str((arm.reason or {}).get("message")
+                                                                            or (arm.reason or {}).get("summary")
+                                                                            or arm.reason)})
+        for p in arm.points:
+            m = p.metrics
+            rows.append({
+                "arm": arm.name, "concurrency": p.concurrency, "status": p.status,
+                "ok": f"{m.completed}/{m.requests}" if m else "0/0",
+                "out_tok_s": round(m.output_tok_per_s, 1) if m else None,
+                "req_s": round(m.requests_per_s, 2) if m else None,
+                "ttft_p50_ms": _ms(m.ttft_s.p50) if m else None, "ttft_p99_ms": _ms(m.ttft_s.p99) if m else None,
+                "itl_p50_ms": _ms(m.itl_s.p50) if m else None, "itl_p99_ms": _ms(m.itl_s.p99) if m else None,
+                "e2e_p50_ms": _ms(m.e2e_s.p50) if m else None, "e2e_p99_ms": _ms(m.e2e_s.p99) if m else None,
+                "accept_len": None if m is None or m.accept_length is None else round(m.accept_length, 3),
+                "client_cpu_s_per_1k_tok": None if m is None or m.client_cpu_s_per_1k_tokens is None
+                else round(m.client_cpu_s_per_1k_tokens, 4),
+                "machine_cpu_busy": p.machine_cpu_busy, "note": p.reason,
+            })
+    return rows

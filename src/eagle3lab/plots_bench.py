@@ -49,15 +49,23 @@ def _notes(report: BenchReport, *, acceptance: bool = False) -> list[str]:
     return notes
 
 
-def _finish(fig: Figure, ax: Axes, report: BenchReport, title: str, notes: list[str]) -> None:
+def _finish(fig: Figure, ax: Axes, report: BenchReport, title: str) -> None:
     ax.set_title(f"{title}\nprofile '{report.profile}', measured {report.date}", fontsize=10)
-    if notes:
-        ax.text(0.02, 0.98, "\n".join(textwrap.fill(n, 60) for n in notes), transform=ax.transAxes,
-                va="top", ha="left", fontsize=8, bbox={"boxstyle": "round", "fc": "lightyellow", "alpha": 0.9})
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8, loc="lower right")
+        ax.legend(fontsize=8, loc="best")
+    else:  # nothing measured: say so where the lines would be, and show no scale that could read as zero
+        ax.text(0.5, 0.5, "no measured points", transform=ax.transAxes, ha="center", va="center", color="gray")
+        ax.set_yticks([])
     ax.grid(alpha=0.3)
-    fig.tight_layout()
+
+
+def _footer(fig: Figure, notes: list[str]) -> None:
+    """Notes about arms without points go under the axes, where they cannot hide a measured point."""
+    text = "\n".join(textwrap.fill(n, 110) for n in notes)
+    fig.tight_layout(rect=(0, 0.04 * (1 + text.count("\n")) if notes else 0, 1, 1))
+    if notes:
+        fig.text(0.01, 0.01, text, ha="left", va="bottom", fontsize=8,
+                 bbox={"boxstyle": "round", "fc": "lightyellow", "alpha": 0.9})
 
 
 def _concurrency_axis(ax: Axes, arms: list[ArmResult]) -> None:
@@ -71,7 +79,7 @@ def _concurrency_axis(ax: Axes, arms: list[ArmResult]) -> None:
 
 def plot_throughput(report: BenchReport) -> Figure:
     """Output tokens per second against concurrency, one line per measured arm, plus bench_serving's point."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
     for arm in report.arms:
         points = arm.measured_points()
         if points:
@@ -84,13 +92,14 @@ def plot_throughput(report: BenchReport) -> Figure:
     _concurrency_axis(ax, report.arms)
     ax.set_ylabel("output tokens / s")
     ax.set_ylim(bottom=0)
-    _finish(fig, ax, report, "Output throughput vs concurrency", _notes(report))
+    _finish(fig, ax, report, "Output throughput vs concurrency")
+    _footer(fig, _notes(report))
     return fig
 
 
 def plot_acceptance(report: BenchReport) -> Figure:
     """Mean acceptance length (tokens per verify step) against concurrency, for arms that speculate."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
     for arm in report.arms:
         points = [p for p in arm.measured_points() if p.metrics.accept_length is not None]  # type: ignore[union-attr]
         if points:
@@ -98,7 +107,8 @@ def plot_acceptance(report: BenchReport) -> Figure:
                     marker="o", label=arm.name)
     _concurrency_axis(ax, report.arms)
     ax.set_ylabel("acceptance length (tokens / verify step)")
-    _finish(fig, ax, report, "Speculative acceptance length vs concurrency", _notes(report, acceptance=True))
+    _finish(fig, ax, report, "Speculative acceptance length vs concurrency")
+    _footer(fig, _notes(report, acceptance=True))
     return fig
 
 
@@ -118,7 +128,8 @@ def plot_latency(report: BenchReport) -> Figure:
         _concurrency_axis(ax, report.arms)
         ax.set_ylabel(f"{label} (ms)")
         ax.set_ylim(bottom=0)
-        _finish(fig, ax, report, label, _notes(report) if attr == "ttft_s" else [])
+        _finish(fig, ax, report, label)
+    _footer(fig, _notes(report))
     return fig
 
 
