@@ -41,6 +41,8 @@ def run_notebook(name: str, profile: str = "cpu", parameters: dict[str, Any] | N
 
     source = notebook_path(name)
     output = executed_path(name, profile)
+    previous = os.environ.get("EAGLE3LAB_PROGRESS")
+    os.environ["EAGLE3LAB_PROGRESS"] = "0"  # the kernel inherits it: no per-request bars in executed notebooks
     try:
         papermill.execute_notebook(
             str(source), str(output), parameters={"profile": profile, **(parameters or {})},
@@ -50,6 +52,11 @@ def run_notebook(name: str, profile: str = "cpu", parameters: dict[str, Any] | N
         message = str(exc.evalue).splitlines()[0] if exc.evalue else ""
         raise NotebookFailed(f"notebook {source.stem} failed in cell {exc.exec_count}: {exc.ename}: {message} "
                              f"(executed copy: {output})") from None
+    finally:
+        if previous is None:
+            os.environ.pop("EAGLE3LAB_PROGRESS", None)
+        else:
+            os.environ["EAGLE3LAB_PROGRESS"] = previous
     return output
 
 

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from packaging.version import InvalidVersion, Version
-from tqdm.auto import tqdm
 
+from eagle3lab.progress import progress_bar
 from eagle3lab.errors import SourceError
 from eagle3lab.paths import cache_dir
 
@@ -210,7 +210,7 @@ def fetch_wheel(version: str, wheels: Optional[Path] = None, index_url: Optional
 def fetch_wheels(versions: list[str], wheels: Optional[Path] = None, index_url: Optional[str] = None) -> list[Path]:
     """Fetch several releases with a progress bar (off when ``CI`` is set)."""
     out = []
-    for version in tqdm(versions, desc="sglang wheels", disable=bool(os.environ.get("CI"))):
+    for version in progress_bar(versions, desc="sglang wheels"):
         out.append(fetch_wheel(version, wheels, index_url))
     return out
 
