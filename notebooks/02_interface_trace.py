@@ -24,6 +24,8 @@ from eagle3lab import audit, envinfo, nbparams, show, sources, tracebook
 nbparams.begin(globals())
 
 # %% tags=["parameters"]
+profile: str = "cpu"  # parameter profile (params/<profile>.yaml); the trace covers both profiles' start-up paths
+overrides: dict = {}  # profile keys to override (accepted for a uniform run command; the trace reads none)
 sglang_source: str = "installed"  # "installed" or a release version such as "0.5.9"
 entry_class: str = "KimiK25ForConditionalGeneration"  # entry model class to audit
 bisect_versions: list = []  # releases to bisect (empty: every release from 0.5.6 to the newest)
