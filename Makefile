@@ -42,7 +42,7 @@ lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --MappingKernelManager.default_kernel_name=eagle3lab
 
 notebooks:
-	$(VENV)/bin/jupytext --sync notebooks/*.py
+	$(VENV)/bin/jupytext --to ipynb notebooks/*.py
 
 clean:
 	rm -rf reports artifacts
