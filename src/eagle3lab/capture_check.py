@@ -127,10 +127,11 @@ PatchArg = str | os.PathLike | Sequence[str | os.PathLike] | None
 
 
 def child_argv(target: str | os.PathLike, draft: str | os.PathLike, *, prompt_len: int = 8, batch_size: int = 2,
-               load_format: str = "auto", python: str = sys.executable) -> list[str]:
+               load_format: str = "auto", profile: str = "cpu", python: str = sys.executable) -> list[str]:
     """The command line of the child process."""
     return [python, "-m", "eagle3lab.capture_check", "--target", str(target), "--draft", str(draft),
-            "--prompt-len", str(prompt_len), "--batch-size", str(batch_size), "--load-format", load_format]
+            "--prompt-len", str(prompt_len), "--batch-size", str(batch_size), "--load-format", load_format,
+            "--profile", profile]
 
 
 def run_capture_check(
@@ -139,6 +140,7 @@ def run_capture_check(
     patch: PatchArg = None,
     *,
     load_format: str = "auto",
+    profile: str = "cpu",
     site_packages: str | os.PathLike | None = None,
     env: dict[str, str] | None = None,
     prompt_len: int = 8,
@@ -150,12 +152,14 @@ def run_capture_check(
     ``env`` is added to the child's environment; the ``cpu`` profile passes ``cpu_environment()`` (stub
     libcuda, CPU engine, shims). The installed package must carry none of the project's patches beforehand
     (checked under the patch lock), so each result shows exactly the patches asked for; it is restored after.
-    ``load_format="dummy"`` exercises sglang's dummy loader instead of the checkpoint.
+    ``load_format="dummy"`` exercises sglang's dummy loader instead of the checkpoint; ``profile`` names the
+    params file whose launch flags (backend, dtype, lengths, speculative settings) the runner gets.
     """
     for name, path in (("target", target), ("draft", draft)):
         if not Path(path).is_dir():
             raise CaptureCheckError(f"{name} model {path} is not a directory; build the tiny models first")
-    argv = child_argv(target, draft, prompt_len=prompt_len, batch_size=batch_size, load_format=load_format)
+    argv = child_argv(target, draft, prompt_len=prompt_len, batch_size=batch_size, load_format=load_format,
+                      profile=profile)
     with _patch_state(patch, site_packages) as label:
         result = _run_child(argv, {**os.environ, **(env or {})}, timeout_s)
     result.patch = label
@@ -336,16 +340,23 @@ def _hook_outcome(hook: str, caller: str, err: BaseException | None) -> HookOutc
                        raised_at=where)
 
 
-def _server_args(target: str, draft: str, load_format: str) -> Any:
-    """The EAGLE-3 launch flags of the cpu profile, as ServerArgs (what launch_server would parse)."""
+def _server_args(target: str, draft: str, load_format: str, profile_name: str) -> Any:
+    """The profile's EAGLE-3 launch flags as ServerArgs (what launch_server would parse), on fresh free ports."""
     from sglang.srt.server_args import ServerArgs
 
+    from eagle3lab.profiles import load_profile
+
+    profile = load_profile(profile_name)
     return ServerArgs(
-        model_path=target, load_format=load_format, device="cpu", attention_backend="torch_native",
-        disable_cuda_graph=True, tp_size=1, dtype="bfloat16", context_length=1024, max_total_tokens=4096, max_running_requests=4,
+        model_path=target, load_format=load_format, device=profile.device, tp_size=profile.tp_size,
+        dtype=profile.dtype, attention_backend=profile.attention_backend,
+        disable_cuda_graph=profile.disable_cuda_graph, context_length=profile.context_length,
+        max_total_tokens=profile.max_total_tokens, max_running_requests=profile.max_running_requests,
+        mem_fraction_static=profile.mem_fraction_static, trust_remote_code=profile.trust_remote_code,
         port=_free_port(), nccl_port=_free_port(),
-        speculative_algorithm="EAGLE3", speculative_draft_model_path=draft, speculative_num_steps=3,
-        speculative_eagle_topk=1, speculative_num_draft_tokens=4,
+        speculative_algorithm=profile.speculative_algorithm, speculative_draft_model_path=draft,
+        speculative_num_steps=profile.speculative_num_steps, speculative_eagle_topk=profile.speculative_eagle_topk,
+        speculative_num_draft_tokens=profile.speculative_num_draft_tokens,
     )
 
 
@@ -456,12 +467,13 @@ def _forwards(runner: Any, layer_ids: list[int], hidden: int, prompt_len: int, b
     return results
 
 
-def _child(target: str, draft: str, prompt_len: int, batch_size: int, load_format: str) -> CaptureResult:
+def _child(target: str, draft: str, prompt_len: int, batch_size: int, load_format: str,
+           profile: str) -> CaptureResult:
     import sglang
 
     result = CaptureResult(patch=None, sglang_version=sglang.__version__)
     started = time.monotonic()
-    server_args = _server_args(target, draft, load_format)
+    server_args = _server_args(target, draft, load_format, profile)
     try:
         runner = _build_runner(server_args)
     except AttributeError as err:
@@ -506,10 +518,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--prompt-len", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=2)
     parser.add_argument("--load-format", default="auto", help="sglang --load-format (auto, dummy, ...)")
+    parser.add_argument("--profile", default="cpu", help="params/<profile>.yaml with the launch flags")
     args = parser.parse_args(argv)
     started = time.monotonic()
     try:
-        result = _child(args.target, args.draft, args.prompt_len, args.batch_size, args.load_format)
+        result = _child(args.target, args.draft, args.prompt_len, args.batch_size, args.load_format, args.profile)
     except Exception as err:  # noqa: BLE001 -- every failure becomes part of the structured result
         traceback.print_exc()
         result = CaptureResult(patch=None, error_type=type(err).__name__, error_message=str(err).splitlines()[0])
