@@ -251,3 +251,17 @@ def test_site_folder_still_runs_another_sitecustomize(tmp_path):
     code = "import os; print(os.environ.get('E3L_OTHER_SITE'))"
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "ran"
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("shims", [(), ALL_SHIMS], ids=["bare_harness", "all_shims"])
+def test_server_eagle3_launch_still_dies_on_the_wrapper(tmp_path, cpu_profile, tiny_models, shims):
+    """The stub and environment alone reproduce the real crash, and no shim masks it."""
+    from eagle3lab.deployment import server_spec
+    from eagle3lab.server import free_port, launch
+
+    spec = server_spec(cpu_profile, tiny_models, speculative=True, shims=shims, port=free_port())
+    outcome = launch(spec, tmp_path / "server.log", cpu_profile.ready_timeout_s)
+    assert outcome.status == "died"
+    assert ("AttributeError: 'KimiK25ForConditionalGeneration' object has no attribute "
+            "'set_eagle3_layers_to_capture'") in outcome.log_text()
