@@ -31,7 +31,7 @@ nbparams.begin(globals())
 # %% tags=["parameters"]
 profile: str = "cpu"  # parameter profile: params/<profile>.yaml (cpu or blackwell-8x)
 overrides: dict = {}  # profile keys to override, e.g. {"bench_concurrency": [1, 2]}; keys may also be passed directly
-patch: str = "kimi_k25-eagle3-delegation.patch"  # the fix (patches/); the one-method patch is always shown too
+patch: str = "kimi_k25-eagle3-delegation"  # the fix: a name in patches/ or a path; the one-method patch is always shown too
 prompt_kind: str = "ids"  # benchmark prompts: "ids" (token ids) or "text"
 capture: bool = True  # run the in-process capture check (cpu profile only)
 bench: bool = True  # run the benchmark arms

@@ -20,7 +20,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,8 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from eagle3lab.errors import CaptureCheckError
+from eagle3lab.patching import FULL_DELEGATION_PATCH as FULL_PATCH, ONE_METHOD_PATCH
+from eagle3lab.server import free_port
 
 # The draft worker's call, as EAGLEWorker.__init__ makes it on the target model (sglang 0.5.9).
 DRAFT_WORKER_HOOK = "get_embed_and_head"
@@ -242,8 +243,6 @@ def _run_child(argv: list[str], env: dict[str, str], timeout_s: float) -> Captur
 # Agreement with notebook 02's static trace
 
 TRACE_FILE = "02_interface_trace.json"
-FULL_PATCH = "kimi_k25-eagle3-delegation"
-ONE_METHOD_PATCH = "kimi_k25-one-method"
 
 
 @dataclass(frozen=True)
@@ -321,12 +320,6 @@ def compare_with_trace(
 # Child side: everything below imports sglang and runs only in ``python -m eagle3lab.capture_check``
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _hook_outcome(hook: str, caller: str, err: BaseException | None) -> HookOutcome:
     if err is None:
         return HookOutcome(hook, caller, ok=True)
@@ -353,7 +346,7 @@ def _server_args(target: str, draft: str, load_format: str, profile_name: str) -
         disable_cuda_graph=profile.disable_cuda_graph, context_length=profile.context_length,
         max_total_tokens=profile.max_total_tokens, max_running_requests=profile.max_running_requests,
         mem_fraction_static=profile.mem_fraction_static, trust_remote_code=profile.trust_remote_code,
-        port=_free_port(), nccl_port=_free_port(),
+        port=free_port(), nccl_port=free_port(),
         speculative_algorithm=profile.speculative_algorithm, speculative_draft_model_path=draft,
         speculative_num_steps=profile.speculative_num_steps, speculative_eagle_topk=profile.speculative_eagle_topk,
         speculative_num_draft_tokens=profile.speculative_num_draft_tokens,

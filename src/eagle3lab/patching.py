@@ -36,6 +36,9 @@ from eagle3lab.errors import Eagle3LabError, PatchError
 from eagle3lab.paths import REPO_ROOT, cache_dir
 
 PATCHES_DIR = REPO_ROOT / "patches"
+# The two patches every notebook talks about, by their names in patches/.
+FULL_DELEGATION_PATCH = "kimi_k25-eagle3-delegation"
+ONE_METHOD_PATCH = "kimi_k25-one-method"
 
 APPLICABLE = "applicable"
 APPLIED = "applied"

@@ -17,12 +17,10 @@ from typing import Any, Sequence
 from eagle3lab.crashlog import CrashReport, crash_report
 from eagle3lab.deployment import Models, server_spec
 from eagle3lab.errors import ExpectationError
-from eagle3lab.patching import patched, resolve_patch
+from eagle3lab.patching import FULL_DELEGATION_PATCH, ONE_METHOD_PATCH, patched, resolve_patch
 from eagle3lab.profiles import Profile
 from eagle3lab.server import launch
 
-ONE_METHOD_PATCH = "kimi_k25-one-method.patch"
-FULL_PATCH = "kimi_k25-eagle3-delegation.patch"
 CPU_LIMIT_RULE = "eagle_backend_cpu"
 
 
@@ -37,7 +35,7 @@ class ChainStep:
 DEFAULT_CHAIN = (
     ChainStep("unpatched"),
     ChainStep("one-method patch", (ONE_METHOD_PATCH,)),
-    ChainStep("full delegation patch", (FULL_PATCH,)),
+    ChainStep("full delegation patch", (FULL_DELEGATION_PATCH,)),
 )
 
 

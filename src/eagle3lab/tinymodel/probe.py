@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,13 +22,9 @@ from typing import Any
 
 import torch
 
+from eagle3lab.server import free_port
+
 Specs = dict[str, tuple[list[int], str]]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _init_sglang_single_process() -> None:
@@ -46,7 +41,7 @@ def _init_sglang_single_process() -> None:
     args.device = "cpu"
     set_global_server_args_for_scheduler(args)
     init_distributed_environment(backend="gloo", world_size=1, rank=0, local_rank=0,
-                                 distributed_init_method=f"tcp://127.0.0.1:{_free_port()}")
+                                 distributed_init_method=f"tcp://127.0.0.1:{free_port()}")
     initialize_model_parallel(tensor_model_parallel_size=1)
 
 
