@@ -51,8 +51,16 @@ def test_ratio_is_ours_over_theirs():
                         completion_tokens=12)
     ours = compute_point_metrics([rec])  # 12 tokens in 1 s
     run = BenchServingRun({"output_throughput": 10.0, "completed": 1, "server_info": {"big": 1}}, ["x"], 2.0, 0.5)
-    check = compare(ours, run, 1)
-    assert check.ratio == pytest.approx(1.2)
+    slower = compute_point_metrics([RequestRecord("r", 4, "measure", True, 0.0, t_sent=0.0, token_times=[1.0, 2.0],
+                                                  t_end=2.0, completion_tokens=12)])  # 6 tok/s
+    check = compare([ours, slower], run, 1)
+    assert check.ours_before_after == pytest.approx([12.0, 6.0])
+    assert check.ratio == pytest.approx(0.9)  # mean 9 tok/s over 10
     assert "server_info" not in check.theirs and check.theirs["completed"] == 1
+    assert json.loads(json.dumps(check.to_dict()))["machine_cpu_busy"] == 0.5
     with pytest.raises(BenchError, match="zero"):
-        compare(ours, BenchServingRun({"output_throughput": 0.0}, [], 0.0, None), 1)
+        compare([ours], BenchServingRun({"output_throughput": 0.0}, [], 0.0, None), 1)
+    other = compute_point_metrics([RequestRecord("r", 2, "measure", True, 0.0, t_sent=0.0, token_times=[1.0],
+                                                 t_end=1.0, completion_tokens=1)])
+    with pytest.raises(BenchError, match="one concurrency"):
+        compare([ours, other], run, 1)

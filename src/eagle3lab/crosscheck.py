@@ -1,13 +1,15 @@
 """Cross-check our harness against sglang's own ``python -m sglang.bench_serving`` on the same server.
 
-Same server, same lengths, same number of prompts and concurrency, run right after our point; only the client
-differs. The result is read from bench_serving's ``--output-file`` (JSON lines), never parsed from its stdout.
+Same server, same lengths, same number of prompts and concurrency; only the client differs. Our point is measured
+right before and right after bench_serving and the two are averaged, so a drift of the machine (on a shared
+2-core box other work comes and goes) shows up as a before/after gap instead of silently skewing the ratio. The result is read from bench_serving's ``--output-file`` (JSON lines), never parsed from its stdout.
 A ratio near 1 says our client measures what sglang's does; far from 1, one of the two clients is the
 bottleneck or counts differently.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -18,7 +20,7 @@ from typing import Any
 
 import psutil
 
-from eagle3lab.bench import busy_fraction
+from eagle3lab.bench import busy_fraction, run_arm
 from eagle3lab.errors import BenchError
 from eagle3lab.metrics import PointMetrics
 from eagle3lab.workload import SweepConfig
@@ -35,13 +37,17 @@ class CrossCheck:
 
     concurrency: int
     num_prompts: int
-    ours_output_tok_per_s: float
+    ours_output_tok_per_s: float  # mean of the runs before and after bench_serving
+    ours_before_after: list[float]
     theirs_output_tok_per_s: float
     ratio: float  # ours / theirs
     theirs: dict[str, Any]
     argv: list[str]
     seconds: float
     machine_cpu_busy: float | None = None  # whole-machine CPU use while bench_serving ran
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass
@@ -52,9 +58,6 @@ class BenchServingRun:
     argv: list[str]
     seconds: float
     machine_cpu_busy: float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def bench_serving_argv(base_url: str, tokenizer_dir: str, config: SweepConfig, concurrency: int,
@@ -112,20 +115,38 @@ def run_bench_serving(base_url: str, tokenizer_dir: str, config: SweepConfig, co
     return BenchServingRun(read_bench_serving_output(output_file), argv, seconds, busy)
 
 
-def compare(ours: PointMetrics, run: BenchServingRun, num_prompts: int) -> CrossCheck:
-    """Put the two output throughputs side by side."""
+def compare(ours: list[PointMetrics], run: BenchServingRun, num_prompts: int) -> CrossCheck:
+    """Put the two output throughputs side by side (ours: the mean of our runs at the same concurrency)."""
     theirs = run.result
     their_tps = float(theirs["output_throughput"])
-    if their_tps <= 0 or ours.output_tok_per_s <= 0:
-        raise BenchError("a throughput of zero cannot be compared; one of the two runs produced no tokens")
-    return CrossCheck(concurrency=ours.concurrency, num_prompts=num_prompts,
-                      ours_output_tok_per_s=ours.output_tok_per_s, theirs_output_tok_per_s=their_tps,
-                      ratio=ours.output_tok_per_s / their_tps, theirs={k: theirs.get(k) for k in KEPT_KEYS},
-                      argv=run.argv, seconds=run.seconds, machine_cpu_busy=run.machine_cpu_busy)
+    rates = [m.output_tok_per_s for m in ours]
+    if not rates or their_tps <= 0 or min(rates) <= 0:
+        raise BenchError("a throughput of zero cannot be compared; one of the runs produced no tokens")
+    if len({m.concurrency for m in ours}) != 1:
+        raise BenchError("our runs for the cross-check must share one concurrency")
+    mean = sum(rates) / len(rates)
+    return CrossCheck(concurrency=ours[0].concurrency, num_prompts=num_prompts, ours_output_tok_per_s=mean,
+                      ours_before_after=rates, theirs_output_tok_per_s=their_tps, ratio=mean / their_tps,
+                      theirs={k: theirs.get(k) for k in KEPT_KEYS}, argv=run.argv, seconds=run.seconds,
+                      machine_cpu_busy=run.machine_cpu_busy)
 
 
-def cross_check(ours: PointMetrics, base_url: str, tokenizer_dir: str, config: SweepConfig,
-                out_dir: Path) -> CrossCheck:
-    """Run bench_serving at the concurrency of ``ours`` (a measured point of ours on the same server)."""
-    run = run_bench_serving(base_url, tokenizer_dir, config, ours.concurrency, out_dir)
-    return compare(ours, run, config.num_prompts)
+def _our_point(name: str, base_url: str, config: SweepConfig, out_dir: Path) -> PointMetrics:
+    point = run_arm(name, base_url, config, out_dir, log=lambda line: None).points[0]
+    if not point.measured or point.metrics is None:
+        raise BenchError(f"our cross-check run '{name}' did not measure: {point.reason}")
+    return point.metrics
+
+
+def cross_check(base_url: str, tokenizer_dir: str, config: SweepConfig, out_dir: Path,
+                concurrency: int | None = None) -> CrossCheck:
+    """Ours, bench_serving, ours again, at one concurrency (default: the sweep's highest) on one server.
+
+    ``tokenizer_dir`` is the model directory (bench_serving loads its tokenizer to build the random-ids prompts).
+    """
+    level = concurrency or max(config.concurrency)
+    single = dataclasses.replace(config, concurrency=[level])
+    before = _our_point("crosscheck_before", base_url, single, out_dir)
+    run = run_bench_serving(base_url, tokenizer_dir, config, level, out_dir)
+    after = _our_point("crosscheck_after", base_url, single, out_dir)
+    return compare([before, after], run, config.num_prompts)
