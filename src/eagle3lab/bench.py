@@ -22,9 +22,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Awaitable, Callable, TypeVar
 
-import psutil
 from tqdm.auto import tqdm
 
+from eagle3lab import cpuload
 from eagle3lab.errors import BenchError
 from eagle3lab.loadgen import JsonlSink, fetch_json, flush_cache, run_phase, server_alive
 from eagle3lab.metrics import PointMetrics, RequestRecord, compute_point_metrics, format_point
@@ -55,9 +55,12 @@ class PointResult:
     not_sent: int
     flushed: bool
     started_at: str
-    # How busy the whole machine was while the point was measured (server, client and anything else running):
-    # the context every number of a shared 2-core box needs.
+    # Who used the CPU while the point was measured (shares of all cores' time): the context every number from
+    # a shared 2-core box needs. ``other_cpu`` is neither the server nor this client, i.e. disturbance.
     machine_cpu_busy: float | None = None
+    server_cpu: float | None = None
+    client_cpu: float | None = None
+    other_cpu: float | None = None
     load_avg_1m: float | None = None
 
     @property
@@ -117,13 +120,6 @@ def run_async(make: Callable[[], Awaitable[T]]) -> T:
         return pool.submit(lambda: asyncio.run(make())).result()  # type: ignore[arg-type]
 
 
-def busy_fraction(before: Any, after: Any) -> float | None:
-    """Share of all cores' time that was not idle between two ``psutil.cpu_times()`` snapshots."""
-    total = sum(after) - sum(before)
-    idle = (after.idle + getattr(after, "iowait", 0.0)) - (before.idle + getattr(before, "iowait", 0.0))
-    return None if total <= 0 else round(1.0 - idle / total, 3)
-
-
 def _first_error(records: list[RequestRecord]) -> str:
     return next((r.error for r in records if r.error), "no error text")
 
@@ -149,10 +145,14 @@ async def _run_point(base_url: str, config: SweepConfig, concurrency: int, sink:
         return failed("warm-up", _first_error(warm.records))
     point.flushed = await flush_cache(base_url)
 
-    cpu_before = psutil.cpu_times()
+    server = cpuload.server_processes(base_url)
+    cpu_before = cpuload.snapshot(server)
     measure = await run_phase(base_url, make_prompts(config, "measure"), concurrency=concurrency,
                               phase="measure", config=config, sink=sink, on_done=tick)
-    point.machine_cpu_busy = busy_fraction(cpu_before, psutil.cpu_times())
+    used = cpuload.shares(cpu_before, cpuload.snapshot(server))
+    if used is not None:
+        point.machine_cpu_busy, point.server_cpu = used.machine_busy, used.server
+        point.client_cpu, point.other_cpu = used.client, used.other
     point.load_avg_1m = os.getloadavg()[0]
     point.not_sent = measure.not_sent
     if measure.records:
@@ -208,7 +208,7 @@ def run_arm(name: str, base_url: str, sweep_config: SweepConfig, out_dir: Path,
 
     def report(point: PointResult) -> None:
         line = format_point(point.metrics) if point.metrics else "no finished requests"
-        busy = "" if point.machine_cpu_busy is None else f" machine_cpu_busy={point.machine_cpu_busy:.0%}"
+        busy = "" if point.other_cpu is None else f" other_cpu={point.other_cpu:.0%}"
         log(f"[{name}] {point.status:<6} {line}{busy}" + (f" | {point.reason}" if point.reason else ""))
 
     sink = JsonlSink(jsonl)
@@ -309,6 +309,6 @@ def point_rows(arms: list[ArmResult]) -> list[dict[str, Any]]:
                 "accept_len": None if m is None or m.accept_length is None else round(m.accept_length, 3),
                 "client_cpu_s_per_1k_tok": None if m is None or m.client_cpu_s_per_1k_tokens is None
                 else round(m.client_cpu_s_per_1k_tokens, 4),
-                "machine_cpu_busy": p.machine_cpu_busy, "note": p.reason,
+                "server_cpu": p.server_cpu, "other_cpu": p.other_cpu, "note": p.reason,
             })
     return rows

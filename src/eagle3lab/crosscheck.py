@@ -18,9 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
-
-from eagle3lab.bench import busy_fraction, run_arm
+from eagle3lab import cpuload
+from eagle3lab.bench import run_arm
 from eagle3lab.errors import BenchError
 from eagle3lab.metrics import PointMetrics
 from eagle3lab.workload import SweepConfig
@@ -45,6 +44,7 @@ class CrossCheck:
     argv: list[str]
     seconds: float
     machine_cpu_busy: float | None = None  # whole-machine CPU use while bench_serving ran
+    server_cpu: float | None = None  # the server's share of it (the rest: bench_serving and anything else)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -57,7 +57,8 @@ class BenchServingRun:
     result: dict[str, Any]
     argv: list[str]
     seconds: float
-    machine_cpu_busy: float | None
+    machine_cpu_busy: float | None = None
+    server_cpu: float | None = None
 
 
 def bench_serving_argv(base_url: str, tokenizer_dir: str, config: SweepConfig, concurrency: int,
@@ -102,17 +103,19 @@ def run_bench_serving(base_url: str, tokenizer_dir: str, config: SweepConfig, co
     log_file = out_dir / f"bench_serving.c{concurrency}.log"
     output_file.unlink(missing_ok=True)
     argv = bench_serving_argv(base_url, tokenizer_dir, config, concurrency, output_file)
-    start, cpu_before = time.perf_counter(), psutil.cpu_times()
+    server = cpuload.server_processes(base_url)
+    start, cpu_before = time.perf_counter(), cpuload.snapshot(server)
     with log_file.open("wb") as log:
         try:
             proc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s, check=False)
         except subprocess.TimeoutExpired:
             raise BenchError(f"bench_serving did not finish within {timeout_s:g} s; see {log_file}") from None
-    seconds, busy = time.perf_counter() - start, busy_fraction(cpu_before, psutil.cpu_times())
+    seconds, used = time.perf_counter() - start, cpuload.shares(cpu_before, cpuload.snapshot(server))
     if proc.returncode != 0:
         tail = log_file.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:] or ["(no output)"]
         raise BenchError(f"bench_serving exited with code {proc.returncode}: {tail[0][:200]}; see {log_file}")
-    return BenchServingRun(read_bench_serving_output(output_file), argv, seconds, busy)
+    return BenchServingRun(read_bench_serving_output(output_file), argv, seconds,
+                           used.machine_busy if used else None, used.server if used else None)
 
 
 def compare(ours: list[PointMetrics], run: BenchServingRun, num_prompts: int) -> CrossCheck:
@@ -128,7 +131,7 @@ def compare(ours: list[PointMetrics], run: BenchServingRun, num_prompts: int) ->
     return CrossCheck(concurrency=ours[0].concurrency, num_prompts=num_prompts, ours_output_tok_per_s=mean,
                       ours_before_after=rates, theirs_output_tok_per_s=their_tps, ratio=mean / their_tps,
                       theirs={k: theirs.get(k) for k in KEPT_KEYS}, argv=run.argv, seconds=run.seconds,
-                      machine_cpu_busy=run.machine_cpu_busy)
+                      machine_cpu_busy=run.machine_cpu_busy, server_cpu=run.server_cpu)
 
 
 def _our_point(name: str, base_url: str, config: SweepConfig, out_dir: Path) -> PointMetrics:
