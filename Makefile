@@ -39,7 +39,8 @@ test-fast: setup
 	$(PY) -m pytest -ra -m "not server and not notebook and not network"
 
 lab: setup
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --MappingKernelManager.default_kernel_name=eagle3lab
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --MappingKernelManager.default_kernel_name=eagle3lab \
+	  $(if $(filter 0,$(shell id -u)),--allow-root)
 
 notebooks:
 	$(VENV)/bin/jupytext --to ipynb notebooks/*.py
