@@ -7,7 +7,6 @@ failed, the sweep ends without hanging). The rest checks bad input without a ser
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import signal
@@ -32,18 +31,12 @@ def sweep(tiny_models, **kw) -> SweepConfig:
 
 
 def baseline_spec(cpu_profile, tiny_models):
-    """The profile's no-speculation launch on a free port.
-
-    sglang's own start-up warm-up is skipped: for a multimodal model it sends an image through the chat path,
-    which the tiny model's tokenizer-only processor cannot take; the harness warms up itself, per point.
-    """
+    """The profile's no-speculation launch (the shims the control run uses) on a free port."""
+    from eagle3lab.cpu_harness import CONTROL_SHIMS
     from eagle3lab.deployment import server_spec
     from eagle3lab.server import free_port
 
-    spec = server_spec(cpu_profile, tiny_models, speculative=False, shims=("mla_torch_native",), port=free_port())
-    extra = spec.extra_args if "--skip-server-warmup" in spec.extra_args else (*spec.extra_args,
-                                                                               "--skip-server-warmup")
-    return dataclasses.replace(spec, extra_args=extra)
+    return server_spec(cpu_profile, tiny_models, speculative=False, shims=CONTROL_SHIMS, port=free_port())
 
 
 @pytest.fixture(scope="module")
@@ -85,12 +78,13 @@ def test_short_sweep_measures_every_point_from_server_counts(baseline_server, ti
 def test_cross_check_with_sglang_bench_serving(baseline_server, tiny_models, tmp_path):
     """Same server, same lengths and concurrency: both clients must count the same tokens and agree on speed
     within a factor of two (a client that were the bottleneck, or counted chunks, would not)."""
-    config = sweep(tiny_models, concurrency=[1, 2], num_prompts=24)
-    check = cross_check(baseline_server.spec.base_url, tiny_models.target, config, tmp_path)
+    config = sweep(tiny_models, concurrency=[2], num_prompts=24)
+    arm = run_arm("baseline", baseline_server.spec.base_url, config, tmp_path, log=lambda line: None)
+    check = cross_check(arm.point(2).metrics, baseline_server.spec.base_url, tiny_models.target, config, tmp_path)
     assert check.concurrency == 2 and len(check.ours_before_after) == 2
     assert check.theirs["completed"] == config.num_prompts
     assert check.theirs["total_output_tokens"] == config.num_prompts * config.output_len
-    ours = load_requests(tmp_path / "crosscheck_before.requests.jsonl")
+    ours = load_requests(tmp_path / "crosscheck_after.requests.jsonl")
     assert sum(r.completion_tokens for r in ours if r.phase == "measure") == check.theirs["total_output_tokens"]
     assert 0.5 < check.ratio < 2.0, check.to_dict()
     (tmp_path / "cross_check.json").write_text(json.dumps(check.to_dict()))  # kept for the record

@@ -1,8 +1,9 @@
 """Cross-check our harness against sglang's own ``python -m sglang.bench_serving`` on the same server.
 
-Same server, same lengths, same number of prompts and concurrency; only the client differs. Our point is measured
-right before and right after bench_serving and the two are averaged, so a drift of the machine (on a shared
-2-core box other work comes and goes) shows up as a before/after gap instead of silently skewing the ratio. The result is read from bench_serving's ``--output-file`` (JSON lines), never parsed from its stdout.
+Same server, same lengths, same number of prompts and concurrency; only the client differs. Our point (the sweep's,
+measured just before) is measured once more right after bench_serving and the two are averaged, so a drift of the
+machine (on a shared 2-core box other work comes and goes) shows up as a before/after gap instead of silently
+skewing the ratio. The result is read from bench_serving's ``--output-file`` (JSON lines), never parsed from its stdout.
 A ratio near 1 says our client measures what sglang's does; far from 1, one of the two clients is the
 bottleneck or counts differently.
 """
@@ -134,22 +135,15 @@ def compare(ours: list[PointMetrics], run: BenchServingRun, num_prompts: int) ->
                       machine_cpu_busy=run.machine_cpu_busy, server_cpu=run.server_cpu)
 
 
-def _our_point(name: str, base_url: str, config: SweepConfig, out_dir: Path) -> PointMetrics:
-    point = run_arm(name, base_url, config, out_dir, log=lambda line: None).points[0]
-    if not point.measured or point.metrics is None:
-        raise BenchError(f"our cross-check run '{name}' did not measure: {point.reason}")
-    return point.metrics
-
-
-def cross_check(base_url: str, tokenizer_dir: str, config: SweepConfig, out_dir: Path,
-                concurrency: int | None = None) -> CrossCheck:
-    """Ours, bench_serving, ours again, at one concurrency (default: the sweep's highest) on one server.
+def cross_check(ours: PointMetrics, base_url: str, tokenizer_dir: str, config: SweepConfig,
+                out_dir: Path) -> CrossCheck:
+    """bench_serving at the concurrency of ``ours`` (our point just measured on this server), then ours again.
 
     ``tokenizer_dir`` is the model directory (bench_serving loads its tokenizer to build the random-ids prompts).
     """
-    level = concurrency or max(config.concurrency)
-    single = dataclasses.replace(config, concurrency=[level])
-    before = _our_point("crosscheck_before", base_url, single, out_dir)
-    run = run_bench_serving(base_url, tokenizer_dir, config, level, out_dir)
-    after = _our_point("crosscheck_after", base_url, single, out_dir)
-    return compare([before, after], run, config.num_prompts)
+    run = run_bench_serving(base_url, tokenizer_dir, config, ours.concurrency, out_dir)
+    single = dataclasses.replace(config, concurrency=[ours.concurrency])
+    again = run_arm("crosscheck_after", base_url, single, out_dir, log=lambda line: None).points[0]
+    if not again.measured or again.metrics is None:
+        raise BenchError(f"our re-measurement after bench_serving failed: {again.reason}")
+    return compare([ours, again.metrics], run, config.num_prompts)
