@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -21,10 +22,12 @@ pytestmark = pytest.mark.server
 
 
 def group_members(pgid: int) -> list[psutil.Process]:
+    """Live processes of the server's process group. Zombies are dead already: they only wait to be reaped by
+    their parent (or by PID 1, which in some sandboxes never reaps), and hold no port, memory or CPU."""
     members = []
     for proc in psutil.process_iter():
         try:
-            if proc.pid != pgid and __import__("os").getpgid(proc.pid) == pgid:
+            if proc.pid != pgid and os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
                 members.append(proc)
         except (psutil.Error, ProcessLookupError):
             pass
@@ -84,13 +87,15 @@ def test_ready_server_answers_and_its_whole_tree_is_stopped(tmp_path, cpu_profil
 
 def test_ctrl_c_while_the_server_starts_leaves_nothing_behind(tmp_path, cpu_profile, tiny_models):
     port = free_port()
+    # A shell's background job inherits SIGINT ignored; restore Python's handler, as an interactive run has it.
     script = textwrap.dedent(f"""
-        import json, sys
+        import json, signal, sys
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         from eagle3lab.profiles import load_profile
         from eagle3lab.deployment import Models, server_spec
         from eagle3lab.server import running_server
         spec = server_spec(load_profile("cpu"), Models({tiny_models.target!r}, {tiny_models.draft!r}),
-                           speculative=False, port={port})
+                           speculative=False, shims=("mla_torch_native",), port={port})
         import eagle3lab.server as s
         original = s.ServerProcess.start
         def start(self):
@@ -100,9 +105,11 @@ def test_ctrl_c_while_the_server_starts_leaves_nothing_behind(tmp_path, cpu_prof
         with running_server(spec, {str(tmp_path / 'int.log')!r}, timeout_s=600):
             pass
     """)
-    driver = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    driver = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
     pid = json.loads(driver.stdout.readline())["pid"]
     time.sleep(6)  # long enough for sglang to have spawned part of its tree
     driver.send_signal(signal.SIGINT)
     assert driver.wait(timeout=60) != 0
+    assert "KeyboardInterrupt" in driver.stderr.read(), "the driver stopped because of Ctrl-C, not otherwise"
     assert_gone(pid, port)
