@@ -22,10 +22,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Awaitable, Callable, TypeVar
 
-from tqdm.auto import tqdm
 
 from eagle3lab import cpuload
 from eagle3lab.errors import BenchError
+from eagle3lab.progress import progress_bar
 from eagle3lab.loadgen import JsonlSink, fetch_json, flush_cache, run_phase, server_alive
 from eagle3lab.metrics import PointMetrics, RequestRecord, compute_point_metrics, format_point
 from eagle3lab.sidecar import write_json_atomic
@@ -174,7 +174,7 @@ async def run_sweep(base_url: str, config: SweepConfig, sink: JsonlSink, label: 
     """Every concurrency of ``config`` in order; stops after the first failed point."""
     total = sum(config.warmup_count(c) + config.num_prompts for c in config.concurrency)
     points: list[PointResult] = []
-    with tqdm(total=total, desc=label, unit="req", disable=bool(os.environ.get("CI"))) as bar:
+    with progress_bar(total=total, desc=label, unit="req") as bar:
         for concurrency in config.concurrency:
             bar.set_postfix_str(f"c={concurrency}")
             point = await _run_point(base_url, config, concurrency, sink, lambda: bar.update(1))
