@@ -19,7 +19,7 @@ def draw_launch_timings(rows: list[dict], profile: str, date: str) -> Figure:
     for y, row in enumerate(rows):
         ax.text(row["seconds"], y, f"  {row['outcome']} after {row['seconds']:.1f} s, "
                                    f"peak {row['peak RSS (GiB)']} GiB", va="center")
-    ax.set_xlim(0, max(seconds) * 1.9)
+    ax.set_xlim(0, max(seconds) * 2.4)
     ax.invert_yaxis()
     ax.set_xlabel("seconds from launch")
     ax.set_title(f"sglang launches, measured ({profile} profile, {date})", fontsize=10)
