@@ -171,6 +171,26 @@ def render_report(profile: str = "cpu", model_figures: Sequence[Path] = ()) -> s
         diagnostics=s03_diag, summary=_summary(crash, trace, fix, bench, model))
 
 
+def model_figures(profile: str) -> list[Path]:
+    """The cost model's figures, with this profile's measured points wherever its run produced them.
+
+    A gpu-profile run is the incident's deployment, so its points go on the incident's figures; a cpu-profile
+    run is drawn against the model calibrated on this machine's own baseline (never on the incident's axes).
+    """
+    from eagle3lab.bench import BenchReport
+    from eagle3lab.plots_report import cpu_profile_figures, incident_figures, measured_points_from_bench
+    from eagle3lab.profiles import load_profile
+
+    bench_path = repo_dir("artifacts") / f"03_bench.{profile}" / "bench_report.json"
+    bench = BenchReport.load(bench_path) if bench_path.is_file() else None
+    on_cpu = load_profile(profile).device == "cpu"
+    measured = measured_points_from_bench(bench) if bench is not None and not on_cpu else ()
+    figures = dict(incident_figures(measured=measured))
+    if bench is not None and on_cpu:
+        figures.update({f"cpu_{kind}": path for kind, path in cpu_profile_figures(bench).items()})
+    return list(figures.values())
+
+
 def report_path() -> Path:
     """``REPORT.md`` at the top of the repository (``EAGLE3LAB_REPORT_MD`` moves it, for tests)."""
     return Path(os.environ.get("EAGLE3LAB_REPORT_MD", REPO_ROOT / "REPORT.md"))
@@ -191,8 +211,7 @@ def build_report(profile: str = "cpu", run: bool = True, hide_code: bool = False
         out.html.append(export_html(path))
         if hide_code:
             out.html.append(export_html(path, hide_code=True))
-    figures = incident_figures()
-    out.figures = list(figures.values()) if isinstance(figures, dict) else list(figures)
+    out.figures = model_figures(profile)
     out.report_md = report_path()
     out.report_md.write_text(render_report(profile, out.figures), encoding="utf-8")
     return out
