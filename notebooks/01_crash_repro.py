@@ -108,9 +108,9 @@ timings = crashrepro.timings_table(crash, control)
 show.table(timings)
 
 # %%
-figure = plots_launch.draw_launch_timings(timings, P.name, sidecar.today())
-figure.savefig(repo_dir("figures") / f"01_launch_timings_{P.name}.png", dpi=110)
-figure
+timings_png = repo_dir("figures") / f"01_launch_timings_{P.name}.png"
+plots_launch.draw_launch_timings(timings, P.name, sidecar.today()).savefig(timings_png, dpi=110)
+show.images([timings_png])
 
 # %%
 sidecar.write_sidecar("01_crash_repro", P.name, {

@@ -24,7 +24,9 @@ from eagle3lab import capture_check, deployment, nbparams, patchbench, relaunch,
 from eagle3lab.bench import BenchReport
 from eagle3lab.cpu_harness import CONTROL_SHIMS, SPEC_SHIMS
 from eagle3lab.paths import repo_dir
-from eagle3lab.plots_bench import draw_bench_figures, plot_acceptance, plot_latency, plot_throughput
+from eagle3lab.perfpresets import incident_report
+from eagle3lab.plots_bench import draw_bench_figures
+from eagle3lab.report import model_figures
 
 nbparams.begin(globals())
 
@@ -141,13 +143,7 @@ show.table(patchbench.cross_check_row(crosscheck)) if bench and crosscheck else 
 
 # %%
 figures = draw_bench_figures(report) if bench else {}
-plot_throughput(report) if bench else None
-
-# %%
-plot_acceptance(report) if bench else None
-
-# %%
-plot_latency(report) if bench else None
+show.images(figures.values())
 
 # %% [markdown]
 # ## Why no speedup? Diagnostics on this run's evidence
@@ -155,6 +151,22 @@ plot_latency(report) if bench else None
 # %%
 findings = patchbench.diagnose_run(P, report if bench else None, bench_dir, logs_dir)
 show.table(findings)
+
+# %% [markdown]
+# ## Why no speedup? The decode cost model for the incident's deployment
+# Modelled, not measured: 8x RTX PRO 6000 Blackwell over PCIe, TP 8, Kimi-K2.5 INT4, overhead calibrated on the
+# engineer's reported 63.6 tok/s. Reported figures are drawn hollow; this run's measured points appear only on
+# the figures of the deployment they were measured on.
+
+# %%
+prediction = incident_report()
+show.table([{"quantity": key, **values} for key, values in prediction["side_by_side"].items()])
+
+# %%
+show.table(prediction["break_even_accept_length"], ["break-even acceptance length"])
+
+# %%
+show.images(model_figures(P.name))
 
 # %%
 sidecar.write_sidecar("03_patch_and_bench", P.name, {

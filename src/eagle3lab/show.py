@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
@@ -16,3 +17,11 @@ def table(data: Mapping[str, Any] | Sequence[Mapping[str, Any]], columns: Sequen
         frame.index.name = columns[0] if columns else "item"
         return frame
     return pd.DataFrame(list(data), columns=list(columns) if columns else None)
+
+
+def images(paths: Iterable[Path | str]) -> None:
+    """Display saved PNG figures inline (as image data, so executed notebooks and their HTML carry them)."""
+    from IPython.display import Image, display
+
+    for path in paths:
+        display(Image(filename=str(path)))
