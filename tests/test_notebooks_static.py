@@ -1,6 +1,5 @@
 """The committed notebooks: paired with their py:percent source, output-free, parameters documented."""
 
-from pathlib import Path
 
 import jupytext
 import nbformat

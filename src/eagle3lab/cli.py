@@ -6,7 +6,6 @@ Every ``Eagle3LabError`` becomes one line on stderr and exit status 2, never a t
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Sequence
 

@@ -10,7 +10,6 @@ import importlib.metadata
 import os
 import platform
 import subprocess
-from pathlib import Path
 
 import psutil
 
