@@ -21,7 +21,7 @@
 
 # %%
 from eagle3lab import capture_check, deployment, nbparams, patchbench, relaunch, show, sidecar
-from eagle3lab.bench import BenchReport
+from eagle3lab.bench import BenchReport, point_rows
 from eagle3lab.cpu_harness import CONTROL_SHIMS, SPEC_SHIMS
 from eagle3lab.paths import repo_dir
 from eagle3lab.perfpresets import incident_report
@@ -130,7 +130,7 @@ if bench:
                                    relaunch.not_runnable_reason(chain), patch)
     report = BenchReport.create(P.name, [baseline, eagle3], crosscheck.__dict__ if crosscheck else None)
     report.save(bench_dir / "bench_report.json")
-    show.table(patchbench.arms_table(report))
+    show.table(point_rows(report.arms))
 
 # %% [markdown]
 # ### Cross-check with sglang's own `bench_serving` (same server, same workload)
@@ -175,7 +175,7 @@ sidecar.write_sidecar("03_patch_and_bench", P.name, {
     "capture": {str(key): result.to_dict() for key, result in captures.items()},
     "agreement": [row.to_dict() for row in agreement],
     "bench_report": str(bench_dir / "bench_report.json") if bench else None,
-    "arms": patchbench.arms_table(report) if bench else [],
+    "arms": point_rows(report.arms) if bench else [],
     "cross_check": patchbench.cross_check_row(crosscheck) if bench and crosscheck else None,
     "figures": {kind: str(path) for kind, path in figures.items()},
     "diagnostics": findings,

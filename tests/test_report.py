@@ -57,10 +57,10 @@ def test_notebook_03_chain_capture_and_arms(full_report):
     patched = data["capture"]["kimi_k25-eagle3-delegation"]
     assert patched["ok"] and all(f["shape"] == f["expected_shape"] for f in patched["forwards"])
     arms = {row["arm"]: row for row in data["arms"]}
-    assert arms["eagle3"]["status"] == "not_runnable" and "EAGLE is not supported" in arms["eagle3"]["reason"]
+    assert arms["eagle3"]["status"] == "not_runnable" and "EAGLE is not supported" in arms["eagle3"]["note"]
     baseline = [row for row in data["arms"] if row["arm"] == "baseline"]
     assert [row["concurrency"] for row in baseline] == data["profile_values"]["bench_concurrency"]
-    assert all(row["output tok/s"] and row["output tok/s"] > 0 for row in baseline)
+    assert all(row["out_tok_s"] and row["out_tok_s"] > 0 for row in baseline)
     assert data["cross_check"]["ratio (ours / bench_serving)"] > 0
 
 

@@ -293,9 +293,10 @@ def point_rows(arms: list[ArmResult]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for arm in arms:
         if not arm.points:
-            rows.append({"arm": arm.name, "status": arm.status, "note": str((arm.reason or {}).get("message")
-                                                                            or (arm.reason or {}).get("summary")
-                                                                            or arm.reason)})
+            reason = arm.reason or {}
+            rows.append({"arm": arm.name, "status": arm.status,
+                         "note": str(reason.get("message") or reason.get("signature") or reason.get("summary")
+                                     or arm.reason)})
         for p in arm.points:
             m = p.metrics
             rows.append({

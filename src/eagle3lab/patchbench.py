@@ -71,30 +71,6 @@ def eagle3_arm(profile: Profile, models: Models, config: SweepConfig, out_dir: P
     return arm
 
 
-def _ms(seconds: float | None) -> float | None:
-    return None if seconds is None else round(seconds * 1e3, 2)
-
-
-def arms_table(report: BenchReport) -> list[dict[str, Any]]:
-    """One row per arm and concurrency: the numbers people compare."""
-    rows = []
-    for arm in report.arms:
-        if not arm.points:
-            rows.append({"arm": arm.name, "status": arm.status,
-                         "reason": (arm.reason or {}).get("signature") or (arm.reason or {}).get("message")})
-        for point in arm.points:
-            m = point.metrics
-            rows.append({"arm": arm.name, "status": point.status, "concurrency": point.concurrency,
-                         "output tok/s": round(m.output_tok_per_s, 1) if m else None,
-                         "req/s": round(m.requests_per_s, 2) if m else None,
-                         "TTFT p50 ms": _ms(m.ttft_s.p50) if m else None,
-                         "ITL p50 ms": _ms(m.itl_s.p50) if m else None,
-                         "E2E p99 ms": _ms(m.e2e_s.p99) if m else None,
-                         "accept length": m.accept_length_mean if m else None,
-                         "failures": m.failed if m else None, "reason": point.reason})
-    return rows
-
-
 def capture_rows(captures: dict[str | None, Any]) -> list[dict[str, Any]]:
     """One row per capture-check run: the failing hook, or the captured layers and aux shapes."""
     rows = []

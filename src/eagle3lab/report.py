@@ -200,7 +200,6 @@ def build_report(profile: str = "cpu", run: bool = True, hide_code: bool = False
                  notebooks: Sequence[str] | None = None, parameters: dict[str, Any] | None = None) -> ReportOutputs:
     """Run the notebooks (unless ``run=False``), export HTML, draw the model's figures, write REPORT.md."""
     from eagle3lab.htmlexport import export_html
-    from eagle3lab.plots_report import incident_figures
     from eagle3lab.runbook import available_notebooks, executed_path, run_all
 
     out = ReportOutputs()
