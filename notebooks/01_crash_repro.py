@@ -23,8 +23,11 @@
 # deployment with the same code.
 
 # %%
-from eagle3lab import crashrepro, deployment, envinfo, nbparams, plots_launch, show, sidecar
-from eagle3lab.cpu_harness import CONTROL_SHIMS
+from eagle3lab.repro import crashrepro
+from eagle3lab.runtime import deployment, envinfo
+from eagle3lab import nbparams, show, sidecar
+from eagle3lab.report.plots import launch as plots_launch
+from eagle3lab.runtime.cpu_harness import CONTROL_SHIMS
 from eagle3lab.paths import repo_dir
 
 nbparams.begin(globals())

@@ -19,7 +19,9 @@
 # %%
 from IPython.display import Image, display
 
-from eagle3lab import audit, envinfo, nbparams, show, sources, tracebook
+from eagle3lab.trace import audit, sources, tracebook
+from eagle3lab.runtime import envinfo
+from eagle3lab import nbparams, show
 
 nbparams.begin(globals())
 

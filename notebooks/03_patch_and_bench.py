@@ -20,13 +20,16 @@
 # own `ModelRunner`, and throughput and acceptance are measured against the no-speculation baseline.
 
 # %%
-from eagle3lab import capture_check, deployment, nbparams, patchbench, relaunch, show, sidecar
-from eagle3lab.bench import BenchReport, point_rows
-from eagle3lab.cpu_harness import CONTROL_SHIMS, SPEC_SHIMS
+from eagle3lab.fix import capture_check, relaunch
+from eagle3lab.runtime import deployment
+from eagle3lab import nbparams, show, sidecar
+from eagle3lab.bench import arms as patchbench
+from eagle3lab.bench.sweep import BenchReport, point_rows
+from eagle3lab.runtime.cpu_harness import CONTROL_SHIMS, SPEC_SHIMS
 from eagle3lab.paths import repo_dir
-from eagle3lab.perfpresets import incident_report
-from eagle3lab.plots_bench import draw_bench_figures
-from eagle3lab.report import model_figures
+from eagle3lab.report.presets import incident_report
+from eagle3lab.report.plots.bench import draw_bench_figures
+from eagle3lab.report.build import model_figures
 
 nbparams.begin(globals())
 

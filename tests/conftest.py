@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eagle3lab.profiles import Profile, load_profile
+from eagle3lab.runtime.profiles import Profile, load_profile
 
 
 @pytest.fixture(scope="session")
@@ -14,7 +14,7 @@ def cpu_profile() -> Profile:
 
 @pytest.fixture(scope="session")
 def tiny_models(cpu_profile):
-    from eagle3lab.deployment import resolve_models
+    from eagle3lab.runtime.deployment import resolve_models
 
     return resolve_models(cpu_profile)
 
@@ -22,8 +22,8 @@ def tiny_models(cpu_profile):
 @pytest.fixture(scope="session")
 def eagle3_crash(tmp_path_factory, cpu_profile, tiny_models):
     """One real EAGLE-3 launch of sglang 0.5.9 on the tiny model (bare harness: stub + env), crash and all."""
-    from eagle3lab.crashrepro import reproduce_crash
-    from eagle3lab.server import free_port
+    from eagle3lab.repro.crashrepro import reproduce_crash
+    from eagle3lab.runtime.server import free_port
 
     return reproduce_crash(cpu_profile, tiny_models, tmp_path_factory.mktemp("logs"), port=free_port())
 
@@ -35,7 +35,7 @@ def full_report(tmp_path_factory):
     Outputs go to a temporary tree (the same environment variables reach the papermill kernels), so the test
     never overwrites a user's reports. Run once per session; several tests read what it wrote.
     """
-    from eagle3lab.report import build_report
+    from eagle3lab.report.build import build_report
 
     root = tmp_path_factory.mktemp("report")
     env = {f"EAGLE3LAB_{name.upper()}_DIR": str(root / name) for name in ("artifacts", "reports", "figures")}

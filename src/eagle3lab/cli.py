@@ -34,7 +34,7 @@ def cmd_run(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
-    from eagle3lab.report import build_report
+    from eagle3lab.report.build import build_report
 
     parameters = {"overrides": _overrides(args.set)} if args.set else {}
     out = build_report(args.profile, run=not args.no_run, hide_code=args.hide_code,
@@ -45,14 +45,14 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 def cmd_setup(args: argparse.Namespace) -> None:
     """Everything a profile needs before its first launch: the sglang check, the stub driver, the tiny model."""
-    from eagle3lab.deployment import resolve_models
-    from eagle3lab.envinfo import check_sglang
-    from eagle3lab.profiles import load_profile
+    from eagle3lab.runtime.deployment import resolve_models
+    from eagle3lab.runtime.envinfo import check_sglang
+    from eagle3lab.runtime.profiles import load_profile
 
     profile = load_profile(args.profile, overrides=_overrides(args.set))
     print(f"sglang {check_sglang(profile.sglang_version)} (profile {profile.name})")
     if profile.cpu_harness:
-        from eagle3lab.cpu_harness import build_libcuda_stub
+        from eagle3lab.runtime.cpu_harness import build_libcuda_stub
 
         print(f"stub libcuda: {build_libcuda_stub()}")
     models = resolve_models(profile)
@@ -62,7 +62,7 @@ def cmd_setup(args: argparse.Namespace) -> None:
 
 
 def cmd_patch(args: argparse.Namespace) -> None:
-    from eagle3lab.patching import run_cli
+    from eagle3lab.fix.patching import run_cli
 
     run_cli(args)
 
@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     setup.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a profile key")
     setup.set_defaults(func=cmd_setup)
 
-    from eagle3lab.patching import add_cli_arguments
+    from eagle3lab.fix.patching import add_cli_arguments
 
     patch = sub.add_parser("patch", help="check / apply / verify / revert a patch on the installed sglang")
     add_cli_arguments(patch)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, MutableMapping
 
 from eagle3lab.errors import ProfileError
-from eagle3lab.profiles import Profile, load_profile
+from eagle3lab.runtime.profiles import Profile, load_profile
 
 MARK = "_eagle3lab_names_before_parameters"
 

@@ -1,0 +1,1 @@
+"""Stage 3b (notebook 03): load generator, sweep, metrics and cross-checks against real servers."""

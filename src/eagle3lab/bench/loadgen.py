@@ -1,0 +1,221 @@
+"""The load generator: streaming ``/generate`` requests at a fixed concurrency, one raw record per request.
+
+Kept apart from the sweep driver (as in vLLM's serving benchmark) so the request path stays small and its timing
+is easy to audit. The client must never be the bottleneck: the connection pool holds at least as many
+connections as the concurrency, the read buffer is large, and the moment a request really leaves the client is
+taken from aiohttp's own tracing hooks, so waiting for a connection shows up as queueing, not as TTFT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import IO, Any, Callable, Sequence
+
+import aiohttp
+
+from eagle3lab.bench.metrics import RequestRecord
+from eagle3lab.bench.workload import Prompt, SweepConfig
+
+def _one_line(text: str, limit: int = 300) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def describe_error(exc: BaseException) -> str:
+    """``Type: message`` on one line, so failures group well in the per-point summary."""
+    if isinstance(exc, asyncio.TimeoutError) and not isinstance(exc, aiohttp.ServerTimeoutError):
+        return "TimeoutError: no answer within the request timeout"
+    return _one_line(f"{type(exc).__name__}: {exc}")
+
+
+async def _mark_sent(session: aiohttp.ClientSession, ctx: SimpleNamespace, params: Any) -> None:
+    # Headers first, then body chunks: the last of these callbacks is when the request has fully left.
+    ctx.trace_request_ctx["sent"] = time.perf_counter()
+
+
+def make_session(concurrency: int, config: SweepConfig) -> aiohttp.ClientSession:
+    """A session sized for the point: ``limit >= concurrency`` connections, a large read buffer, tracing on."""
+    trace = aiohttp.TraceConfig()
+    trace.on_request_headers_sent.append(_mark_sent)
+    trace.on_request_chunk_sent.append(_mark_sent)
+    connector = aiohttp.TCPConnector(limit=max(concurrency, 1), limit_per_host=max(concurrency, 1))
+    timeout = aiohttp.ClientTimeout(total=config.request_timeout_s, sock_connect=10,
+                                    sock_read=config.stall_timeout_s)
+    return aiohttp.ClientSession(
+        connector=connector, timeout=timeout, read_bufsize=config.read_bufsize, trace_configs=[trace]
+    )
+
+
+def generate_payload(prompt: Prompt, config: SweepConfig) -> dict[str, Any]:
+    """The ``/generate`` body: greedy, exactly ``output_len`` new tokens, streamed."""
+    sampling = {"max_new_tokens": config.output_len, "ignore_eos": True, "temperature": 0.0,
+                **config.extra_sampling_params}
+    key = "text" if isinstance(prompt, str) else "input_ids"
+    return {key: prompt, "sampling_params": sampling, "stream": True}
+
+
+async def generate_once(
+    session: aiohttp.ClientSession, base_url: str, prompt: Prompt, record: RequestRecord, config: SweepConfig
+) -> RequestRecord:
+    """Send one streaming request and fill ``record`` in place; never raises for server-side trouble."""
+    ctx: dict[str, float] = {}
+    if not isinstance(prompt, str):
+        record.prompt_len = len(prompt)
+    last_tokens = 0
+    final_meta: dict[str, Any] | None = None
+    done = False
+    try:
+        async with session.post(f"{base_url}/generate", json=generate_payload(prompt, config),
+                                trace_request_ctx=ctx) as resp:
+            record.t_sent = ctx.get("sent", time.perf_counter())
+            if resp.status != 200:
+                record.error = _one_line(f"HTTP {resp.status}: {await resp.text()}")
+                return record
+            async for raw in resp.content:
+                now = time.perf_counter()
+                line = raw.strip()
+                if not line.startswith(b"data:"):
+                    continue
+                data = line[5:].strip()
+                if data == b"[DONE]":
+                    done = True
+                    break
+                chunk = json.loads(data)
+                if "error" in chunk:
+                    record.error = _one_line(f"server error: {chunk['error']}")
+                    return record
+                meta = chunk.get("meta_info") or {}
+                tokens = int(meta.get("completion_tokens", last_tokens))
+                if tokens > last_tokens:  # a chunk that carries new tokens (one or, with speculation, several)
+                    record.token_times.append(now)
+                    last_tokens = tokens
+                final_meta = meta
+    except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError, json.JSONDecodeError) as exc:
+        record.error = describe_error(exc)
+        return record
+    finally:
+        record.t_end = time.perf_counter()
+    if not done or final_meta is None or not record.token_times:
+        record.error = "stream ended before [DONE] or without any token"
+        return record
+    record.prompt_tokens = final_meta.get("prompt_tokens")
+    record.completion_tokens = final_meta.get("completion_tokens")
+    record.spec_verify_ct = final_meta.get("spec_verify_ct")  # absent without speculation
+    record.spec_accept_length = final_meta.get("spec_accept_length")
+    finish = final_meta.get("finish_reason")
+    record.finish_reason = finish.get("type") if isinstance(finish, dict) else finish
+    record.ok = True
+    return record
+
+
+class JsonlSink:
+    """Appends each finished request to a JSONL file at once (flushed), so a crash loses nothing finished."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh: IO[str] = path.open("a", encoding="utf-8")
+
+    def write(self, record: RequestRecord) -> None:
+        self._fh.write(json.dumps(record.to_dict()) + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+@dataclass
+class PhaseOutcome:
+    """What one batch of requests at one concurrency produced."""
+
+    records: list[RequestRecord]
+    not_sent: int  # requests skipped after the server became unreachable
+    client_cpu_s: float
+    server_lost: bool  # a failed request was followed by a failed liveness probe
+
+
+async def run_phase(
+    base_url: str,
+    prompts: Sequence[Prompt],
+    *,
+    concurrency: int,
+    phase: str,
+    config: SweepConfig,
+    sink: JsonlSink,
+    on_done: Callable[[], None] = lambda: None,
+) -> PhaseOutcome:
+    """Closed loop: ``concurrency`` workers each take the next prompt as soon as their last one finished.
+
+    ``t_scheduled`` is when a worker takes a prompt. When a request fails, the server is probed; once it is
+    unreachable (or hangs: sglang 0.5.9's HTTP front outlives a killed scheduler), workers stop taking prompts,
+    so a dead server ends the phase at once instead of after every remaining request has timed out.
+    """
+    queue: asyncio.Queue[tuple[int, Prompt]] = asyncio.Queue()
+    for item in enumerate(prompts):
+        queue.put_nowait(item)
+    records: list[RequestRecord] = []
+    unreachable = asyncio.Event()
+
+    async def worker(session: aiohttp.ClientSession) -> None:
+        while not unreachable.is_set():
+            try:
+                index, prompt = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            record = RequestRecord(request_id=f"c{concurrency}-{phase}-{index:05d}", concurrency=concurrency,
+                                   phase=phase, ok=False, t_scheduled=time.perf_counter())
+            await generate_once(session, base_url, prompt, record, config)
+            records.append(record)
+            sink.write(record)
+            on_done()
+            if not record.ok and (record.t_sent is None or not await server_alive(base_url)):
+                unreachable.set()
+
+    cpu0 = time.process_time()
+    async with make_session(concurrency, config) as session:
+        await asyncio.gather(*(worker(session) for _ in range(min(concurrency, len(prompts)))))
+    return PhaseOutcome(records=records, not_sent=queue.qsize(), client_cpu_s=time.process_time() - cpu0,
+                        server_lost=unreachable.is_set())
+
+
+async def fetch_json(base_url: str, path: str, timeout_s: float = 30.0) -> dict[str, Any] | None:
+    """GET a JSON endpoint; None when the server does not answer (that is the liveness probe too)."""
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
+            async with session.get(f"{base_url}{path}") as resp:
+                if resp.status != 200:
+                    return None
+                return await resp.json(content_type=None)
+    except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError, ValueError):
+        return None
+
+
+async def flush_cache(base_url: str, attempts: int = 10, wait_s: float = 0.5) -> bool:
+    """POST /flush_cache; sglang refuses (400) while requests are still running, so retry briefly."""
+    for _ in range(attempts):
+        try:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
+                async with session.post(f"{base_url}/flush_cache") as resp:
+                    if resp.status == 200:
+                        return True
+        except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError):
+            return False
+        await asyncio.sleep(wait_s)
+    return False
+
+
+async def server_alive(base_url: str, timeout_s: float = 15.0) -> bool:
+    """Does the whole server still answer? ``/get_server_info`` goes through the scheduler, so a server whose
+    HTTP front is up but whose scheduler died counts as dead (it cannot answer within the timeout)."""
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
+            async with session.get(f"{base_url}/get_server_info") as resp:
+                await resp.read()
+                return True
+    except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError):
+        return False

@@ -1,0 +1,315 @@
+"""The sweep driver and benchmark arms.
+
+One arm = one server configuration (baseline, EAGLE-3) swept over the same concurrency list with the same
+prompts. Per point: flush the cache, warm up with at least the concurrency, flush again (so the radix cache and
+sglang's lifetime acceptance counters start clean), measure, then snapshot ``/get_server_info``. Every finished
+request is already on disk (JSONL) before the next one is counted, so a server that dies mid-sweep costs only
+the point it died in: that point is marked failed with the reason, and the sweep stops cleanly.
+
+An arm that cannot run here (EAGLE-3 on CPU) is recorded as not runnable with its classified reason; it never
+becomes a row of zeros.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import os
+import platform
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Awaitable, Callable, TypeVar
+
+
+from eagle3lab.bench import cpuload
+from eagle3lab.errors import BenchError
+from eagle3lab.progress import progress_bar
+from eagle3lab.bench.loadgen import JsonlSink, fetch_json, flush_cache, run_phase, server_alive
+from eagle3lab.bench.metrics import PointMetrics, RequestRecord, compute_point_metrics, format_point
+from eagle3lab.sidecar import write_json_atomic
+from eagle3lab.bench.workload import SweepConfig, make_prompts
+
+T = TypeVar("T")
+
+POINT_OK, POINT_ERRORS, POINT_FAILED = "ok", "errors", "failed"
+ARM_MEASURED, ARM_FAILED, ARM_NOT_RUNNABLE = "measured", "failed", "not_runnable"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class PointResult:
+    """One concurrency of one arm. ``metrics`` is kept even for a failed point (its finished requests)."""
+
+    concurrency: int
+    status: str  # ok | errors (server alive, some requests failed) | failed (server gone; sweep stopped)
+    reason: str | None
+    metrics: PointMetrics | None
+    server_info: dict[str, Any] | None
+    warmup_requests: int
+    warmup_failed: int
+    not_sent: int
+    flushed: bool
+    started_at: str
+    # Who used the CPU while the point was measured (shares of all cores' time): the context every number from
+    # a shared 2-core box needs. ``other_cpu`` is neither the server nor this client, i.e. disturbance.
+    machine_cpu_busy: float | None = None
+    server_cpu: float | None = None
+    client_cpu: float | None = None
+    other_cpu: float | None = None
+    load_avg_1m: float | None = None
+
+    @property
+    def measured(self) -> bool:
+        """Only these points are drawn and reported as numbers."""
+        return self.status != POINT_FAILED and self.metrics is not None and self.metrics.completed > 0
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "PointResult":
+        values = dict(data)
+        if values.get("metrics") is not None:
+            values["metrics"] = PointMetrics.from_dict(values["metrics"])
+        return cls(**values)
+
+
+@dataclass
+class ArmResult:
+    """A whole arm: its points, or why it could not run."""
+
+    name: str
+    status: str  # measured | failed | not_runnable
+    reason: dict[str, Any] | None = None
+    base_url: str | None = None
+    sweep: dict[str, Any] | None = None
+    points: list[PointResult] = field(default_factory=list)
+    requests_file: str | None = None  # JSONL of every request, relative to the arm's output folder
+    started_at: str | None = None
+    finished_at: str | None = None
+
+    def measured_points(self) -> list[PointResult]:
+        return [p for p in self.points if p.measured]
+
+    def point(self, concurrency: int) -> PointResult:
+        for p in self.points:
+            if p.concurrency == concurrency:
+                return p
+        raise BenchError(f"arm '{self.name}' has no point at concurrency {concurrency}; "
+                         f"it has {[p.concurrency for p in self.points]}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ArmResult":
+        values = dict(data)
+        values["points"] = [PointResult.from_dict(p) for p in values.get("points", [])]
+        return cls(**values)
+
+
+def run_async(make: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine to completion from sync code, also inside Jupyter (whose loop is already running)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(make())  # type: ignore[arg-type]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(lambda: asyncio.run(make())).result()  # type: ignore[arg-type]
+
+
+def _first_error(records: list[RequestRecord]) -> str:
+    return next((r.error for r in records if r.error), "no error text")
+
+
+async def _run_point(base_url: str, config: SweepConfig, concurrency: int, sink: JsonlSink,
+                     tick: Callable[[], None]) -> PointResult:
+    point = PointResult(concurrency=concurrency, status=POINT_OK, reason=None, metrics=None, server_info=None,
+                        warmup_requests=config.warmup_count(concurrency), warmup_failed=0, not_sent=0,
+                        flushed=False, started_at=_now())
+
+    def failed(phase: str, detail: str) -> PointResult:
+        point.status = POINT_FAILED
+        point.reason = f"server at {base_url} stopped answering during {phase}: {detail}"
+        return point
+
+    if not await flush_cache(base_url) and not await server_alive(base_url):
+        return failed("the cache flush before warm-up", "no answer")
+    warm = await run_phase(base_url, make_prompts(config, f"warmup-c{concurrency}", point.warmup_requests),
+                           concurrency=concurrency, phase="warmup", config=config, sink=sink, on_done=tick)
+    point.warmup_failed = sum(not r.ok for r in warm.records)
+    if warm.server_lost:
+        point.not_sent = warm.not_sent
+        return failed("warm-up", _first_error(warm.records))
+    point.flushed = await flush_cache(base_url)
+
+    server = cpuload.server_processes(base_url)
+    cpu_before = cpuload.snapshot(server)
+    measure = await run_phase(base_url, make_prompts(config, "measure"), concurrency=concurrency,
+                              phase="measure", config=config, sink=sink, on_done=tick)
+    used = cpuload.shares(cpu_before, cpuload.snapshot(server))
+    if used is not None:
+        point.machine_cpu_busy, point.server_cpu = used.machine_busy, used.server
+        point.client_cpu, point.other_cpu = used.client, used.other
+    point.load_avg_1m = os.getloadavg()[0]
+    point.not_sent = measure.not_sent
+    if measure.records:
+        point.metrics = compute_point_metrics(measure.records, client_cpu_s=measure.client_cpu_s)
+    if measure.server_lost:
+        return failed("measurement", _first_error(measure.records))
+    point.server_info = await fetch_json(base_url, "/get_server_info")
+    if point.server_info is None and not await server_alive(base_url):
+        return failed("the server-info snapshot", "no answer")
+    if point.metrics is None or point.metrics.failed:
+        point.status = POINT_ERRORS
+        point.reason = f"{point.metrics.failed if point.metrics else 0} requests failed: " \
+                       f"{_first_error(measure.records)}"
+    return point
+
+
+async def run_sweep(base_url: str, config: SweepConfig, sink: JsonlSink, label: str = "sweep",
+                    on_point: Callable[[PointResult], None] = lambda p: None) -> list[PointResult]:
+    """Every concurrency of ``config`` in order; stops after the first failed point."""
+    total = sum(config.warmup_count(c) + config.num_prompts for c in config.concurrency)
+    points: list[PointResult] = []
+    with progress_bar(total=total, desc=label, unit="req") as bar:
+        for concurrency in config.concurrency:
+            bar.set_postfix_str(f"c={concurrency}")
+            point = await _run_point(base_url, config, concurrency, sink, lambda: bar.update(1))
+            points.append(point)
+            on_point(point)
+            if point.status == POINT_FAILED:
+                break
+    return points
+
+
+def _arm_paths(name: str, out_dir: Path) -> tuple[Path, Path]:
+    if not name or any(ch in name for ch in "/\\ "):
+        raise BenchError(f"arm name {name!r} must be a non-empty word (it becomes a file name)")
+    return out_dir / f"{name}.requests.jsonl", out_dir / f"{name}.arm.json"
+
+
+def save_arm(arm: ArmResult, out_dir: Path) -> Path:
+    return write_json_atomic(_arm_paths(arm.name, out_dir)[1], arm.to_dict())
+
+
+def run_arm(name: str, base_url: str, sweep_config: SweepConfig, out_dir: Path,
+            log: Callable[[str], None] = print) -> ArmResult:
+    """Sweep one running server; writes ``<name>.requests.jsonl`` (live) and ``<name>.arm.json`` (at the end)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    jsonl, _ = _arm_paths(name, out_dir)
+    jsonl.unlink(missing_ok=True)  # the file holds this run only; it is appended to request by request
+    base_url = base_url.rstrip("/")
+    arm = ArmResult(name=name, status=ARM_MEASURED, base_url=base_url, sweep=sweep_config.to_dict(),
+                    requests_file=jsonl.name, started_at=_now())
+
+    def report(point: PointResult) -> None:
+        line = format_point(point.metrics) if point.metrics else "no finished requests"
+        busy = "" if point.other_cpu is None else f" other_cpu={point.other_cpu:.0%}"
+        log(f"[{name}] {point.status:<6} {line}{busy}" + (f" | {point.reason}" if point.reason else ""))
+
+    sink = JsonlSink(jsonl)
+    try:
+        arm.points = run_async(lambda: run_sweep(base_url, sweep_config, sink, label=name, on_point=report))
+    finally:
+        sink.close()
+    failed = [p for p in arm.points if p.status == POINT_FAILED]
+    if failed:
+        arm.status = ARM_FAILED
+        arm.reason = {"kind": "server_died", "concurrency": failed[0].concurrency, "message": failed[0].reason}
+    arm.finished_at = _now()
+    save_arm(arm, out_dir)
+    return arm
+
+
+def not_runnable_arm(name: str, reason: dict[str, Any]) -> ArmResult:
+    """An arm that cannot run on this machine, with the classified reason (for example the crash report of
+    EAGLE-3 on CPU). It has no points, so nothing downstream can mistake it for a measured zero."""
+    if not isinstance(reason, dict) or not reason:
+        raise BenchError("a not-runnable arm needs its classified reason as a non-empty dict (e.g. a crash report)")
+    _arm_paths(name, Path("."))
+    return ArmResult(name=name, status=ARM_NOT_RUNNABLE, reason=reason, started_at=_now(), finished_at=_now())
+
+
+def load_requests(path: Path) -> list[RequestRecord]:
+    """Read a requests JSONL back (for example after a crash, or to recompute metrics offline)."""
+    records = []
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(RequestRecord.from_dict(json.loads(line)))
+        except json.JSONDecodeError:
+            raise BenchError(f"{path}:{number} is not JSON; the file is damaged (was it cut off mid-line?)") from None
+    return records
+
+
+@dataclass
+class BenchReport:
+    """Everything the figures and the write-up need, so both can be redrawn without a server."""
+
+    profile: str
+    date: str
+    machine: dict[str, Any]
+    arms: list[ArmResult]
+    cross_check: dict[str, Any] | None = None
+
+    @classmethod
+    def create(cls, profile: str, arms: list[ArmResult], cross_check: dict[str, Any] | None = None) -> "BenchReport":
+        machine = {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()}
+        return cls(profile, datetime.now(timezone.utc).date().isoformat(), machine, arms, cross_check)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "BenchReport":
+        values = dict(data)
+        values["arms"] = [ArmResult.from_dict(a) for a in values.get("arms", [])]
+        return cls(**values)
+
+    def save(self, path: Path) -> Path:
+        return write_json_atomic(Path(path), self.to_dict())
+
+    @classmethod
+    def load(cls, path: Path) -> "BenchReport":
+        try:
+            return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            raise BenchError(f"benchmark sidecar {path} not found; run the benchmark first") from None
+        except (json.JSONDecodeError, TypeError, KeyError) as exc:
+            raise BenchError(f"benchmark sidecar {path} is unreadable ({type(exc).__name__}: {exc})") from None
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else round(value * 1000, 2)
+
+
+def point_rows(arms: list[ArmResult]) -> list[dict[str, Any]]:
+    """One display row per point (and one per arm without points), read straight from the dataclasses."""
+    rows: list[dict[str, Any]] = []
+    for arm in arms:
+        if not arm.points:
+            reason = arm.reason or {}
+            rows.append({"arm": arm.name, "status": arm.status,
+                         "note": str(reason.get("message") or reason.get("signature") or reason.get("summary")
+                                     or arm.reason)})
+        for p in arm.points:
+            m = p.metrics
+            rows.append({
+                "arm": arm.name, "concurrency": p.concurrency, "status": p.status,
+                "ok": f"{m.completed}/{m.requests}" if m else "0/0",
+                "out_tok_s": round(m.output_tok_per_s, 1) if m else None,
+                "req_s": round(m.requests_per_s, 2) if m else None,
+                "ttft_p50_ms": _ms(m.ttft_s.p50) if m else None, "ttft_p99_ms": _ms(m.ttft_s.p99) if m else None,
+                "itl_p50_ms": _ms(m.itl_s.p50) if m else None, "itl_p99_ms": _ms(m.itl_s.p99) if m else None,
+                "e2e_p50_ms": _ms(m.e2e_s.p50) if m else None, "e2e_p99_ms": _ms(m.e2e_s.p99) if m else None,
+                "accept_len": None if m is None or m.accept_length is None else round(m.accept_length, 3),
+                "client_cpu_s_per_1k_tok": None if m is None or m.client_cpu_s_per_1k_tokens is None
+                else round(m.client_cpu_s_per_1k_tokens, 4),
+                "server_cpu": p.server_cpu, "other_cpu": p.other_cpu, "note": p.reason,
+            })
+    return rows

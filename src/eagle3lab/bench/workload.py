@@ -1,0 +1,123 @@
+"""What a benchmark sends: the sweep settings and deterministic prompts.
+
+Prompts are random token ids drawn from a seed, so every arm (baseline, EAGLE-3) and every rerun sends exactly
+the same requests; only the server changes. Warm-up prompts come from a different stream so they never share a
+prefix with measured prompts (the radix cache would otherwise turn prefill into a cache hit).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Union
+
+from eagle3lab.errors import BenchError
+
+if TYPE_CHECKING:
+    from eagle3lab.runtime.profiles import Profile
+
+Prompt = Union[list[int], str]
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """One benchmark workload: a concurrency sweep with fixed input/output lengths (``ignore_eos``)."""
+
+    concurrency: list[int]
+    input_len: int
+    output_len: int
+    num_prompts: int
+    seed: int = 0
+    prompt_kind: Literal["ids", "text"] = "ids"
+    vocab_size: int = 1024
+    token_id_low: int = 16  # skip the lowest ids, where tokenizers keep their special tokens
+    tokenizer_dir: str | None = None  # needed only for text prompts (ids are decoded to text)
+    warmup_requests: int | None = None  # per point; None = the point's concurrency (never fewer)
+    request_timeout_s: float = 600.0
+    stall_timeout_s: float = 120.0  # longest silence allowed inside one stream (a hung server, not a slow one)
+    read_bufsize: int = 8 * 1024 * 1024
+    extra_sampling_params: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.concurrency or any((not isinstance(c, int)) or c < 1 for c in self.concurrency):
+            raise BenchError(f"concurrency must be a non-empty list of positive integers, got {self.concurrency!r}")
+        for name in ("input_len", "output_len", "num_prompts"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise BenchError(f"{name} must be a positive integer, got {value!r}")
+        if not 0 <= self.token_id_low < self.vocab_size:
+            raise BenchError(
+                f"token ids are drawn from [{self.token_id_low}, {self.vocab_size}); "
+                "set token_id_low below vocab_size"
+            )
+        if self.prompt_kind not in ("ids", "text"):
+            raise BenchError(f"prompt_kind must be 'ids' or 'text', got {self.prompt_kind!r}")
+        if self.prompt_kind == "text" and not self.tokenizer_dir:
+            raise BenchError("text prompts need tokenizer_dir (the model directory) to turn token ids into text")
+        if self.warmup_requests is not None and self.warmup_requests < 0:
+            raise BenchError(f"warmup_requests must be >= 0 or None, got {self.warmup_requests!r}")
+        if self.request_timeout_s <= 0 or self.stall_timeout_s <= 0 or self.read_bufsize < 64 * 1024:
+            raise BenchError("request_timeout_s and stall_timeout_s must be > 0 and read_bufsize at least 64 KiB")
+
+    def warmup_count(self, concurrency: int) -> int:
+        """Warm-up requests for one point: at least the concurrency, so every slot has compiled its path."""
+        return max(concurrency, self.warmup_requests or 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "SweepConfig":
+        return cls(**data)
+
+    @classmethod
+    def from_profile(cls, profile: "Profile", **overrides: Any) -> "SweepConfig":
+        """The profile's bench_* keys, plus any override (for example ``vocab_size`` of the model)."""
+        values: dict[str, Any] = dict(
+            concurrency=list(profile.bench_concurrency),
+            input_len=profile.bench_input_len,
+            output_len=profile.bench_output_len,
+            num_prompts=profile.bench_num_prompts,
+        )
+        values.update(overrides)
+        return cls(**values)
+
+
+def _token_ids(config: SweepConfig, stream: str, count: int) -> list[list[int]]:
+    # A string seed is hashed with SHA-512 by `random`, so the stream is stable across runs and Python builds.
+    rng = random.Random(f"eagle3lab:{config.seed}:{stream}")
+    return [[rng.randrange(config.token_id_low, config.vocab_size) for _ in range(config.input_len)]
+            for _ in range(count)]
+
+
+def _as_text(config: SweepConfig, ids: list[list[int]]) -> list[str]:
+    from transformers import AutoTokenizer  # only text prompts need it; importing it costs seconds
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(config.tokenizer_dir)
+    except (OSError, ValueError) as exc:
+        raise BenchError(f"cannot load a tokenizer from {config.tokenizer_dir} ({type(exc).__name__}); "
+                         "point tokenizer_dir at the model directory") from None
+    return [tokenizer.decode(row, skip_special_tokens=True) for row in ids]
+
+
+def make_prompts(config: SweepConfig, stream: str = "measure", count: int | None = None) -> list[Prompt]:
+    """``count`` prompts (default ``num_prompts``) of ``input_len`` tokens from the named random stream."""
+    ids = _token_ids(config, stream, config.num_prompts if count is None else count)
+    return ids if config.prompt_kind == "ids" else _as_text(config, ids)  # type: ignore[return-value]
+
+
+def model_vocab_size(model_dir: str | Path) -> int:
+    """The vocabulary size from a model's ``config.json`` (multimodal wrappers keep it in ``text_config``), so
+    random prompts never contain an id the model cannot embed."""
+    path = Path(model_dir) / "config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BenchError(f"cannot read {path} ({type(exc).__name__}); point at a model directory") from None
+    for section in (config, config.get("text_config") or {}):
+        if isinstance(section.get("vocab_size"), int):
+            return section["vocab_size"]
+    raise BenchError(f"{path} has no vocab_size (top level or text_config); pass vocab_size explicitly")

@@ -1,0 +1,583 @@
+"""Check, apply, verify and revert the project's sglang patches, atomically and idempotently.
+
+Why not GNU ``patch``: it edits files in place, applies with fuzz, and cannot tell "already applied" from
+"unexpected original" in one answer. Here the diff is parsed with ``unidiff``, every hunk must match its
+context exactly (line offsets allowed, so independent patches stack), every target file is rewritten through
+a temp file and ``os.replace``, and any failure puts every touched file back. While a patch is applied its
+originals sit in a backup folder under the cache with their sha256, so an interrupted run can be repaired by
+hand. ``verify`` reads the patched source with ``ast``: each method the patch adds must call the method of
+the same name on an attribute of ``self`` (the wrapped model), passing all its arguments on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import email.parser
+import fcntl
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import sysconfig
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import unidiff
+
+from eagle3lab.errors import Eagle3LabError, PatchError
+from eagle3lab.paths import REPO_ROOT, cache_dir
+
+PATCHES_DIR = REPO_ROOT / "patches"
+# The two patches every notebook talks about, by their names in patches/.
+FULL_DELEGATION_PATCH = "kimi_k25-eagle3-delegation"
+ONE_METHOD_PATCH = "kimi_k25-one-method"
+
+APPLICABLE = "applicable"
+APPLIED = "applied"
+ALREADY_APPLIED = "already applied"
+VERIFIED = "verified"
+REVERTED = "reverted"
+NOT_APPLIED = "not applied"
+
+
+@dataclass(frozen=True)
+class PatchInfo:
+    """The header every project patch carries (RFC 822 style lines before the first ``---``)."""
+
+    name: str
+    applies_to: str = ""
+    what: str = ""
+    why: str = ""
+    fixed_upstream: str = ""
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One target file: where it is and its content hash before and after the action."""
+
+    path: str
+    sha256_before: str
+    sha256_after: str
+
+
+@dataclass(frozen=True)
+class MemberCheck:
+    """One method the patch adds to a class, as read from the patched source."""
+
+    cls: str
+    name: str
+    delegates_to: str | None  # "self.language_model.name" when it forwards the call
+    passes_args: bool  # every parameter of the method reaches the delegated call
+    guarded: bool  # a hasattr() check raises a clear error before delegating
+
+    @property
+    def ok(self) -> bool:
+        return self.delegates_to is not None and self.passes_args
+
+
+@dataclass
+class PatchResult:
+    """What one action did; ``status`` is one of the module constants (APPLIED, ALREADY_APPLIED, ...)."""
+
+    patch: str
+    action: str
+    status: str
+    root: str
+    files: list[FileChange] = field(default_factory=list)
+    members: list[MemberCheck] = field(default_factory=list)
+    message: str = ""
+    backup_dir: str | None = None
+    info: PatchInfo | None = None
+
+    @property
+    def changed(self) -> bool:
+        return self.status in (APPLIED, REVERTED)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        for member, check in zip(out["members"], self.members):
+            member["ok"] = check.ok
+        return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reading patches and targets
+
+
+@dataclass(frozen=True)
+class _Patch:
+    path: Path
+    info: PatchInfo
+    files: list[unidiff.PatchedFile]
+
+
+def resolve_patch(patch: str | os.PathLike) -> Path:
+    """A patch file by path, or by bare name from the repository's ``patches/`` folder."""
+    path = Path(patch)
+    if path.is_file():
+        return path.resolve()
+    for candidate in (PATCHES_DIR / path.name, PATCHES_DIR / f"{path.name}.patch"):
+        if candidate.is_file():
+            return candidate
+    raise PatchError(f"patch {patch} not found; pass a path or a name from {PATCHES_DIR.name}/")
+
+
+def _read_patch(patch: str | os.PathLike) -> _Patch:
+    path = resolve_patch(patch)
+    text = path.read_text(encoding="utf-8")
+    try:
+        files = list(unidiff.PatchSet(text))
+    except unidiff.UnidiffParseError as err:
+        raise PatchError(f"{path.name} is not a valid unified diff ({err}); regenerate it with diff -u") from err
+    if not files:
+        raise PatchError(f"{path.name} contains no file changes; it must be a unified diff")
+    return _Patch(path, _read_header(text, default_name=path.stem), files)
+
+
+def _read_header(text: str, default_name: str) -> PatchInfo:
+    """Header lines before the diff, parsed as RFC 822 fields (folded lines joined)."""
+    head = text.split("\n--- ", 1)[0].split("\n\n", 1)[0]
+    fields = email.parser.HeaderParser().parsestr(head + "\n\n")
+
+    def get(key: str) -> str:
+        return " ".join(str(fields.get(key, "")).split())
+
+    return PatchInfo(
+        name=get("Patch-Name") or default_name,
+        applies_to=get("Applies-To"),
+        what=get("What"),
+        why=get("Why"),
+        fixed_upstream=get("Fixed-Upstream"),
+    )
+
+
+def installed_root() -> Path:
+    """The site-packages folder holding the ``sglang`` this Python would import (not imported here)."""
+    spec = importlib.util.find_spec("sglang")
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations))).resolve().parent
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    if (purelib / "sglang").is_dir():
+        return purelib
+    raise PatchError("sglang is not installed in this Python; install sglang==0.5.9 or pass site_packages")
+
+
+def _root(site_packages: str | os.PathLike | None) -> Path:
+    if site_packages is None:
+        return installed_root()
+    root = Path(site_packages).resolve()
+    if not root.is_dir():
+        raise PatchError(f"{site_packages} is not a directory; pass the site-packages folder that holds sglang/")
+    return root
+
+
+def _target_path(pfile: unidiff.PatchedFile) -> str:
+    """Path relative to site-packages: the ``b/`` side of the diff without its prefix."""
+    name = pfile.target_file
+    return name[2:] if name.startswith(("a/", "b/")) else name
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Exact-context hunk application (in memory)
+
+
+def _hunk_sides(hunk: unidiff.Hunk, reverse: bool) -> tuple[list[str], list[str]]:
+    old = [line.value for line in hunk if line.is_context or (line.is_added if reverse else line.is_removed)]
+    new = [line.value for line in hunk if line.is_context or (line.is_removed if reverse else line.is_added)]
+    return old, new
+
+
+def _find(lines: list[str], block: list[str], expected: int, start: int) -> int | None:
+    """Index where ``block`` occurs exactly, at or after ``start``, nearest to ``expected``."""
+    if not block:
+        return max(start, min(expected, len(lines)))
+    last = len(lines) - len(block)
+    candidates = range(start, last + 1)
+    for pos in sorted(candidates, key=lambda p: abs(p - expected)):
+        if lines[pos : pos + len(block)] == block:
+            return pos
+    return None
+
+
+def _apply_hunks(text: str, pfile: unidiff.PatchedFile, reverse: bool) -> tuple[str | None, int]:
+    """Patched text, or (None, number of the first hunk that does not match)."""
+    lines = text.splitlines(keepends=True)
+    out: list[str] = []
+    cursor = 0
+    offset = 0
+    for number, hunk in enumerate(pfile, start=1):
+        old, new = _hunk_sides(hunk, reverse)
+        start_line = hunk.target_start if reverse else hunk.source_start
+        expected = max(start_line - 1, 0) + offset
+        pos = _find(lines, old, expected, cursor)
+        if pos is None:
+            return None, number
+        offset = pos - max(start_line - 1, 0)
+        out.extend(lines[cursor:pos])
+        out.extend(new)
+        cursor = pos + len(old)
+    out.extend(lines[cursor:])
+    return "".join(out), 0
+
+
+@dataclass
+class _FilePlan:
+    rel: str
+    path: Path
+    text: str
+    forward: str | None
+    backward: str | None
+    bad_hunk: int
+
+    @property
+    def state(self) -> str | None:
+        if self.backward is not None:
+            return ALREADY_APPLIED
+        if self.forward is not None:
+            return APPLICABLE
+        return None
+
+
+def _plan(patch: _Patch, root: Path) -> list[_FilePlan]:
+    plans = []
+    for pfile in patch.files:
+        rel = _target_path(pfile)
+        path = root / rel
+        if not path.is_file():
+            raise PatchError(f"{rel} not found under {root}; point site_packages at a folder holding sglang 0.5.9")
+        with path.open(encoding="utf-8", newline="") as handle:  # keep line endings byte for byte
+            text = handle.read()
+        forward, bad = _apply_hunks(text, pfile, reverse=False)
+        backward, _ = _apply_hunks(text, pfile, reverse=True)
+        plans.append(_FilePlan(rel, path, text, forward, backward, bad))
+    return plans
+
+
+def _state(patch: _Patch, plans: list[_FilePlan]) -> str:
+    """APPLICABLE or ALREADY_APPLIED for the whole patch; a clear error for anything else."""
+    for plan in plans:
+        if plan.state is None:
+            raise PatchError(
+                f"{plan.rel} does not match {patch.path.name} (hunk {plan.bad_hunk} context not found): "
+                f"unexpected original, expected {patch.info.applies_to or 'the release the patch was made for'}"
+            )
+    states = {plan.state for plan in plans}
+    if len(states) > 1:
+        mixed = ", ".join(f"{p.rel}: {p.state}" for p in plans)
+        raise PatchError(f"{patch.path.name} is only partly applied ({mixed}); reinstall the package to repair it")
+    return states.pop()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Atomic writes, backups and the per-root lock
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` in one step: a reader sees the old or the new file, never a mix."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".eagle3lab-tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        shutil.copymode(path, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _write_all(plans: list[_FilePlan], contents: list[str]) -> None:
+    """Write every file or none: on any failure the files already replaced get their old text back."""
+    done: list[_FilePlan] = []
+    try:
+        for plan, text in zip(plans, contents):
+            _write_atomic(plan.path, text)
+            done.append(plan)
+    except BaseException:
+        for plan in done:
+            _write_atomic(plan.path, plan.text)
+        raise
+
+
+def _backup_dir(root: Path, patch: _Patch) -> Path:
+    key = hashlib.sha256(str(root).encode()).hexdigest()[:16]
+    return cache_dir("patch-backups", key, patch.info.name)
+
+
+def _save_backup(root: Path, patch: _Patch, plans: list[_FilePlan], contents: list[str]) -> Path:
+    folder = _backup_dir(root, patch)
+    manifest = {"root": str(root), "patch": str(patch.path), "saved_at": time.time(), "files": []}
+    for plan, text in zip(plans, contents):
+        copy = folder / "originals" / plan.rel
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_text(plan.text, encoding="utf-8")
+        manifest["files"].append(
+            {"path": plan.rel, "sha256_original": _sha256(plan.text), "sha256_patched": _sha256(text)}
+        )
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    return folder
+
+
+def _drop_backup(folder: Path) -> None:
+    """The originals are back in place: forget them, and the root's folder once no patch of it is left."""
+    shutil.rmtree(folder, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        folder.parent.rmdir()
+
+
+_local = threading.local()
+
+
+@contextmanager
+def _root_lock(root: Path) -> Iterator[None]:
+    """One patcher per root across processes (re-entrant within a thread), so runs never mix patches."""
+    held: dict[str, tuple[int, int]] = getattr(_local, "held", None) or {}
+    _local.held = held
+    key = str(root)
+    if key in held:
+        fd, depth = held[key]
+        held[key] = (fd, depth + 1)
+        try:
+            yield
+        finally:
+            fd, depth = held[key]
+            held[key] = (fd, depth - 1)
+        return
+    lock_file = cache_dir("patch-locks") / (hashlib.sha256(key.encode()).hexdigest()[:16] + ".lock")
+    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    held[key] = (fd, 1)
+    try:
+        yield
+    finally:
+        del held[key]
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Verification from source
+
+
+def _added_methods(original: str, patched: str) -> list[tuple[str, ast.FunctionDef]]:
+    """(class, method) pairs present in ``patched`` but not in ``original``."""
+
+    def methods(tree: ast.Module) -> dict[str, dict[str, ast.FunctionDef]]:
+        return {
+            node.name: {fn.name: fn for fn in node.body if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ClassDef)
+        }
+
+    before, after = methods(ast.parse(original)), methods(ast.parse(patched))
+    return [
+        (cls, fn)
+        for cls, fns in after.items()
+        for name, fn in fns.items()
+        if name not in before.get(cls, {})
+    ]
+
+
+def _self_attr(node: ast.AST) -> str | None:
+    """``X`` when node is ``self.X``."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return None
+
+
+def check_member(cls: str, fn: ast.FunctionDef) -> MemberCheck:
+    """Does ``fn`` forward to ``self.<inner>.<same name>(...)`` with all its parameters, behind a hasattr guard?"""
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs][1:]
+    params += [a.arg for a in (fn.args.vararg, fn.args.kwarg) if a is not None]
+    delegates_to, passes_args, guarded = None, False, False
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == fn.name:
+            inner = _self_attr(node.func.value)
+            if inner is not None:
+                delegates_to = f"self.{inner}.{fn.name}"
+                used = {n.id for arg in (*node.args, *(k.value for k in node.keywords)) for n in ast.walk(arg)
+                        if isinstance(n, ast.Name)}
+                passes_args = set(params) <= used
+        if isinstance(node, ast.If) and any(isinstance(n, ast.Raise) for n in ast.walk(ast.Module(node.body, []))):
+            for call in ast.walk(node.test):
+                if (
+                    isinstance(call, ast.Call)
+                    and isinstance(call.func, ast.Name)
+                    and call.func.id == "hasattr"
+                    and len(call.args) == 2
+                    and isinstance(call.args[1], ast.Constant)
+                    and call.args[1].value == fn.name
+                ):
+                    guarded = True
+    return MemberCheck(cls, fn.name, delegates_to, passes_args, guarded)
+
+
+def added_members(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None = None) -> list[MemberCheck]:
+    """The methods the patch adds, read from the real target source whether or not it is applied. Writes nothing."""
+    patch, root = _read_patch(patch_path), _root(site_packages)
+    return _members(_plan(patch, root))
+
+
+def _members(plans: list[_FilePlan]) -> list[MemberCheck]:
+    members: list[MemberCheck] = []
+    for plan in plans:
+        applied = plan.state == ALREADY_APPLIED
+        original, patched_text = (plan.backward, plan.text) if applied else (plan.text, plan.forward)
+        if plan.path.suffix == ".py" and original is not None and patched_text is not None:
+            members += [check_member(cls, fn) for cls, fn in _added_methods(original, patched_text)]
+    return members
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The four actions
+
+
+def _result(patch: _Patch, root: Path, action: str, status: str, **kw) -> PatchResult:
+    return PatchResult(patch=patch.info.name, action=action, status=status, root=str(root), info=patch.info, **kw)
+
+
+def check(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None = None) -> PatchResult:
+    """Dry run: APPLICABLE or ALREADY_APPLIED; raises PatchError on an unexpected original. Writes nothing."""
+    patch, root = _read_patch(patch_path), _root(site_packages)
+    plans = _plan(patch, root)
+    status = _state(patch, plans)
+    files = [FileChange(p.rel, _sha256(p.text), _sha256(p.forward or p.text)) for p in plans]
+    message = f"{patch.info.name}: {status} to {len(plans)} file(s) under {root}"
+    return _result(patch, root, "check", status, files=files, members=_members(plans), message=message)
+
+
+def verify(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None = None) -> PatchResult:
+    """The patch is applied and every method it adds forwards to the wrapped model; else PatchError."""
+    patch, root = _read_patch(patch_path), _root(site_packages)
+    plans = _plan(patch, root)
+    if _state(patch, plans) != ALREADY_APPLIED:
+        raise PatchError(f"{patch.info.name} is not applied under {root}; run apply first")
+    return _verified(patch, root, plans)
+
+
+def _verified(patch: _Patch, root: Path, plans: list[_FilePlan]) -> PatchResult:
+    members = _members(plans)
+    bad = [f"{m.cls}.{m.name}" for m in members if not m.ok]
+    if bad:
+        raise PatchError(f"{patch.info.name}: {', '.join(bad)} do not forward to the wrapped model with all arguments")
+    files = [FileChange(p.rel, _sha256(p.backward or ""), _sha256(p.text)) for p in plans]
+    names = ", ".join(f"{m.name} -> {m.delegates_to}" for m in members) or "no methods added"
+    return _result(patch, root, "verify", VERIFIED, files=files, members=members, message=f"{patch.info.name}: {names}")
+
+
+def apply(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None = None) -> PatchResult:
+    """Apply and verify, or change nothing: ALREADY_APPLIED is a no-op; any failure restores the originals."""
+    patch, root = _read_patch(patch_path), _root(site_packages)
+    with _root_lock(root):
+        plans = _plan(patch, root)
+        if _state(patch, plans) == ALREADY_APPLIED:
+            result = _verified(patch, root, plans)
+            return _result(patch, root, "apply", ALREADY_APPLIED, files=result.files, members=result.members,
+                           message=f"{patch.info.name}: already applied under {root}, nothing changed")
+        contents = [plan.forward or "" for plan in plans]
+        backup = _save_backup(root, patch, plans, contents)
+        try:
+            _write_all(plans, contents)
+            verified = _verified(patch, root, _plan(patch, root))
+        except BaseException as err:
+            _write_all(plans, [plan.text for plan in plans])
+            _drop_backup(backup)
+            if isinstance(err, Eagle3LabError):
+                raise
+            raise PatchError(f"{patch.info.name}: applying failed ({err!r}); the originals were restored") from err
+        files = [FileChange(p.rel, _sha256(p.text), _sha256(c)) for p, c in zip(plans, contents)]
+        return _result(patch, root, "apply", APPLIED, files=files, members=verified.members, backup_dir=str(backup),
+                       message=f"{patch.info.name}: applied to {len(plans)} file(s) under {root}")
+
+
+def revert(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None = None) -> PatchResult:
+    """Take the patch out again (NOT_APPLIED if it is not in); leaves other stacked patches in place."""
+    patch, root = _read_patch(patch_path), _root(site_packages)
+    with _root_lock(root):
+        plans = _plan(patch, root)
+        if _state(patch, plans) == APPLICABLE:
+            return _result(patch, root, "revert", NOT_APPLIED, message=f"{patch.info.name}: not applied under {root}")
+        contents = [plan.backward or "" for plan in plans]
+        try:
+            _write_all(plans, contents)
+        except BaseException as err:
+            raise PatchError(f"{patch.info.name}: reverting failed ({err!r}); the patched files are unchanged") from err
+        _drop_backup(_backup_dir(root, patch))
+        files = [FileChange(p.rel, _sha256(p.text), _sha256(c)) for p, c in zip(plans, contents)]
+        return _result(patch, root, "revert", REVERTED, files=files,
+                       message=f"{patch.info.name}: reverted {len(plans)} file(s) under {root}")
+
+
+@contextmanager
+def held(site_packages: str | os.PathLike | None = None) -> Iterator[Path]:
+    """Hold the patch lock on a root: no eagle3lab process patches or reverts it until the block ends."""
+    root = _root(site_packages)
+    with _root_lock(root):
+        yield root
+
+
+@contextmanager
+def patched(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None = None) -> Iterator[PatchResult]:
+    """Apply for the duration of the block and restore the previous state on exit, even on error.
+
+    Holds the per-root lock throughout, so two runs never see each other's patches. A patch that was already
+    in place before the block stays in place.
+    """
+    root = _root(site_packages)
+    with _root_lock(root):
+        result = apply(patch_path, root)
+        try:
+            yield result
+        finally:
+            if result.status == APPLIED:
+                revert(patch_path, root)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# CLI (wired into ``python -m eagle3lab patch ...`` by cli.py)
+
+_ACTIONS = {"check": check, "apply": apply, "verify": verify, "revert": revert}
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    """The ``patch`` subcommand as cli.py calls it: one line (or JSON) out; PatchError propagates."""
+    result = _ACTIONS[args.action](args.patch, args.site_packages)
+    print(json.dumps(result.to_dict(), indent=2) if args.json else result.message)
+    return 0
+
+
+def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of the ``patch`` subcommand."""
+    parser.add_argument("action", choices=sorted(_ACTIONS), help="dry run, apply (+verify), verify, or revert")
+    parser.add_argument("patch", help="patch file, or its name in patches/")
+    parser.add_argument("--site-packages", default=None, help="root holding sglang/ (default: this Python's)")
+    parser.add_argument("--json", action="store_true", help="print the full result as JSON")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Stand-alone entry point (``python -m eagle3lab.fix.patching ...``); errors become one line and exit 1."""
+    parser = argparse.ArgumentParser(prog="python -m eagle3lab.fix.patching", description=__doc__.splitlines()[0])
+    add_cli_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run_cli(args)
+    except Eagle3LabError as err:
+        print(f"error: {err}")
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Figures, one module per figure family; each draws from sidecar data only."""

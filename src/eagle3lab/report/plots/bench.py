@@ -1,0 +1,150 @@
+"""Benchmark figures, drawn only from a ``BenchReport`` (the sidecar), so they can be redrawn without a server.
+
+Only measured points are drawn. An arm that could not run appears as a note with its reason, never as a line at
+zero; an arm without speculation has no acceptance length and says so. Every figure names the profile and the
+date of the measurement, and its file name carries the profile.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # figures are files; never ask for a display
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from eagle3lab.bench.sweep import ARM_NOT_RUNNABLE, ArmResult, BenchReport  # noqa: E402
+from eagle3lab.paths import repo_dir  # noqa: E402
+
+PERCENTILE_STYLES = {"p50": "-", "p90": "--", "p99": ":"}
+
+
+def reason_text(reason: dict[str, Any] | None, width: int = 70) -> str:
+    """A short human line out of a classified reason (crash report or server death)."""
+    if not reason:
+        return "no reason recorded"
+    for key in ("summary", "message", "classification", "kind", "error"):
+        if reason.get(key):
+            text = str(reason[key])
+            break
+    else:
+        text = ", ".join(f"{k}={v}" for k, v in list(reason.items())[:3])
+    return textwrap.shorten(text, width=width * 2, placeholder="...")
+
+
+def _notes(report: BenchReport, *, acceptance: bool = False) -> list[str]:
+    notes = []
+    for arm in report.arms:
+        if arm.status == ARM_NOT_RUNNABLE:
+            notes.append(f"{arm.name}: not runnable on '{report.profile}' ({reason_text(arm.reason)})")
+        elif not arm.measured_points():
+            notes.append(f"{arm.name}: no measured point ({reason_text(arm.reason)})")
+        elif acceptance and all(p.metrics.accept_length is None for p in arm.measured_points()):  # type: ignore[union-attr]
+            notes.append(f"{arm.name}: no speculation, so no acceptance length")
+    return notes
+
+
+def _finish(fig: Figure, ax: Axes, report: BenchReport, title: str) -> None:
+    ax.set_title(f"{title}\nprofile '{report.profile}', measured {report.date}", fontsize=10)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="best")
+    else:  # nothing measured: say so where the lines would be, and show no scale that could read as zero
+        ax.text(0.5, 0.5, "no measured points", transform=ax.transAxes, ha="center", va="center", color="gray")
+        ax.set_yticks([])
+    ax.grid(alpha=0.3)
+
+
+def _footer(fig: Figure, notes: list[str]) -> None:
+    """Notes about arms without points go under the axes, where they cannot hide a measured point."""
+    text = "\n".join(textwrap.fill(n, 110) for n in notes)
+    fig.tight_layout(rect=(0, 0.04 * (1 + text.count("\n")) if notes else 0, 1, 1))
+    if notes:
+        fig.text(0.01, 0.01, text, ha="left", va="bottom", fontsize=8,
+                 bbox={"boxstyle": "round", "fc": "lightyellow", "alpha": 0.9})
+
+
+def _concurrency_axis(ax: Axes, arms: list[ArmResult]) -> None:
+    ticks = sorted({p.concurrency for arm in arms for p in arm.measured_points()})
+    if ticks and len(ticks) > 1 and ticks[-1] / max(ticks[0], 1) >= 8:
+        ax.set_xscale("log", base=2)
+    if ticks:
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.set_xlabel("concurrency (requests in flight)")
+
+
+def plot_throughput(report: BenchReport) -> Figure:
+    """Output tokens per second against concurrency, one line per measured arm, plus bench_serving's point."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    for arm in report.arms:
+        points = arm.measured_points()
+        if points:
+            ax.plot([p.concurrency for p in points], [p.metrics.output_tok_per_s for p in points],  # type: ignore[union-attr]
+                    marker="o", label=arm.name)
+    check = report.cross_check
+    if check:
+        ax.plot([check["concurrency"]], [check["theirs_output_tok_per_s"]], marker="x", linestyle="none",
+                markersize=10, color="black", label=f"sglang bench_serving (ratio {check['ratio']:.2f})")
+    _concurrency_axis(ax, report.arms)
+    ax.set_ylabel("output tokens / s")
+    ax.set_ylim(bottom=0)
+    _finish(fig, ax, report, "Output throughput vs concurrency")
+    _footer(fig, _notes(report))
+    return fig
+
+
+def plot_acceptance(report: BenchReport) -> Figure:
+    """Mean acceptance length (tokens per verify step) against concurrency, for arms that speculate."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    for arm in report.arms:
+        points = [p for p in arm.measured_points() if p.metrics.accept_length is not None]  # type: ignore[union-attr]
+        if points:
+            ax.plot([p.concurrency for p in points], [p.metrics.accept_length for p in points],  # type: ignore[union-attr]
+                    marker="o", label=arm.name)
+    _concurrency_axis(ax, report.arms)
+    ax.set_ylabel("acceptance length (tokens / verify step)")
+    _finish(fig, ax, report, "Speculative acceptance length vs concurrency")
+    _footer(fig, _notes(report, acceptance=True))
+    return fig
+
+
+def plot_latency(report: BenchReport) -> Figure:
+    """TTFT, inter-token latency and end-to-end latency percentiles against concurrency."""
+    fig, axes = plt.subplots(1, 3, figsize=(12, 4.0))
+    for ax, (attr, label) in zip(axes, [("ttft_s", "TTFT"), ("itl_s", "inter-token latency"),
+                                        ("e2e_s", "end-to-end latency")]):
+        for index, arm in enumerate(report.arms):
+            points = arm.measured_points()
+            for pct, style in PERCENTILE_STYLES.items():
+                values = [getattr(getattr(p.metrics, attr), pct) for p in points]
+                pairs = [(p.concurrency, v * 1000) for p, v in zip(points, values) if v is not None]
+                if pairs:
+                    ax.plot(*zip(*pairs), linestyle=style, marker="o", markersize=3, color=f"C{index}",
+                            label=f"{arm.name} {pct}")
+        _concurrency_axis(ax, report.arms)
+        ax.set_ylabel(f"{label} (ms)")
+        ax.set_ylim(bottom=0)
+        _finish(fig, ax, report, label)
+    _footer(fig, _notes(report))
+    return fig
+
+
+def figure_paths(profile: str, out_dir: Path | None = None) -> dict[str, Path]:
+    folder = Path(out_dir) if out_dir else repo_dir("figures")
+    return {kind: folder / f"bench_{kind}_{profile}.png" for kind in ("throughput", "acceptance", "latency")}
+
+
+def draw_bench_figures(report: BenchReport, out_dir: Path | None = None) -> dict[str, Path]:
+    """Write the three figures for ``report``; returns kind -> PNG path."""
+    paths = figure_paths(report.profile, out_dir)
+    for kind, draw in (("throughput", plot_throughput), ("acceptance", plot_acceptance),
+                       ("latency", plot_latency)):
+        fig = draw(report)
+        paths[kind].parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(paths[kind], dpi=110)
+        plt.close(fig)
+    return paths

@@ -1,0 +1,150 @@
+"""Notebook 01's logic: launch with EAGLE-3 and capture the crash; launch without it and prove the model serves.
+
+The EAGLE-3 launch is expected to die. ``expect_signature`` turns that expectation into an assertion, so the
+notebook fails loudly the day the crash stops happening (or happens differently) instead of reporting a stale
+story.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import requests
+
+from eagle3lab.runtime.crashlog import CrashReport, crash_report
+from eagle3lab.runtime.deployment import Models, server_spec
+from eagle3lab.errors import ExpectationError, ServerDiedError
+from eagle3lab.runtime.profiles import Profile
+from eagle3lab.runtime.server import LaunchOutcome, launch, running_server
+
+
+@dataclass(frozen=True)
+class ExpectedCrash:
+    """The signature the notebook asserts."""
+
+    exc_type: str = "AttributeError"
+    object_class: str = "KimiK25ForConditionalGeneration"
+    missing_attribute: str = "set_eagle3_layers_to_capture"
+
+    def describe(self) -> str:
+        return f"{self.exc_type}: '{self.object_class}' object has no attribute '{self.missing_attribute}'"
+
+
+@dataclass
+class CrashRun:
+    """One launch that was expected to crash: how it ended and what the log says."""
+
+    argv: list[str]
+    outcome: LaunchOutcome
+    report: CrashReport | None
+
+    def summary(self) -> dict[str, Any]:
+        return {"status": self.outcome.status, "seconds_to_outcome": self.outcome.seconds,
+                "returncode": self.outcome.returncode,
+                "peak_rss_gib": round(self.outcome.peak_rss_bytes / 2**30, 2),
+                "category": self.report.category if self.report else None,
+                "signature": self.report.signature if self.report else None,
+                "call_site": str(self.report.call_site) if self.report and self.report.call_site else None,
+                "log": str(self.outcome.log_path)}
+
+
+@dataclass
+class ControlRun:
+    """The same model without speculative decoding: it must start and answer."""
+
+    argv: list[str]
+    seconds_to_ready: float
+    peak_rss_bytes: int
+    prompt: str
+    completion: str
+    completion_tokens: int
+    generate_seconds: float
+    log_path: Path
+    meta_info: dict = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        return {"seconds_to_ready": self.seconds_to_ready,
+                "peak_rss_gib": round(self.peak_rss_bytes / 2**30, 2),
+                "generate_seconds": round(self.generate_seconds, 3),
+                "completion_tokens": self.completion_tokens, "completion": self.completion,
+                "log": str(self.log_path)}
+
+
+def log_path(logs_dir: Path, run: str, profile: Profile) -> Path:
+    return Path(logs_dir) / f"{run}.{profile.name}.log"
+
+
+def reproduce_crash(profile: Profile, models: Models, logs_dir: Path, shims: Sequence[str] = (),
+                    run: str = "01_eagle3_launch", port: int | None = None) -> CrashRun:
+    """Launch the real server with EAGLE-3 and read the crash out of its log."""
+    spec = server_spec(profile, models, speculative=True, shims=shims, port=port)
+    outcome = launch(spec, log_path(logs_dir, run, profile), timeout_s=profile.ready_timeout_s)
+    return CrashRun(spec.argv(), outcome, crash_report(outcome.log_text()))
+
+
+def expect_signature(run: CrashRun, expected: ExpectedCrash) -> CrashReport:
+    """Fail unless the server died with exactly the expected error on the model object."""
+    if run.outcome.status == "ready":
+        raise ExpectationError(f"the server came up: the expected crash ({expected.describe()}) did not happen; "
+                               f"sglang or the wrapper changed -- see {run.outcome.log_path}")
+    if run.outcome.status == "timeout":
+        raise ExpectationError(f"the server neither crashed nor became ready within the timeout; "
+                               f"see {run.outcome.log_path}")
+    report = run.report
+    if report is None:
+        raise ExpectationError(f"the server died (exit {run.outcome.returncode}) but its log holds no Python "
+                               f"traceback; see {run.outcome.log_path}")
+    found = (report.exc_type.rsplit(".", 1)[-1], report.object_class, report.missing_attribute)
+    wanted = (expected.exc_type, expected.object_class, expected.missing_attribute)
+    if found != wanted or report.category != "interface_gap":
+        raise ExpectationError(f"the server died differently than expected: got '{report.signature}' "
+                               f"({report.category}), expected '{expected.describe()}'")
+    return report
+
+
+def generate(base_url: str, prompt: str, max_new_tokens: int, timeout_s: float = 120) -> tuple[dict, float]:
+    """One greedy ``/generate`` through sglang's native HTTP API."""
+    started = time.perf_counter()
+    response = requests.post(f"{base_url}/generate", timeout=timeout_s, json={
+        "text": prompt, "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0}})
+    response.raise_for_status()
+    return response.json(), time.perf_counter() - started
+
+
+def control_run(profile: Profile, models: Models, logs_dir: Path, shims: Sequence[str], prompt: str,
+                max_new_tokens: int, port: int | None = None) -> ControlRun:
+    """Start the same model without speculative decoding, send one request, stop the server."""
+    spec = server_spec(profile, models, speculative=False, shims=shims, port=port)
+    path = log_path(logs_dir, "01_control", profile)
+    try:
+        with running_server(spec, path, timeout_s=profile.ready_timeout_s) as server:
+            ready_s = server.elapsed()
+            body, seconds = generate(spec.base_url, prompt, max_new_tokens)
+            peak = max(server.peak_rss_bytes, server.tree_rss_bytes())
+    except ServerDiedError as exc:
+        report = crash_report(path.read_text(encoding="utf-8", errors="replace"))
+        detail = f": {report.signature}" if report else ""
+        raise ServerDiedError(f"{exc}{detail}") from None
+    meta = body.get("meta_info", {})
+    return ControlRun(spec.argv(), round(ready_s, 2), peak, prompt, body.get("text", ""),
+                      int(meta.get("completion_tokens", 0)), seconds, path, meta)
+
+
+def crash_table(report: CrashReport) -> dict[str, Any]:
+    """The crash report as rows for display."""
+    return {"exception": report.exc_type, "message": report.message, "category": report.category,
+            "explanation": report.explanation, "object class": report.object_class,
+            "missing attribute": report.missing_attribute, "runtime call site": str(report.call_site),
+            "frames": len(report.frames), "tracebacks in log": report.tracebacks_found}
+
+
+def timings_table(crash: CrashRun, control: ControlRun) -> list[dict[str, Any]]:
+    return [
+        {"launch": "EAGLE-3", "outcome": crash.outcome.status, "seconds": crash.outcome.seconds,
+         "peak RSS (GiB)": round(crash.outcome.peak_rss_bytes / 2**30, 2)},
+        {"launch": "control (no speculation)", "outcome": "ready", "seconds": control.seconds_to_ready,
+         "peak RSS (GiB)": round(control.peak_rss_bytes / 2**30, 2)},
+    ]

@@ -1,0 +1,48 @@
+"""The environment variables that let real sglang 0.5.9 start on a CPU-only machine.
+
+Each one answers an obstacle in FINDINGS.md: the stub driver library (1), CPU engine, cuDNN check, offline hub and
+OpenMP binding (2), and the shims (7-9) through a ``sitecustomize`` that also reaches sglang's subprocesses.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from eagle3lab.runtime.cpu_harness.libcuda_stub import build_libcuda_stub
+from eagle3lab.runtime.cpu_harness.shims import CONTROL_SHIMS, SHIMS_ENV, check_shim_names
+
+SITE_DIR = Path(__file__).resolve().parent / "site"
+# The folder that holds the eagle3lab package, so the sitecustomize can import it even without an install.
+PACKAGE_PARENT = Path(__file__).resolve().parents[3]
+
+
+def _prepend(path: Path | str, existing: str | None) -> str:
+    return f"{path}{os.pathsep}{existing}" if existing else str(path)
+
+
+def cpu_environment(
+    shims: Sequence[str] = CONTROL_SHIMS,
+    base: Mapping[str, str] | None = None,
+    omp_threads_bind: str | None = None,
+) -> dict[str, str]:
+    """Variables to add to ``base`` (default ``os.environ``) for a CPU sglang run; merge with ``{**base, **env}``.
+
+    ``shims=()`` gives the bare harness (stub + variables), which is all the crash reproduction needs.
+    ``omp_threads_bind`` defaults to all cores of this machine ("0-N"), because tp 1 on CPU has no NUMA autodetect.
+    """
+    base = os.environ if base is None else base
+    chosen = check_shim_names(shims)
+    stub_dir = build_libcuda_stub()
+    cores = os.cpu_count() or 1
+    env = {
+        "LD_LIBRARY_PATH": _prepend(stub_dir, base.get("LD_LIBRARY_PATH")),
+        "SGLANG_USE_CPU_ENGINE": "1",
+        "SGLANG_DISABLE_CUDNN_CHECK": "1",
+        "HF_HUB_OFFLINE": "1",
+        "SGLANG_CPU_OMP_THREADS_BIND": omp_threads_bind or f"0-{cores - 1}",
+        SHIMS_ENV: ",".join(chosen),
+        "PYTHONPATH": _prepend(SITE_DIR, _prepend(PACKAGE_PARENT, base.get("PYTHONPATH"))),
+    }
+    return env

@@ -1,0 +1,160 @@
+"""Import-time shims for obstacles of *running sglang 0.5.9 on a CPU*, none of which is the bug under study.
+
+Every shim names the exact sglang error it avoids, patches one function in one sglang module, and never touches
+the Kimi-K2.5 wrapper (``sglang/srt/models/kimi_k25.py``): the crash this project reproduces must stay real.
+Shims are chosen by name through the ``EAGLE3LAB_SHIMS`` environment variable (comma separated), read by the
+``sitecustomize`` in ``cpu_harness/site`` so that sglang's spawned scheduler process gets them too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+
+from eagle3lab.runtime.cpu_harness.hooks import when_imported
+from eagle3lab.errors import HarnessBuildError
+
+SHIMS_ENV = "EAGLE3LAB_SHIMS"
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Shim:
+    """One CPU-only patch: where it applies and which sglang error it avoids."""
+
+    name: str
+    obstacle: int  # number in FINDINGS.md "Obstacles met on the way"
+    module: str
+    avoids: str  # the sglang error, quoted as seen
+    apply: Callable[[ModuleType], None]
+
+
+# --- (7) torch_native has no DeepSeek MLA handler -------------------------------------------------------------
+
+def _absorbed_mla_for_torch_native(module: ModuleType) -> None:
+    """Register a ``torch_native`` handler that always takes the absorbed-MLA path.
+
+    Without it ``AttentionBackendRegistry.get_handler`` falls back to the triton handler, whose prefill takes the
+    MHA path and hands the compressed KV latent to torch_native's SDPA as if it were full keys.
+    """
+    registry = module.AttentionBackendRegistry
+
+    def handle_attention_torch_native(attn, forward_batch):  # type: ignore[no-untyped-def]
+        return module._dispatch_mla_subtype(attn, forward_batch)
+
+    registry.register("torch_native", handle_attention_torch_native)
+
+
+# --- (8) Triton warm-up of the KV copy kernel --------------------------------------------------------------
+
+def _skip_kv_copy_warmup_on_cpu(module: ModuleType) -> None:
+    """On a CPU pool, leave the KV-copy kernel unconfigured (as when ``enable_kv_cache_copy`` is False).
+
+    The warm-up launches a Triton kernel, and Triton has no CPU driver.
+    """
+    pool = module.MHATokenToKVPool
+    original = pool._init_kv_copy_and_warmup
+
+    @functools.wraps(original)
+    def _init_kv_copy_and_warmup(self):  # type: ignore[no-untyped-def]
+        if str(self.device).startswith("cpu"):
+            self._kv_copy_config = None
+            return None
+        return original(self)
+
+    pool._init_kv_copy_and_warmup = _init_kv_copy_and_warmup
+
+
+# --- (9) set_embed synchronises CUDA unconditionally ---------------------------------------------------------
+
+@contextlib.contextmanager
+def _cuda_sync_is_noop() -> Iterator[None]:
+    import torch
+
+    saved = torch.cuda.synchronize
+    torch.cuda.synchronize = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        torch.cuda.synchronize = saved
+
+
+def _set_embed_without_cuda_sync(module: ModuleType) -> None:
+    """Run the real ``LlamaForCausalLM.set_embed``, with ``torch.cuda.synchronize`` a no-op when there is no GPU."""
+    import torch
+
+    cls = module.LlamaForCausalLM
+    original = cls.set_embed
+
+    @functools.wraps(original)
+    def set_embed(self, embed):  # type: ignore[no-untyped-def]
+        if torch.cuda.is_available():
+            return original(self, embed)
+        with _cuda_sync_is_noop():
+            return original(self, embed)
+
+    cls.set_embed = set_embed
+
+
+SHIMS: dict[str, Shim] = {
+    shim.name: shim
+    for shim in (
+        Shim(
+            name="mla_torch_native",
+            obstacle=7,
+            module="sglang.srt.models.deepseek_common.attention_backend_handler",
+            avoids="RuntimeError: Expected size for first two dimensions of batch2 tensor to be: [4, 32] but got: "
+            "[4, 48]  (first prefill of a DeepSeek MLA model with --attention-backend torch_native)",
+            apply=_absorbed_mla_for_torch_native,
+        ),
+        Shim(
+            name="kv_copy_warmup_cpu",
+            obstacle=8,
+            module="sglang.srt.mem_cache.memory_pool",
+            avoids="RuntimeError: 0 active drivers ([]). There should only be one.  "
+            "(MHATokenToKVPool._init_kv_copy_and_warmup, speculative decoding start-up)",
+            apply=_skip_kv_copy_warmup_on_cpu,
+        ),
+        Shim(
+            name="set_embed_cuda_sync",
+            obstacle=9,
+            module="sglang.srt.models.llama",
+            avoids="RuntimeError: Unexpected error from cudaGetDeviceCount(). ... Error 34: CUDA driver is a stub "
+            "library  (torch.cuda.synchronize() in LlamaForCausalLM.set_embed, called on the EAGLE-3 draft model)",
+            apply=_set_embed_without_cuda_sync,
+        ),
+    )
+}
+
+ALL_SHIMS: tuple[str, ...] = tuple(SHIMS)
+CONTROL_SHIMS: tuple[str, ...] = ("mla_torch_native",)
+SPEC_SHIMS: tuple[str, ...] = ("mla_torch_native", "kv_copy_warmup_cpu", "set_embed_cuda_sync")
+
+
+def check_shim_names(names: Sequence[str]) -> tuple[str, ...]:
+    """Validate shim names; unknown names fail with one line listing the known ones."""
+    unknown = [name for name in names if name not in SHIMS]
+    if unknown:
+        raise HarnessBuildError(f"unknown shim(s) {', '.join(unknown)}; known shims: {', '.join(ALL_SHIMS)}")
+    return tuple(dict.fromkeys(names))
+
+
+def install(names: Sequence[str]) -> tuple[str, ...]:
+    """Arrange for each named shim to patch its module as soon as it is imported (now, if it already is)."""
+    chosen = check_shim_names(names)
+    for name in chosen:
+        shim = SHIMS[name]
+        when_imported(shim.module, shim.apply)
+    return chosen
+
+
+def install_from_environment(environ: dict[str, str] | None = None) -> tuple[str, ...]:
+    """Install the shims listed in ``EAGLE3LAB_SHIMS`` (empty or unset: none)."""
+    value = (environ if environ is not None else os.environ).get(SHIMS_ENV, "")
+    names = [part.strip() for part in value.split(",") if part.strip()]
+    return install(names) if names else ()

@@ -1,0 +1,27 @@
+"""Loaded by Python at start-up when this folder is on PYTHONPATH (see eagle3lab.runtime.cpu_harness.environment).
+
+It installs the shims named in EAGLE3LAB_SHIMS, in every Python process of an sglang run (the launcher and the
+scheduler it spawns). Being first on the path, it would hide any other ``sitecustomize``; so it runs the next one
+found after this folder, leaving the interpreter's own start-up customisation intact.
+"""
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+if os.environ.get("EAGLE3LAB_SHIMS", "").strip():
+    from eagle3lab.runtime.cpu_harness.shims import install_from_environment
+
+    install_from_environment()
+
+
+def _run_next_sitecustomize() -> None:
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is not None and spec.loader is not None:
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+_run_next_sitecustomize()

@@ -1,0 +1,144 @@
+"""The tiny Kimi-K2.5-shaped target and its EAGLE-3 drafter, built once per input set and cached.
+
+``build_tiny_models()`` returns two model directories that real sglang 0.5.9 loads with its real loader:
+config.json, tokenizer files and a seeded random-valued safetensors checkpoint in the real Hugging Face naming.
+The cache key hashes every input (both config dicts, seed, vocabulary, generator version, and the sglang and
+transformers versions whose classes define the tensor names), so changing any of them builds a new model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from eagle3lab.errors import TinyModelError
+from eagle3lab.paths import cache_dir
+from eagle3lab.runtime.tinymodel.checkpoint import write_checkpoint
+from eagle3lab.runtime.tinymodel.configs import VOCAB_SIZE, draft_config, scale_aux_layer_ids, target_config
+from eagle3lab.runtime.tinymodel.tokenizer import CHAT_TEMPLATE, write_tokenizer
+
+GENERATOR_VERSION = "3"
+MANIFEST = "eagle3lab-tiny.json"
+
+__all__ = ["TinyModels", "build_tiny_models", "cache_key", "scale_aux_layer_ids", "tiny_model_inputs"]
+
+
+@dataclass(frozen=True)
+class TinyModels:
+    """Where the tiny pair lives and what it is."""
+
+    target_dir: Path
+    draft_dir: Path
+    cache_key: str
+    aux_layer_ids: list[int]
+    num_layers: int
+    checkpoint_bytes: int  # target + draft safetensors
+    build_seconds: float | None  # None when taken from the cache
+
+
+def _installed(package: str) -> str:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "absent"
+
+
+def tiny_model_inputs(seed: int = 0, num_layers: int = 4) -> dict[str, Any]:
+    """Everything that determines the generated files (hashed into the cache key)."""
+    if not isinstance(seed, int) or seed < 0:
+        raise TinyModelError(f"seed must be a non-negative integer, got {seed!r}")
+    return {
+        "generator_version": GENERATOR_VERSION,
+        "seed": seed,
+        "target": target_config(num_layers),
+        "draft": draft_config(num_layers),
+        "vocab_size": VOCAB_SIZE,
+        "chat_template": CHAT_TEMPLATE,
+        "sglang": _installed("sglang"),
+        "transformers": _installed("transformers"),
+    }
+
+
+def cache_key(inputs: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _probe_tensor_specs(inputs: dict[str, Any]) -> dict[str, Any]:
+    """Tensor names/shapes from the real classes, computed in a child process (see ``probe``)."""
+    from eagle3lab.runtime.cpu_harness import cpu_environment
+
+    env = {**os.environ, **cpu_environment(shims=())}
+    request = json.dumps({"target": inputs["target"], "draft": inputs["draft"]})
+    result = subprocess.run([sys.executable, "-m", "eagle3lab.runtime.tinymodel.probe"], input=request, env=env,
+                            capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise TinyModelError(f"could not derive the tiny checkpoint's tensors from sglang: {last}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _write_model(directory: Path, config: dict[str, Any], specs: dict[str, Any], seed: int) -> int:
+    directory.mkdir(parents=True)
+    (directory / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
+    write_tokenizer(directory, VOCAB_SIZE)
+    return write_checkpoint(directory, specs, seed)
+
+
+def _read_manifest(root: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def build_tiny_models(cache_root: Path | None = None, seed: int = 0, num_layers: int = 4,
+                      force: bool = False) -> TinyModels:
+    """Return the tiny target + drafter for these inputs, building them into the cache if they are not there.
+
+    ``cache_root`` defaults to ``cache_dir("models")``; the pair lives in ``<cache_root>/<cache_key>/{target,draft}``.
+    The build is atomic (a temporary folder renamed into place), so an interrupted build is never reused.
+    """
+    inputs = tiny_model_inputs(seed=seed, num_layers=num_layers)
+    key = cache_key(inputs)
+    base = Path(cache_root) if cache_root is not None else cache_dir("models")
+    root = base / key
+    manifest = _read_manifest(root)
+    build_seconds: float | None = None
+    if manifest is None or force:
+        started = time.perf_counter()
+        base.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=base))
+        try:
+            specs = _probe_tensor_specs(inputs)
+            sizes = {part: _write_model(staging / part, inputs[part], specs[part], seed + offset)
+                     for offset, part in enumerate(("target", "draft"))}
+            build_seconds = round(time.perf_counter() - started, 2)
+            manifest = {"cache_key": key, "inputs": inputs, "checkpoint_bytes": sizes, "build_seconds": build_seconds,
+                        "tensors": {part: len(specs[part]) for part in specs}}
+            (staging / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+            if root.exists():
+                shutil.rmtree(root)
+            staging.rename(root)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    origin = f"built in {build_seconds:.1f} s" if build_seconds is not None else "cached"
+    print(f"tiny models: cache key {key} ({origin}) at {root}")
+    return TinyModels(
+        target_dir=root / "target",
+        draft_dir=root / "draft",
+        cache_key=key,
+        aux_layer_ids=list(inputs["draft"]["eagle_config"]["eagle_aux_hidden_state_layer_ids"]),
+        num_layers=num_layers,
+        checkpoint_bytes=sum(manifest["checkpoint_bytes"].values()),
+        build_seconds=build_seconds,
+    )

@@ -1,0 +1,258 @@
+"""The order in which an EAGLE-3 server reaches model-object sites at start-up, per profile.
+
+"Which call raises first" depends on the branch the runtime takes (CPU without CUDA graphs versus GPU with
+them), so this module walks sglang's own start-up code in statement order: the target ``ModelRunner``'s
+constructor (following ``self.method()`` calls, ``super().__init__`` and graph-runner constructions), then the
+EAGLE draft workers' constructors. Branch tests are evaluated against a small profile (device, CUDA graphs on
+or off, EAGLE-3 on, target or draft runner); tests it cannot decide are taken both ways.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Optional
+
+from eagle3lab.trace.contract import Provenance, Site, flag_provenance, runtime_files
+from eagle3lab.trace.sources import SglangSource
+
+UNKNOWN = None
+
+
+@dataclass(frozen=True)
+class StartupProfile:
+    """The few facts about a launch that decide which start-up branches run."""
+
+    name: str
+    device: str
+    cuda_graphs: bool
+    torch_compile: bool = False
+
+    @classmethod
+    def cpu(cls) -> "StartupProfile":
+        return cls("cpu", "cpu", cuda_graphs=False)
+
+    @classmethod
+    def gpu(cls) -> "StartupProfile":
+        return cls("gpu", "cuda", cuda_graphs=True)
+
+
+@dataclass
+class _Index:
+    classes: dict[str, tuple[str, ast.ClassDef]] = field(default_factory=dict)
+    functions: dict[str, tuple[str, ast.FunctionDef]] = field(default_factory=dict)
+
+    def method(
+        self, cls: str, name: str, seen: Optional[set[str]] = None
+    ) -> Optional[tuple[str, str, ast.FunctionDef]]:
+        """(file, owner class, def) of ``cls.name``, searching bases by name (single-file MRO approximation)."""
+        seen = seen or set()
+        if cls in seen or cls not in self.classes:
+            return None
+        seen.add(cls)
+        path, node = self.classes[cls]
+        for stmt in node.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == name:
+                return path, cls, stmt
+        for base in node.bases:
+            base_name = ast.unparse(base).rsplit(".", 1)[-1]
+            found = self.method(base_name, name, seen)
+            if found:
+                return found
+        return None
+
+
+def _index(src: SglangSource) -> _Index:
+    idx = _Index()
+    for path in runtime_files(src):
+        tree = src.tree(path)
+        if tree is None:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                idx.classes.setdefault(node.name, (path, node))
+        for top in tree.body:
+            if isinstance(top, ast.FunctionDef):
+                idx.functions.setdefault(top.name, (path, top))
+    return idx
+
+
+def _device_of_class(name: str) -> str:
+    low = name.lower()
+    for device in ("cpu", "npu", "xpu", "hpu", "mlx"):
+        if low.startswith(device):
+            return device
+    return "cuda"
+
+
+class _Walker:
+    def __init__(
+        self, idx: _Index, profile: StartupProfile, site_lines: set[tuple[str, int]], prov: Provenance
+    ) -> None:
+        self.idx = idx
+        self.prov = prov
+        self.profile = profile
+        self.site_lines = site_lines
+        self.order: list[tuple[str, int, str]] = []  # (file, line, role)
+        self.certain: dict[tuple[str, int, str], bool] = {}
+        self.visited: set[tuple[str, str, str]] = set()
+        self.undecided = 0  # >0 while inside a branch whose test the profile cannot decide
+
+    # -- branch evaluation
+    def truth(self, node: ast.expr, role: str) -> Optional[bool]:
+        if isinstance(node, ast.BoolOp):
+            vals = [self.truth(v, role) for v in node.values]
+            if isinstance(node.op, ast.And):
+                return False if False in vals else (True if all(v is True for v in vals) else UNKNOWN)
+            return True if True in vals else (False if all(v is False for v in vals) else UNKNOWN)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            val = self.truth(node.operand, role)
+            return None if val is None else not val
+        text = ast.unparse(node)
+        last = text.rsplit(".", 1)[-1]
+        if isinstance(node, ast.Call) and last in {"is_eagle3()", "is_eagle()"}:
+            return True
+        if last == "is_draft_worker":
+            return role == "draft"
+        if isinstance(node, ast.Attribute) and self.prov.target_runner_only(("runner", last)):
+            return role == "target"  # a flag the runtime only sets on the target runner (with EAGLE-3 on)
+        if last == "disable_cuda_graph":
+            return not self.profile.cuda_graphs
+        if last == "enable_torch_compile":
+            return self.profile.torch_compile
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and ast.unparse(node.left).endswith("device"):
+            right = node.comparators[0]
+            try:
+                value = ast.literal_eval(right)
+            except ValueError:
+                return UNKNOWN
+            op = node.ops[0]
+            if isinstance(op, ast.Eq):
+                return self.profile.device == value
+            if isinstance(op, ast.NotEq):
+                return self.profile.device != value
+            if isinstance(op, ast.In) and isinstance(value, (list, tuple, set)):
+                return self.profile.device in value
+            if isinstance(op, ast.NotIn) and isinstance(value, (list, tuple, set)):
+                return self.profile.device not in value
+        return UNKNOWN
+
+    # -- walking
+    def walk_method(self, cls: str, name: str, role: str, depth: int = 0) -> None:
+        found = self.idx.method(cls, name)
+        if not found or depth > 30:
+            return
+        path, owner, func = found
+        key = (owner, func.name, role)
+        if key in self.visited:
+            return
+        self.visited.add(key)
+        self.stmts(func.body, path, owner, cls, role, depth)
+
+    def walk_function(self, name: str, role: str, depth: int) -> None:
+        """A module-level helper the runtime calls by name (newer releases move start-up steps into them)."""
+        path, func = self.idx.functions[name]
+        key = ("", name, role)
+        if key in self.visited or depth > 30:
+            return
+        self.visited.add(key)
+        self.stmts(func.body, path, "", "", role, depth)
+
+    def stmts(self, body: list[ast.stmt], path: str, owner: str, cls: str, role: str, depth: int) -> bool:
+        """Walk statements; False once a return is certainly reached."""
+        for stmt in body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(stmt, ast.If):
+                self.exprs(stmt.test, path, owner, cls, role, depth)
+                val = self.truth(stmt.test, role)
+                self.undecided += val is None
+                try:
+                    if val is not False:
+                        cont = self.stmts(stmt.body, path, owner, cls, role, depth)
+                        if val is True and not cont:
+                            return False
+                    if val is not True:
+                        cont = self.stmts(stmt.orelse, path, owner, cls, role, depth)
+                        if val is False and not cont:
+                            return False
+                finally:
+                    self.undecided -= val is None
+                continue
+            if isinstance(stmt, (ast.Return, ast.Raise)):
+                if stmt.exc if isinstance(stmt, ast.Raise) else stmt.value:
+                    self.exprs(stmt.exc if isinstance(stmt, ast.Raise) else stmt.value, path, owner, cls, role, depth)
+                return False
+            for child in ast.iter_child_nodes(stmt):
+                if isinstance(child, ast.stmt):
+                    self.stmts([child], path, owner, cls, role, depth)
+                else:
+                    self.exprs(child, path, owner, cls, role, depth)
+        return True
+
+    def exprs(self, node: ast.AST, path: str, owner: str, cls: str, role: str, depth: int) -> None:
+        for sub in _in_order(node):
+            line = getattr(sub, "lineno", None)
+            if line is not None and (path, line) in self.site_lines and (path, line, role) not in self.order:
+                self.order.append((path, line, role))
+                self.certain[(path, line, role)] = self.undecided == 0
+            if isinstance(sub, ast.Call):
+                self.call(sub, cls, role, depth)
+            elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and "GraphRunner" in sub.id:
+                if sub.id in self.idx.classes and _device_of_class(sub.id) == self.profile.device:
+                    self.walk_method(sub.id, "__init__", role, depth + 1)
+
+    def call(self, node: ast.Call, cls: str, role: str, depth: int) -> None:
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            self.walk_method(cls, func.attr, role, depth + 1)
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) and _is_super(func.value):
+            _, node_cls = self.idx.classes.get(cls, ("", None))
+            for base in getattr(node_cls, "bases", []):
+                self.walk_method(ast.unparse(base).rsplit(".", 1)[-1], func.attr, role, depth + 1)
+        elif isinstance(func, ast.Name) and func.id in self.idx.functions:
+            self.walk_function(func.id, role, depth + 1)
+        elif isinstance(func, ast.Name) and func.id in self.idx.classes and func.id.endswith("ModelRunner"):
+            draft = any(k.arg == "is_draft_worker" and ast.unparse(k.value) == "True" for k in node.keywords)
+            self.walk_method(func.id, "__init__", "draft" if draft else role, depth + 1)
+
+
+def _is_super(call: ast.Call) -> bool:
+    return isinstance(call.func, ast.Name) and call.func.id == "super"
+
+
+def _in_order(node: ast.AST):
+    """Nodes in source order (pre-order), so nested calls are met where they are written."""
+    yield node
+    for child in ast.iter_child_nodes(node):
+        if not isinstance(child, ast.stmt):
+            yield from _in_order(child)
+
+
+def startup_order(src: SglangSource, sites: list[Site], profile: StartupProfile) -> list[dict]:
+    """Sites reached at start-up, in order: target ModelRunner first, then the EAGLE draft workers."""
+    idx = _index(src)
+    lines = {(s.file, s.line) for s in sites}
+    walker = _Walker(idx, profile, lines, flag_provenance(src))
+    if "ModelRunner" in idx.classes:
+        walker.walk_method("ModelRunner", "__init__", "target")
+    phase_one = len(walker.order)
+    workers = sorted(
+        name
+        for name, (path, _) in idx.classes.items()
+        if path.startswith("srt/speculative/")
+        and "eagle" in path.rsplit("/", 1)[-1]
+        and name.lower().endswith("worker")
+    )
+    for name in workers:
+        walker.walk_method(name, "__init__", "draft")
+    by_line = {(s.file, s.line): s for s in sites}
+    out = []
+    for rank, (path, line, role) in enumerate(walker.order):
+        site = by_line[(path, line)]
+        phase = "target ModelRunner init" if rank < phase_one else "draft worker init"
+        out.append({
+            "rank": rank, "where": site.where, "member": site.member, "phase": phase, "runner_role": role,
+            "certain": walker.certain[(path, line, role)],  # False: behind a branch the profile cannot decide
+        })
+    return out

@@ -1,0 +1,134 @@
+"""Notebook 02's steps as functions returning plain data, which the notebook shows and the sidecar keeps."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable, Optional, TypeVar
+
+from eagle3lab.trace import audit, contract, sources
+from eagle3lab.report.plots import trace as plots_trace
+from eagle3lab.paths import repo_dir
+from eagle3lab.sidecar import write_json_atomic
+from eagle3lab.trace.startup import StartupProfile
+
+SIDECAR = "02_interface_trace.json"
+FIRST_RELEASE = "0.5.6"
+T = TypeVar("T")
+
+
+def timed(fn: Callable[..., T], *args: Any, **kwargs: Any) -> tuple[T, float]:
+    """(result, seconds): timings are recorded in the sidecar, never asserted on."""
+    start = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return result, round(time.perf_counter() - start, 3)
+
+
+def release_source(spec: str) -> tuple[sources.SglangSource, dict[str, Any]]:
+    """The source to trace, and a note of where it came from.
+
+    A patched install (notebook 03 patches the wrapper in place) is no longer the release this notebook is
+    about, and notebook 03 would read a verdict of "nothing missing" from it; the release wheel is traced
+    instead, and the note says so.
+    """
+    src = sources.open_source(spec)
+    note = describe(src)
+    if src.modified:
+        wheel = sources.open_source(src.version)
+        note = {**describe(wheel), "installed_copy_modified": src.modified,
+                "note": f"installed sglang is modified ({', '.join(src.modified)}); traced the {src.version} wheel"}
+        return wheel, note
+    return src, note
+
+
+def describe(src: sources.SglangSource) -> dict[str, Any]:
+    """Which source this is, and whether it is still the release (a patched install is not)."""
+    return {"version": src.version, "origin": src.origin, "python_files": len(src.files()),
+            "modified_since_install": src.modified, "skipped": [asdict(s) for s in src.skipped]}
+
+
+def grep_table(src: sources.SglangSource) -> list[dict]:
+    return [asdict(h) for h in contract.grep_view(src)]
+
+
+def contract_table(src: sources.SglangSource) -> list[dict]:
+    """EAGLE-3 contract sites on the target and draft model objects."""
+    return [s.to_dict() for s in contract.contract(contract.trace(src))]
+
+
+def layer_ids(src: sources.SglangSource, entry: str, depth: int, aux: list[int], tiny_depth: int,
+              tiny_aux: list[int]) -> list[dict]:
+    """Layer-id tables: the real depth under the gpu profile, the tiny model under the cpu profile."""
+    return [audit.layer_table(src, entry, depth, aux, StartupProfile.gpu()),
+            audit.layer_table(src, entry, tiny_depth, tiny_aux, StartupProfile.cpu())]
+
+
+def verdict_text(verdict: dict[str, Any]) -> str:
+    """The verdict in plain sentences: what the wrapper is, what it lacks, where each profile dies."""
+    rep = verdict["class_report"]
+    lines = [
+        f"{verdict['entry_class']} (sglang {verdict['sglang_version']}): resolution order {rep['resolution_order']}",
+        f"inner language model: self.{rep['inner_attr']} = {rep['inner_class'] or 'none found'}; "
+        f"nn.Module.__getattr__ raises for missing members: {rep['nn_module_getattr']}; "
+        f"custom __getattr__: {rep['custom_getattr'] or 'none'}",
+        f"needed unguarded but missing: {verdict['missing_members']} "
+        f"(delegation gaps {verdict['delegation_gaps']}, real lacks {verdict['real_lacks']})",
+    ]
+    for profile, site in verdict["first_raise"].items():
+        if not site:
+            lines.append(f"{profile} profile: no missing member is reached at start-up")
+            continue
+        lines.append(f"{profile} profile raises first at {site['where']} "
+                     f"{site['member']}({', '.join(site['args'])}) in {site['function']}")
+        if site.get("otherwise"):
+            other = site["otherwise"]
+            lines.append(f"  that call sits behind a branch the profile cannot decide; if skipped: "
+                         f"{other['where']} {other['member']}")
+    for profile, site in verdict["next_raise_after_one_method"].items():
+        if site:
+            lines.append(f"{profile} profile with only that method delegated raises next at {site['where']} "
+                         f"{site['member']}")
+    lines.append(f"one delegating method enough: {verdict['one_method_enough']}")
+    return "\n".join(lines)
+
+
+def layer_rows(tables: list[dict]) -> list[dict]:
+    """All layer-id rows of all profiles, one table, in start-up order per profile."""
+    return [{"profile": t["profile"], "depth": t["depth"], "drafter ids": t["aux_layer_ids"], **row}
+            for t in tables for row in t["rows"]]
+
+
+def layer_text(tables: list[dict]) -> str:
+    """Which forwards see which captured layers, per profile."""
+    return "\n".join(
+        f"{t['profile']} (depth {t['depth']}, drafter ids {t['aux_layer_ids']}): eager forwards capture "
+        f"{t['eager_forwards_capture']}; CUDA-graph forwards capture {t['cuda_graph_forwards_capture']}; "
+        f"disagree: {t['conflict']}"
+        for t in tables
+    )
+
+
+def bisect_versions(requested: list[str]) -> list[str]:
+    """The requested releases, or every release from 0.5.6 to the newest on the index; wheels fetched."""
+    versions = [sources.check_version(v) for v in requested] if requested else sources.releases_between(FIRST_RELEASE)
+    sources.fetch_wheels(versions)
+    return versions
+
+
+def figures(conf_here: dict, conf_newest: Optional[dict], bis: dict) -> list[Path]:
+    """Matrix for the traced release and the newest one, and the bisect timeline, under figures/."""
+    out = repo_dir("figures")
+    confs = [conf_here] + ([conf_newest] if conf_newest and conf_newest["sglang_version"] != conf_here["sglang_version"]
+                           else [])
+    paths = [plots_trace.conformance_matrix(c, out / f"02_matrix_{c['sglang_version']}.png") for c in confs]
+    paths.append(plots_trace.bisect_timeline(bis, out / "02_bisect_timeline.png"))
+    return paths
+
+
+def write_sidecar(data: dict[str, Any]) -> Path:
+    """``artifacts/02_interface_trace.json``; notebook 03 reads ``verdict`` and ``layer_ids`` from it."""
+    missing = {"verdict", "layer_ids"} - set(data)
+    if missing:
+        raise ValueError(f"sidecar lacks {sorted(missing)}")  # a programming error, not user input
+    return write_json_atomic(repo_dir("artifacts") / SIDECAR, data)

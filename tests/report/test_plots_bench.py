@@ -1,0 +1,84 @@
+"""Benchmark figures from a hand-written report: measured points only, not-runnable arms as notes, never zeros."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pytest
+
+from eagle3lab.bench.sweep import ArmResult, BenchReport, PointResult, not_runnable_arm
+from eagle3lab.bench.metrics import RequestRecord, compute_point_metrics
+from eagle3lab.report.plots.bench import draw_bench_figures, plot_acceptance, plot_latency, plot_throughput, reason_text
+
+
+def point(concurrency: int, tokens: int, status: str = "ok", verify: int | None = None) -> PointResult:
+    """One request sent at t=0 that streamed ``tokens`` tokens, one every 0.1 s, first at 0.1 s."""
+    times = [0.1 * (i + 1) for i in range(tokens)]
+    rec = RequestRecord("r", concurrency, "measure", True, 0.0, t_sent=0.0, token_times=times, t_end=times[-1],
+                        completion_tokens=tokens, spec_verify_ct=verify)
+    return PointResult(concurrency, status, None, compute_point_metrics([rec]), {}, concurrency, 0, 0, True, "t")
+
+
+@pytest.fixture()
+def report() -> BenchReport:
+    baseline = ArmResult("baseline", "measured", points=[point(1, 4), point(2, 8), point(4, 8, status="failed")])
+    eagle = not_runnable_arm("eagle3", {"summary": "EAGLE is not supported in decode attention backend torch_native"})
+    return BenchReport("cpu", "2026-11-29", {}, [baseline, eagle],
+                       cross_check={"concurrency": 2, "theirs_output_tok_per_s": 9.0, "ratio": 8.0 / 9.0})
+
+
+def lines_by_label(fig) -> dict[str, tuple[list, list]]:
+    return {l.get_label(): (list(l.get_xdata()), list(l.get_ydata())) for ax in fig.axes for l in ax.get_lines()}
+
+
+def notes(fig) -> str:
+    return " ".join(t.get_text() for t in [*fig.texts, *(t for ax in fig.axes for t in ax.texts)]).replace("\n", " ")
+
+
+def test_throughput_draws_measured_points_and_notes_the_missing_arm(report):
+    fig = plot_throughput(report)
+    lines = lines_by_label(fig)
+    # 4 tokens in 0.4 s = 10 tok/s; 8 tokens in 0.8 s = 10 tok/s; the failed c=4 point is left out.
+    assert lines["baseline"][0] == [1, 2]
+    assert lines["baseline"][1] == pytest.approx([10.0, 10.0])
+    assert not any(label.startswith("eagle3") for label in lines)
+    assert "eagle3: not runnable on 'cpu'" in notes(fig) and "torch_native" in notes(fig)
+    assert "profile 'cpu', measured 2026-11-29" in fig.axes[0].get_title()
+    assert any("bench_serving" in label for label in lines)
+    plt.close(fig)
+
+
+def test_acceptance_says_why_there_is_no_line(report):
+    fig = plot_acceptance(report)
+    assert [l for l in lines_by_label(fig) if not l.startswith("_")] == []
+    assert "baseline: no speculation" in notes(fig) and "eagle3: not runnable" in notes(fig)
+    assert "no measured points" in notes(fig) and list(fig.axes[0].get_yticks()) == []  # no scale to read 0 off
+    plt.close(fig)
+    report.arms.append(ArmResult("spec", "measured", points=[point(1, 12, verify=4), point(2, 8, verify=4)]))
+    fig = plot_acceptance(report)
+    assert lines_by_label(fig)["spec"][1] == pytest.approx([3.0, 2.0])
+    plt.close(fig)
+
+
+def test_latency_percentiles_in_milliseconds(report):
+    fig = plot_latency(report)
+    ttft, itl, e2e = ({l.get_label(): list(l.get_ydata()) for l in ax.get_lines()} for ax in fig.axes)
+    assert ttft["baseline p50"] == pytest.approx([100.0, 100.0])  # first token 0.1 s after sending
+    assert itl["baseline p99"] == pytest.approx([100.0, 100.0])
+    assert e2e["baseline p50"] == pytest.approx([400.0, 800.0])
+    plt.close(fig)
+
+
+def test_figures_are_redrawn_from_the_saved_sidecar(report, tmp_path):
+    path = report.save(tmp_path / "bench.json")
+    again = BenchReport.load(path)
+    assert again == report
+    files = draw_bench_figures(again, tmp_path)
+    assert sorted(p.name for p in files.values()) == [
+        "bench_acceptance_cpu.png", "bench_latency_cpu.png", "bench_throughput_cpu.png"]
+    assert all(p.stat().st_size > 1000 for p in files.values())
+
+
+def test_reason_text_is_short_and_never_empty():
+    assert reason_text(None) == "no reason recorded"
+    assert reason_text({"kind": "cpu_limitation"}) == "cpu_limitation"
+    assert len(reason_text({"message": "x" * 1000}, width=40)) <= 80

@@ -1,0 +1,144 @@
+"""Report figures: files are written, predicted/measured/reported are drawn apart, break-even sits where the
+cost model puts it."""
+
+from __future__ import annotations
+
+import pytest
+from matplotlib.lines import Line2D
+
+from eagle3lab.report import incident
+from eagle3lab.errors import PerfModelError
+from eagle3lab.report.perfmodel import break_even_accept_length
+from eagle3lab.report.presets import incident_hardware, incident_spec, kimi_k25, kimi_k25_eagle3_drafter
+from eagle3lab.report.plots.model import (
+    MeasuredPoint,
+    breakdown_cases,
+    draw_speedup,
+    draw_step_breakdown,
+    draw_throughput,
+    measured_speedups,
+    save_figure,
+)
+
+CTX = 1152
+
+
+@pytest.fixture(scope="module")
+def setup():
+    pcie, h200 = incident_hardware(CTX)
+    return kimi_k25(), kimi_k25_eagle3_drafter(), pcie, h200, incident_spec()
+
+
+def _lines(fig, label_part: str) -> list[Line2D]:
+    return [ln for ax in fig.axes for ln in ax.get_lines() if label_part in str(ln.get_label())]
+
+
+def test_step_breakdown_bars_sum_to_step_time(setup, tmp_path):
+    m, _, pcie, h200, spec = setup
+    cases = breakdown_cases(m, [pcie, h200], spec, CTX, batches=(1,))
+    fig = draw_step_breakdown(cases)
+    ax = fig.axes[0]
+    right_edges: dict[float, float] = {}
+    for patch in ax.patches:
+        y = round(patch.get_y(), 6)
+        right_edges[y] = max(right_edges.get(y, 0.0), patch.get_x() + patch.get_width())
+    totals = sorted(right_edges.items())
+    assert [pytest.approx(t) for _, t in totals] == [c.total_s * 1e3 for _, c in cases]
+    assert {t.get_text() for t in ax.get_legend().get_texts()} >= {"weights read", "all-reduces", "fixed overhead"}
+    path = save_figure(fig, "breakdown", tmp_path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_step_breakdown_rejects_empty():
+    with pytest.raises(PerfModelError, match="no cases"):
+        draw_step_breakdown([])
+
+
+def test_speedup_marks_break_even_where_the_model_puts_it(setup):
+    m, d, pcie, _, spec = setup
+    fig = draw_speedup(m, d, pcie, spec, CTX, batches=(1, 48), spec_max_batch=48, max_batch=128)
+    for batch in (1, 48):
+        (marker,) = _lines(fig, f"break-even {break_even_accept_length(m, d, pcie, spec, batch, CTX):.2f} at {batch}")
+        assert marker.get_xdata()[0] == pytest.approx(break_even_accept_length(m, d, pcie, spec, batch, CTX))
+        assert marker.get_ydata()[0] == 1.0
+    assert _lines(fig, "request limit (48)")
+    assert not _lines(fig, "measured")
+
+
+def test_speedup_overlays_measured_points_only_when_given(setup):
+    m, d, pcie, _, spec = setup
+    points = [MeasuredPoint(4, 100.0, "baseline"), MeasuredPoint(4, 150.0, "eagle3", 2.5, "measured here (gpu, test)"),
+              MeasuredPoint(8, 90.0, "eagle3", 2.0)]  # no baseline at 8: no speedup point
+    assert measured_speedups(points) == [(4, 1.5, 2.5)]
+    fig = draw_speedup(m, d, pcie, spec, CTX, measured=points)
+    overlays = _lines(fig, "measured here (gpu, test)")
+    assert len(overlays) == 2  # speedup vs acceptance and vs concurrency
+    assert {tuple(ln.get_ydata()) for ln in overlays} == {(1.5,)}
+
+
+def test_throughput_draws_reported_numbers_hollow_and_labelled(setup):
+    m, d, pcie, _, spec = setup
+    fig = draw_throughput(m, d, pcie, spec, CTX, max_batch=200, spec_max_batch=48, show_reported=True)
+    reported = _lines(fig, incident.REPORTED_LABEL)
+    assert len(reported) == 2
+    assert all(ln.get_markerfacecolor() == "none" for ln in reported)
+    assert sorted(ln.get_ydata()[0] for ln in reported) == [incident.SINGLE_STREAM.value, incident.PEAK.value]
+    assert not _lines(fig, "measured")
+
+
+def test_throughput_without_reported_and_with_measured(setup):
+    m, d, pcie, _, spec = setup
+    measured = [MeasuredPoint(1, 60.0, "baseline", label="measured here (cpu, test)")]
+    fig = draw_throughput(m, d, pcie, spec, CTX, max_batch=64, spec_max_batch=48, measured=measured)
+    assert not _lines(fig, incident.REPORTED_LABEL)
+    (point,) = _lines(fig, "measured here (cpu, test): baseline")
+    assert point.get_markerfacecolor() != "none"
+    eagle_lines = _lines(fig, "EAGLE-3, acceptance 4")
+    ydata = list(eagle_lines[0].get_ydata())
+    assert ydata[-1] == ydata[-2]  # capped at the request limit: flat beyond 48
+    with pytest.raises(PerfModelError):
+        draw_throughput(m, d, pcie, spec, CTX, max_batch=0, spec_max_batch=48)
+
+
+# ------------------------------------------------------------------------------------------- bench sidecars
+def _bench_report(concurrencies=(1, 2), step_s=0.01):
+    from eagle3lab.bench.sweep import ARM_MEASURED, ArmResult, BenchReport, PointResult
+    from eagle3lab.bench.metrics import RequestRecord, compute_point_metrics
+
+    points = []
+    for conc in concurrencies:
+        records = [RequestRecord(request_id=f"{conc}-{i}", concurrency=conc, phase="measure", ok=True, t_scheduled=0.0,
+                                 t_sent=0.0, token_times=[0.05 + k * step_s for k in range(9)], t_end=0.05 + 8 * step_s,
+                                 prompt_len=32, prompt_tokens=32, completion_tokens=9, finish_reason="length")
+                   for i in range(conc)]
+        points.append(PointResult(conc, "ok", None, compute_point_metrics(records), None, conc, 0, 0, True, "now"))
+    arm = ArmResult(name="baseline", status=ARM_MEASURED, sweep={"input_len": 32, "output_len": 9}, points=points)
+    return BenchReport.create("cpu", [arm])
+
+
+def test_bench_report_gives_measured_points_and_calibration_step(tmp_path):
+    from eagle3lab.report.plots.model import cpu_profile_figures, measured_points_from_bench, single_stream_step_s
+
+    report = _bench_report()
+    points = measured_points_from_bench(report)
+    assert [(p.batch, p.arm) for p in points] == [(1, "baseline"), (2, "baseline")]
+    assert points[0].tok_s == pytest.approx(report.arms[0].points[0].metrics.output_tok_per_s)
+    assert "measured here (cpu," in points[0].label
+    assert single_stream_step_s(report) == pytest.approx(report.arms[0].points[0].metrics.tpot_s.mean)
+    decode = measured_points_from_bench(report, rate="decode")
+    assert decode[1].tok_s == pytest.approx(2 / report.arms[0].points[1].metrics.tpot_s.mean)
+    assert decode[0].tok_s > points[0].tok_s  # output rate also pays the prefill and first-token wait
+    with pytest.raises(PerfModelError, match="rate must be"):
+        measured_points_from_bench(report, rate="tokens")
+    paths = cpu_profile_figures(report, tmp_path, mem_bandwidth=1e10)
+    assert all(p.is_file() and p.stat().st_size > 0 for p in paths.values())
+    with pytest.raises(PerfModelError, match="concurrency 1"):
+        cpu_profile_figures(_bench_report(concurrencies=(2,)), tmp_path, mem_bandwidth=1e10)
+
+
+def test_incident_figures_are_written(tmp_path):
+    from eagle3lab.report.plots.model import incident_figures
+
+    paths = incident_figures(tmp_path)
+    assert set(paths) == {"step_breakdown", "speedup", "throughput"}
+    assert all(p.parent == tmp_path and p.read_bytes()[:4] == b"\x89PNG" for p in paths.values())

@@ -1,0 +1,267 @@
+"""The CPU harness against the real installed sgl_kernel and sglang 0.5.9.
+
+Each shim is shown twice in a fresh Python process: the real sglang code failing with the error the shim documents,
+and the same code passing once the shim is named in EAGLE3LAB_SHIMS (so these tests also prove that the
+sitecustomize reaches a child process). Shim 7's error needs a real forward pass, so it is shown on a real server.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import requests
+
+from eagle3lab.runtime.cpu_harness import (
+    ALL_SHIMS,
+    CONTROL_SHIMS,
+    SHIMS,
+    SPEC_SHIMS,
+    build_libcuda_stub,
+    cpu_environment,
+    driver_symbols,
+    sgl_kernel_libraries,
+)
+from eagle3lab.runtime.cpu_harness.hooks import when_imported
+from eagle3lab.runtime.cpu_harness.libcuda_stub import (
+    CUDA_ERROR_STUB_LIBRARY,
+    STUB_SONAME,
+    stub_key,
+    stub_source,
+    undefined_symbols,
+)
+from eagle3lab.errors import HarnessBuildError
+
+
+def run_child(code: str, shims: tuple[str, ...] = (), with_stub: bool = True) -> dict:
+    """Run ``code`` in a fresh interpreter under the harness environment; it prints one JSON line last."""
+    env = {**os.environ, **cpu_environment(shims=shims)}
+    if not with_stub:
+        env["LD_LIBRARY_PATH"] = os.environ.get("LD_LIBRARY_PATH", "")
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, check=False,
+                            text=True, timeout=600)
+    lines = result.stdout.strip().splitlines()
+    assert lines, f"child printed nothing; stderr tail: {result.stderr[-2000:]}"
+    return json.loads(lines[-1])
+
+
+# --- stub libcuda -------------------------------------------------------------------------------------------
+
+def test_driver_symbols_are_exactly_the_undefined_driver_api_of_sgl_kernel():
+    libraries = sgl_kernel_libraries()
+    symbols = driver_symbols(libraries)
+    undefined = {name for lib in libraries for name in undefined_symbols(lib)}
+    assert symbols and set(symbols) <= undefined
+    assert all(re.fullmatch(r"cu[A-Z]\w*", name) for name in symbols)
+    # The wheel also needs CUDA runtime and cuBLAS symbols; those come from real pip libraries, never the stub.
+    others = {name for name in undefined if name.startswith(("cuda", "cublas"))}
+    assert others and not others & set(symbols)
+
+
+def test_stub_exports_every_symbol_and_each_returns_stub_library_error(tmp_path):
+    symbols = driver_symbols(sgl_kernel_libraries())
+    stub = ctypes.CDLL(str(build_libcuda_stub(root=tmp_path) / STUB_SONAME))
+    assert {name: getattr(stub, name)() for name in symbols} == {name: CUDA_ERROR_STUB_LIBRARY for name in symbols}
+
+
+def test_stub_is_cached_per_symbol_set(tmp_path):
+    first = build_libcuda_stub(root=tmp_path)
+    built_at = (first / STUB_SONAME).stat().st_mtime_ns
+    assert build_libcuda_stub(root=tmp_path) == first
+    assert (first / STUB_SONAME).stat().st_mtime_ns == built_at
+    symbols = driver_symbols(sgl_kernel_libraries())
+    assert stub_key(symbols) != stub_key(symbols[:-1])
+
+
+def test_sgl_kernel_imports_only_with_the_stub():
+    probe = """
+        import json
+        try:
+            import sgl_kernel, torch
+            print(json.dumps({"ok": True, "cuda": torch.cuda.is_available()}))
+        except ImportError as exc:
+            print(json.dumps({"ok": False, "error": str(exc)}))
+    """
+    without = run_child(probe, with_stub=False)
+    assert not without["ok"] and "libcuda.so.1" in without["error"]
+    assert run_child(probe) == {"ok": True, "cuda": False}
+
+
+def test_missing_library_is_one_clear_line(tmp_path):
+    with pytest.raises(HarnessBuildError, match="nm failed") as err:
+        driver_symbols([tmp_path / "no-such.so"])
+    assert "\n" not in str(err.value)
+
+
+def test_no_symbols_is_an_error():
+    with pytest.raises(HarnessBuildError, match="no CUDA driver symbols"):
+        stub_source([])
+
+
+# --- environment --------------------------------------------------------------------------------------------
+
+def test_cpu_environment_puts_stub_and_site_first_and_keeps_the_rest():
+    env = cpu_environment(shims=SPEC_SHIMS, base={"LD_LIBRARY_PATH": "/opt/x", "PYTHONPATH": "/opt/y"})
+    ld_paths = env["LD_LIBRARY_PATH"].split(os.pathsep)
+    py_paths = env["PYTHONPATH"].split(os.pathsep)
+    assert (Path(ld_paths[0]) / STUB_SONAME).is_file() and ld_paths[-1] == "/opt/x"
+    assert (Path(py_paths[0]) / "sitecustomize.py").is_file() and py_paths[-1] == "/opt/y"
+    assert env["EAGLE3LAB_SHIMS"].split(",") == list(SPEC_SHIMS)
+    assert env["SGLANG_USE_CPU_ENGINE"] == "1" and env["SGLANG_DISABLE_CUDNN_CHECK"] == "1"
+    assert env["HF_HUB_OFFLINE"] == "1" and re.fullmatch(r"0-\d+", env["SGLANG_CPU_OMP_THREADS_BIND"])
+
+
+def test_bare_environment_names_no_shim():
+    assert cpu_environment(shims=())["EAGLE3LAB_SHIMS"] == ""
+
+
+def test_unknown_shim_is_one_line_listing_known_ones():
+    with pytest.raises(HarnessBuildError, match="unknown shim.*no_such_shim.*known shims: mla_torch_native") as err:
+        cpu_environment(shims=("no_such_shim",))
+    assert "\n" not in str(err.value)
+
+
+def test_shim_sets_and_documentation():
+    assert set(CONTROL_SHIMS) <= set(SPEC_SHIMS) <= set(ALL_SHIMS) == set(SHIMS)
+    assert sorted(SHIMS[name].obstacle for name in SPEC_SHIMS) == [7, 8, 9]
+    for shim in SHIMS.values():
+        assert shim.module.startswith("sglang.srt.") and "kimi_k25" not in shim.module
+        assert re.match(r"\w+Error: ", shim.avoids)
+
+
+# --- post-import hooks --------------------------------------------------------------------------------------
+
+def test_hook_runs_once_right_after_the_module_body(tmp_path, monkeypatch):
+    (tmp_path / "e3l_hooked_mod.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen: list[int] = []
+    when_imported("e3l_hooked_mod", lambda module: seen.append(module.VALUE))
+    import importlib
+
+    import e3l_hooked_mod  # noqa: F401  (the import is the action under test)
+
+    importlib.import_module("e3l_hooked_mod")
+    assert seen == [1]
+    when_imported("e3l_hooked_mod", lambda module: seen.append(module.VALUE + 1))  # already imported: at once
+    assert seen == [1, 2]
+    sys.modules.pop("e3l_hooked_mod")
+
+
+# --- the shims, each without and with ----------------------------------------------------------------------
+
+SHIM7_DISPATCH = """
+    import json
+    from types import SimpleNamespace
+    from eagle3lab.runtime.tinymodel.probe import _init_sglang_single_process
+    _init_sglang_single_process()
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+    from sglang.srt.models.deepseek_common.attention_backend_handler import AttentionBackendRegistry
+    handler = AttentionBackendRegistry.get_handler("torch_native")
+    first_prefill = SimpleNamespace(forward_mode=ForwardMode.EXTEND, extend_prefix_lens_cpu=[0])
+    print(json.dumps({"handler": handler.__name__, "method": handler(SimpleNamespace(), first_prefill).name}))
+"""
+
+
+def test_shim7_torch_native_prefill_takes_absorbed_mla_instead_of_triton_mha():
+    """Without the shim sglang picks the triton handler (MHA prefill over the latent); see the server test."""
+    assert run_child(SHIM7_DISPATCH) == {"handler": "handle_attention_triton", "method": "MHA"}
+    assert run_child(SHIM7_DISPATCH, shims=("mla_torch_native",))["method"] == "MLA"
+
+
+SHIM8_POOL = """
+    import json, torch
+    from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+    try:
+        pool = MHATokenToKVPool(size=16, page_size=1, dtype=torch.bfloat16, head_num=1, head_dim=16, layer_num=2,
+                                device="cpu", enable_memory_saver=False, enable_kv_cache_copy=True)
+        print(json.dumps({"ok": True, "config": pool._kv_copy_config, "k": list(pool.k_buffer[0].shape)}))
+    except Exception as exc:
+        print(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}))
+"""
+
+
+def test_shim8_kv_pool_with_kv_copy_starts_on_cpu_only_with_shim():
+    without = run_child(SHIM8_POOL)
+    assert not without["ok"] and without["error"] in SHIMS["kv_copy_warmup_cpu"].avoids
+    with_shim = run_child(SHIM8_POOL, shims=("kv_copy_warmup_cpu",))
+    assert with_shim["ok"] and with_shim["config"] is None and with_shim["k"][0] > 16
+
+
+SHIM9_SET_EMBED = """
+    import json, torch
+    from types import SimpleNamespace
+    from sglang.srt.models.llama import LlamaForCausalLM
+    # The real unbound method on a stand-in draft model: building a whole LlamaForCausalLM is not needed.
+    draft = SimpleNamespace(config=SimpleNamespace(hidden_size=8), model=torch.nn.Module())
+    draft.model.embed_tokens = torch.nn.Embedding(4, 8)
+    shared = torch.nn.Parameter(torch.ones(4, 8))
+    try:
+        LlamaForCausalLM.set_embed(draft, shared)
+        print(json.dumps({"ok": True, "shared": draft.model.embed_tokens.weight is shared}))
+    except Exception as exc:
+        print(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}))
+"""
+
+
+def test_shim9_set_embed_shares_the_embedding_on_cpu_only_with_shim():
+    without = run_child(SHIM9_SET_EMBED)
+    assert not without["ok"] and "Error 34: CUDA driver is a stub library" in without["error"]
+    assert without["error"].startswith(SHIMS["set_embed_cuda_sync"].avoids.split(" ... ")[0])
+    assert run_child(SHIM9_SET_EMBED, shims=("set_embed_cuda_sync",)) == {"ok": True, "shared": True}
+
+
+# --- real servers -------------------------------------------------------------------------------------------
+
+@pytest.mark.server
+@pytest.mark.parametrize("shims", [(), CONTROL_SHIMS], ids=["without_shim7", "with_shim7"])
+def test_server_control_run_needs_shim7_to_serve(tmp_path, cpu_profile, tiny_models, shims):
+    from eagle3lab.runtime.deployment import server_spec
+    from eagle3lab.runtime.server import ServerProcess, free_port
+
+    spec = server_spec(cpu_profile, tiny_models, speculative=False, shims=shims, port=free_port())
+    server = ServerProcess(spec, tmp_path / "server.log")
+    server.start()
+    try:
+        outcome = server.wait(cpu_profile.ready_timeout_s)
+        if not shims:  # sglang's own start-up warm-up runs the first prefill and dies on it
+            assert outcome.status == "died"
+            assert "Expected size for first two dimensions of batch2 tensor" in outcome.log_text()
+            return
+        assert outcome.status == "ready", outcome.log_text()[-3000:]
+        for prompt in ({"text": "a b c"}, {"input_ids": [5, 6, 7, 8, 9]}):
+            reply = requests.post(f"{spec.base_url}/generate", timeout=120, json={
+                **prompt, "sampling_params": {"max_new_tokens": 8, "temperature": 0, "ignore_eos": True}})
+            assert reply.status_code == 200, reply.text
+            assert reply.json()["meta_info"]["completion_tokens"] == 8
+    finally:
+        server.stop()
+
+
+def test_site_folder_still_runs_another_sitecustomize(tmp_path):
+    (tmp_path / "sitecustomize.py").write_text("import os\nos.environ['E3L_OTHER_SITE'] = 'ran'\n")
+    env = {**os.environ, **cpu_environment(shims=())}
+    env["PYTHONPATH"] = f"{env['PYTHONPATH']}{os.pathsep}{tmp_path}"
+    code = "import os; print(os.environ.get('E3L_OTHER_SITE'))"
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "ran"
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("shims", [(), ALL_SHIMS], ids=["bare_harness", "all_shims"])
+def test_server_eagle3_launch_still_dies_on_the_wrapper(tmp_path, cpu_profile, tiny_models, shims):
+    """The stub and environment alone reproduce the real crash, and no shim masks it."""
+    from eagle3lab.runtime.deployment import server_spec
+    from eagle3lab.runtime.server import free_port, launch
+
+    spec = server_spec(cpu_profile, tiny_models, speculative=True, shims=shims, port=free_port())
+    outcome = launch(spec, tmp_path / "server.log", cpu_profile.ready_timeout_s)
+    assert outcome.status == "died"
+    assert ("AttributeError: 'KimiK25ForConditionalGeneration' object has no attribute "
+            "'set_eagle3_layers_to_capture'") in outcome.log_text()

@@ -1,0 +1,87 @@
+"""Profiles: both shipped profiles load; every kind of bad key fails with one line naming key and file."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from eagle3lab.errors import ProfileError
+from eagle3lab.paths import params_dir
+from eagle3lab.runtime.profiles import Profile, load_profile, parameter_help
+
+
+def write_profile(tmp_path: Path, **changes) -> Path:
+    data = yaml.safe_load((params_dir() / "cpu.yaml").read_text())
+    for key, value in changes.items():
+        if value is ...:
+            data.pop(key)
+        else:
+            data[key] = value
+    path = tmp_path / "custom.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_cpu_profile_is_the_tiny_cpu_deployment():
+    profile = load_profile()
+    assert profile.name == "cpu" and profile.device == "cpu" and profile.cpu_harness
+    assert profile.uses_tiny_model and profile.disable_cuda_graph
+
+
+def test_blackwell_profile_is_the_incident_deployment():
+    profile = load_profile("blackwell-8x")
+    assert profile.target_model == "moonshotai/Kimi-K2.5"
+    assert profile.draft_model == "AQ-MedAI/Kimi-K25-eagle3"
+    assert (profile.tp_size, profile.speculative_num_steps, profile.speculative_eagle_topk,
+            profile.speculative_num_draft_tokens) == (8, 3, 1, 4)
+    assert profile.mem_fraction_static == 0.9 and profile.trust_remote_code and not profile.cpu_harness
+
+
+def test_both_profiles_define_the_same_keys():
+    keys = [set(yaml.safe_load(p.read_text())) for p in sorted(params_dir().glob("*.yaml"))]
+    assert len(keys) >= 2 and all(k == set(Profile.model_fields) for k in keys)
+
+
+def test_unknown_key_names_key_and_file(tmp_path):
+    path = write_profile(tmp_path, tp_sise=8)
+    with pytest.raises(ProfileError, match=r"custom\.yaml: unknown key 'tp_sise'") as err:
+        load_profile(path)
+    assert "\n" not in str(err.value)
+
+
+def test_missing_key_names_key_and_file(tmp_path):
+    with pytest.raises(ProfileError, match=r"custom\.yaml: key 'port' is missing"):
+        load_profile(write_profile(tmp_path, port=...))
+
+
+def test_wrong_type_names_key_value_and_file(tmp_path):
+    with pytest.raises(ProfileError, match=r"custom\.yaml: key 'tp_size'.*got str 'eight'"):
+        load_profile(write_profile(tmp_path, tp_size="eight"))
+
+
+def test_bad_literal_is_rejected(tmp_path):
+    with pytest.raises(ProfileError, match=r"key 'device'"):
+        load_profile(write_profile(tmp_path, device="tpu"))
+
+
+def test_override_is_applied_and_validated():
+    assert load_profile("cpu", overrides={"port": 31234}).port == 31234
+    with pytest.raises(ProfileError, match=r"override: key 'port'"):
+        load_profile("cpu", overrides={"port": "x"})
+
+
+def test_unknown_profile_lists_known_ones():
+    with pytest.raises(ProfileError, match=r"profile 'nope' not found.*blackwell-8x, cpu"):
+        load_profile("nope")
+
+
+def test_invalid_yaml_is_one_line(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("name: [unclosed\n")
+    with pytest.raises(ProfileError, match=r"broken\.yaml: not valid YAML") as err:
+        load_profile(path)
+    assert "\n" not in str(err.value)
+
+
+def test_every_key_is_documented():
+    assert all(text for text in parameter_help().values())

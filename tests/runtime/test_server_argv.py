@@ -1,0 +1,58 @@
+"""ServerSpec -> launch_server argv, from both profiles (no server is started here)."""
+
+import pytest
+
+from eagle3lab.runtime.deployment import Models, server_spec
+from eagle3lab.errors import EnvironmentProblem
+from eagle3lab.runtime import envinfo
+from eagle3lab.runtime.profiles import load_profile
+
+TINY = Models(target="/models/tiny-target", draft="/models/tiny-draft")
+
+
+def flag(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+def test_gpu_profile_argv_has_the_incident_flags():
+    profile = load_profile("blackwell-8x")
+    spec = server_spec(profile, Models(profile.target_model, profile.draft_model), speculative=True)
+    argv = spec.argv()
+    assert argv[1:3] == ["-m", "sglang.launch_server"]
+    assert flag(argv, "--model-path") == "moonshotai/Kimi-K2.5"
+    assert flag(argv, "--speculative-draft-model-path") == "AQ-MedAI/Kimi-K25-eagle3"
+    assert flag(argv, "--speculative-algorithm") == "EAGLE3"
+    assert (flag(argv, "--tp-size"), flag(argv, "--speculative-num-steps"), flag(argv, "--speculative-eagle-topk"),
+            flag(argv, "--speculative-num-draft-tokens"), flag(argv, "--mem-fraction-static")) == \
+        ("8", "3", "1", "4", "0.9")
+    assert "--trust-remote-code" in argv and "--disable-cuda-graph" not in argv
+    assert flag(argv, "--host") == "127.0.0.1"
+    assert spec.env == {}, "the gpu profile never gets the CPU harness"
+
+
+def test_cpu_profile_argv_without_speculation():
+    spec = server_spec(load_profile("cpu"), TINY, speculative=False, port=31999)
+    argv = spec.argv()
+    assert "--speculative-algorithm" not in argv
+    assert (flag(argv, "--device"), flag(argv, "--attention-backend"), flag(argv, "--port")) == \
+        ("cpu", "torch_native", "31999")
+    assert "--disable-cuda-graph" in argv and "--trust-remote-code" not in argv
+    assert spec.env["SGLANG_USE_CPU_ENGINE"] == "1"
+
+
+def test_extra_args_are_appended_verbatim():
+    profile = load_profile("cpu", overrides={"extra_server_args": ["--log-level", "debug"]})
+    assert server_spec(profile, TINY, speculative=False).argv()[-2:] == ["--log-level", "debug"]
+
+
+def test_wrong_sglang_version_is_one_line():
+    profile = load_profile("cpu", overrides={"sglang_version": "0.5.10"})
+    with pytest.raises(EnvironmentProblem, match=r"sglang 0\.5\.9 is installed but the profile pins 0\.5\.10"):
+        server_spec(profile, TINY, speculative=True)
+
+
+def test_missing_sglang_is_one_line(monkeypatch):
+    # Uninstalling sglang from the shared test venv is not an option, so its metadata lookup is made to miss.
+    monkeypatch.setattr(envinfo, "package_version", lambda name: None)
+    with pytest.raises(EnvironmentProblem, match=r"sglang is not installed .*make setup"):
+        envinfo.check_sglang("0.5.9")

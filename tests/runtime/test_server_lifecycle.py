@@ -1,0 +1,115 @@
+"""The lifecycle of a real sglang server: every exit path leaves no process behind and the port free."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+
+from eagle3lab.runtime.deployment import server_spec
+from eagle3lab.errors import ModelPathError, PortInUseError, ServerTimeoutError
+from eagle3lab.runtime.server import ServerProcess, check_port_free, free_port, launch, running_server
+
+pytestmark = pytest.mark.server
+
+
+def group_members(pgid: int) -> list[psutil.Process]:
+    """Live processes of the server's process group. Zombies are dead already: they only wait to be reaped by
+    their parent (or by PID 1, which in some sandboxes never reaps), and hold no port, memory or CPU."""
+    members = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != pgid and os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                members.append(proc)
+        except (psutil.Error, ProcessLookupError):
+            pass
+    return members
+
+
+def assert_gone(pid: int, port: int) -> None:
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert group_members(pid) == []
+    check_port_free("127.0.0.1", port)
+
+
+def test_nonexistent_model_path_fails_before_starting(tmp_path, cpu_profile, tiny_models):
+    spec = server_spec(cpu_profile, tiny_models, speculative=False, port=free_port())
+    bad = type(spec)(**{**spec.__dict__, "model_path": str(tmp_path / "no-such-model")})
+    server = ServerProcess(bad, tmp_path / "x.log")
+    with pytest.raises(ModelPathError, match=r"target model path .*no-such-model does not exist"):
+        server.start()
+    assert server.proc is None
+
+
+def test_port_in_use_is_one_line_naming_the_port(tmp_path, cpu_profile, tiny_models):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        spec = server_spec(cpu_profile, tiny_models, speculative=False, port=port)
+        server = ServerProcess(spec, tmp_path / "x.log")
+        with pytest.raises(PortInUseError, match=rf"port {port} on 127\.0\.0\.1 is already in use") as err:
+            server.start()
+    assert "\n" not in str(err.value) and server.proc is None
+
+
+def test_server_that_is_not_ready_in_time_is_killed(tmp_path, cpu_profile, tiny_models):
+    port = free_port()
+    spec = server_spec(cpu_profile, tiny_models, speculative=False, shims=("mla_torch_native",), port=port)
+    with pytest.raises(ServerTimeoutError, match=r"not ready after 3 s"):
+        with running_server(spec, tmp_path / "slow.log", timeout_s=3):
+            pass
+    check_port_free("127.0.0.1", port)
+    outcome = launch(spec, tmp_path / "slow2.log", timeout_s=3)
+    assert outcome.status == "timeout"
+    assert_gone(outcome.pid, port)
+
+
+def test_ready_server_answers_and_its_whole_tree_is_stopped(tmp_path, cpu_profile, tiny_models):
+    port = free_port()
+    spec = server_spec(cpu_profile, tiny_models, speculative=False, shims=("mla_torch_native",), port=port)
+    with running_server(spec, tmp_path / "ok.log", timeout_s=cpu_profile.ready_timeout_s) as server:
+        assert server.is_ready()
+        pid = server.pid
+        children = psutil.Process(pid).children(recursive=True)
+        assert children, "sglang runs its scheduler in subprocesses"
+    assert_gone(pid, port)
+    assert not any(child.is_running() and child.status() != psutil.STATUS_ZOMBIE for child in children)
+
+
+def test_ctrl_c_while_the_server_starts_leaves_nothing_behind(tmp_path, cpu_profile, tiny_models):
+    port = free_port()
+    # A shell's background job inherits SIGINT ignored; restore Python's handler, as an interactive run has it.
+    script = textwrap.dedent(f"""
+        import json, signal, sys
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        from eagle3lab.runtime.profiles import load_profile
+        from eagle3lab.runtime.deployment import Models, server_spec
+        from eagle3lab.runtime.server import running_server
+        spec = server_spec(load_profile("cpu"), Models({tiny_models.target!r}, {tiny_models.draft!r}),
+                           speculative=False, shims=("mla_torch_native",), port={port})
+        import eagle3lab.runtime.server as s
+        original = s.ServerProcess.start
+        def start(self):
+            original(self)
+            print(json.dumps({{"pid": self.pid}}), flush=True)
+        s.ServerProcess.start = start
+        with running_server(spec, {str(tmp_path / 'int.log')!r}, timeout_s=600):
+            pass
+    """)
+    driver = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    pid = json.loads(driver.stdout.readline())["pid"]
+    time.sleep(6)  # long enough for sglang to have spawned part of its tree
+    driver.send_signal(signal.SIGINT)
+    assert driver.wait(timeout=60) != 0
+    assert "KeyboardInterrupt" in driver.stderr.read(), "the driver stopped because of Ctrl-C, not otherwise"
+    assert_gone(pid, port)

@@ -1,0 +1,155 @@
+"""audit: class resolution, verdict, layer ids, conformance and bisect, on synthetic trees and real releases."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import synthetic_sglang as syn
+from eagle3lab.trace import audit, sources
+from eagle3lab.errors import EntryClassError
+from eagle3lab.paths import REPO_ROOT
+from eagle3lab.trace.startup import StartupProfile
+
+
+@pytest.fixture(scope="module")
+def src() -> sources.SglangSource:
+    return syn.source()
+
+
+def statuses(src: sources.SglangSource, entry: str) -> dict[str, str]:
+    return {m: s["status"] for m, s in audit.verdict(src, entry)["class_report"]["members"].items()}
+
+
+def test_gap_wrapper_resolves_alias_across_modules_and_names_delegation_gaps(src):
+    v = audit.verdict(src, "GapWrapper")
+    rep = v["class_report"]
+    assert rep["inner_attr"] == "language_model"  # not self.vision, which is no language model
+    assert rep["inner_class"] == "sglang.srt.models.inner.InnerForCausalLM"  # via `as Inner` and `AliasInner = Inner`
+    assert rep["nn_module_getattr"] and not rep["custom_getattr"]
+    assert set(v["delegation_gaps"]) == {"set_eagle3_layers_to_capture", "get_embed_and_head"}
+    assert set(v["real_lacks"]) == {"checked_member", "helper_member"}  # the inner model lacks those too
+    assert not v["one_method_enough"]
+
+
+def test_first_raise_per_profile(src):
+    v = audit.verdict(src, "GapWrapper")
+    assert v["first_raise"]["cpu"]["where"] == "srt/model_executor/model_runner.py:17"
+    assert v["first_raise"]["gpu"]["where"] == "srt/model_executor/cuda_graph_runner.py:6"
+    assert v["next_raise_after_one_method"]["cpu"]["member"] != "set_eagle3_layers_to_capture"
+
+
+def test_mixin_from_a_relative_import_counts(src):
+    st = statuses(src, "MixinWrapper")
+    assert st["get_embed_and_head"] == "delegated"
+    assert st["set_eagle3_layers_to_capture"] == "missing"
+    via = audit.verdict(src, "MixinWrapper")["class_report"]["members"]["get_embed_and_head"]["via"]
+    assert via.startswith("sglang.srt.models.mixins.EmbedMixin")
+
+
+def test_delegating_subclass_and_proxy(src):
+    assert statuses(src, "DelegatingWrapper")["set_eagle3_layers_to_capture"] == "delegated"
+    sub = audit.Resolver(src)
+    ref = sub.find("SubclassWrapper")
+    owner, _ = sub.owner_of(ref, "get_embed_and_head")
+    assert owner.name == "DelegatingWrapper"
+    assert set(statuses(src, "ProxyWrapper").values()) == {"proxied"}
+    assert audit.verdict(src, "ProxyWrapper")["missing_members"] == []
+
+
+def test_unknown_entry_class_is_one_line(src):
+    with pytest.raises(EntryClassError, match="'NoSuchModel' is not defined under srt/models") as err:
+        audit.verdict(src, "NoSuchModel")
+    assert "\n" not in str(err.value)
+
+
+def test_nn_module_members_are_inherited_from_torch(src):
+    rep = audit.Resolver(src).report(audit.Resolver(src).find("GapWrapper"), ["named_modules", "no_such_member"])
+    assert rep.members["named_modules"].status == "inherited"
+    assert rep.members["no_such_member"].status == "missing"
+
+
+def test_layer_table_runs_the_models_own_hook(src):
+    ids = [2, 30, 58]
+    gpu = audit.layer_table(src, "GapWrapper", 61, ids, StartupProfile.gpu())
+    by_args = {bool(r["args"]): r["result"]["self.model.layers_to_capture"] for r in gpu["rows"]}
+    assert by_args[True] == [i + 1 for i in ids]  # the synthetic hook shifts explicit ids by one
+    assert by_args[False] == [2, 61 // 2, 61 - 3]  # and picks its own default without ids
+    assert gpu["conflict"]
+    # graphs are recorded under the no-argument default; eager forwards see the last (explicit) call
+    assert gpu["cuda_graph_forwards_capture"]["self.model.layers_to_capture"] == by_args[False]
+    assert gpu["eager_forwards_capture"]["self.model.layers_to_capture"] == by_args[True]
+    cpu = audit.layer_table(src, "GapWrapper", 4, [0, 1, 2], StartupProfile.cpu())
+    reached = [r for r in cpu["rows"] if r["startup_rank"] is not None]
+    assert [r["result"]["self.model.layers_to_capture"] for r in reached] == [[1, 2, 3]]
+    assert not cpu["conflict"] and cpu["cuda_graph_forwards_capture"] is None
+
+
+def test_conformance_lists_wrappers_of_eagle3_models_only(src):
+    conf = audit.conformance(src)
+    rows = {r["entry"]: r for r in conf["rows"]}
+    assert set(rows) == {"GapWrapper", "MixinWrapper", "DelegatingWrapper", "SubclassWrapper", "ProxyWrapper"}
+    assert "set_eagle3_layers_to_capture" in rows["GapWrapper"]["missing"]
+    assert "set_eagle3_layers_to_capture" not in rows["SubclassWrapper"]["missing"]
+    assert conf["wrappers_of_non_eagle3_models"] == ["NoEagleWrapper"]
+    assert conf["entry_classes"] == 10  # two in inner.py, six in wrappers.py, two in drafter.py
+    assert conf["seconds"] >= 0
+
+
+def test_draft_side_of_the_contract(src):
+    good = audit.draft_report(src, "GoodDrafterEagle3")
+    assert good["required_members"] == ["set_embed"]  # set_embed_and_head runs only when not EAGLE-3
+    assert good["missing_members"] == []
+    assert audit.draft_report(src, "BareDrafterEagle3")["missing_members"] == ["set_embed"]
+
+
+@pytest.mark.network
+def test_real_0_5_9_kimi_verdict():
+    v = audit.verdict(sources.open_source("0.5.9"))
+    rep = v["class_report"]
+    assert rep["inner_class"].endswith("DeepseekV3ForCausalLM") and rep["inner_attr"] == "language_model"
+    assert {"set_eagle3_layers_to_capture", "get_embed_and_head"} <= set(v["delegation_gaps"])
+    assert not v["one_method_enough"]
+    assert v["first_raise"]["cpu"]["member"] == "set_eagle3_layers_to_capture"
+    assert v["first_raise"]["cpu"]["where"].startswith("srt/model_executor/model_runner.py")
+    assert v["next_raise_after_one_method"]["cpu"]["member"] == "get_embed_and_head"
+    drafter = audit.draft_report(sources.open_source("0.5.9"))
+    assert drafter["missing_members"] == [] and "set_embed" in drafter["required_members"]
+
+
+@pytest.mark.network
+def test_real_release_bisect_and_newest_conformance():
+    versions = ["0.5.8", "0.5.9", "0.5.10"]
+    bis = audit.bisect(versions, workers=1)
+    assert bis["appeared"] == "0.5.9" and bis["first_fixed"] == "0.5.10"
+    assert set(bis["member_gained"]) >= {"set_eagle3_layers_to_capture", "get_embed_and_head"}
+    newest = sources.list_releases()[-1]
+    conf = audit.conformance(sources.open_source(newest))
+    kimi = [r for r in conf["rows"] if r["entry"] == "KimiK25ForConditionalGeneration"]
+    assert kimi and kimi[0]["missing"] == []
+
+
+@pytest.mark.network
+@pytest.mark.notebook
+def test_notebook_02_runs_and_writes_the_sidecar_notebook_03_reads(tmp_path: Path):
+    env = {**os.environ, "CI": "1", "EAGLE3LAB_FIGURES_DIR": str(tmp_path / "figures"),
+           "EAGLE3LAB_ARTIFACTS_DIR": str(tmp_path / "artifacts")}
+    params = tmp_path / "params.yaml"
+    params.write_text('sglang_source: "0.5.9"\nbisect_versions: ["0.5.9", "0.5.10"]\n')
+    cmd = [sys.executable, "-m", "papermill", "-k", "eagle3lab", "-f", str(params), "--cwd", str(tmp_path),
+           str(REPO_ROOT / "notebooks" / "02_interface_trace.ipynb"), str(tmp_path / "out.ipynb")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    side = json.loads((tmp_path / "artifacts" / "02_interface_trace.json").read_text())
+    verdict = side["verdict"]
+    assert {"missing_members", "delegation_gaps", "first_raise", "one_method_enough"} <= set(verdict)
+    assert set(verdict["first_raise"]) == {"cpu", "gpu"}
+    assert "set_eagle3_layers_to_capture" in verdict["missing_members"]
+    assert side["layer_ids"] and all(t["rows"] for t in side["layer_ids"])
+    assert side["timings"]["bisect_releases"] == 2
+    assert (tmp_path / "figures" / "02_bisect_timeline.png").stat().st_size > 0

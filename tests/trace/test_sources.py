@@ -1,0 +1,141 @@
+"""sources: installed package, wheels read as zips, the cache, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zipfile
+from importlib import metadata
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import synthetic_sglang as syn
+from eagle3lab.trace import sources
+from eagle3lab.errors import SourceError
+
+
+@pytest.fixture
+def fake_index(tmp_path: Path) -> str:
+    """A PEP 503 index on disk that holds one release, 1.0.0, of a synthetic sglang."""
+    files = tmp_path / "index" / "files"
+    files.mkdir(parents=True)
+    syn.write_wheel(files / "sglang-1.0.0-py3-none-any.whl", "1.0.0")
+    page = tmp_path / "index" / "simple" / "sglang"
+    page.mkdir(parents=True)
+    name = "sglang-1.0.0-py3-none-any.whl"
+    page.joinpath("index.html").write_text(f'<html><body><a href="../../files/{name}">{name}</a></body></html>')
+    return (tmp_path / "index" / "simple").as_uri()
+
+
+def test_installed_source_is_the_importable_release():
+    src = sources.installed_source()
+    assert src.version == metadata.version("sglang")
+    assert "srt/model_executor/model_runner.py" in src.files("srt/model_executor")
+    assert src.tree("srt/model_executor/model_runner.py") is not None
+    assert all(path.endswith(".py") for path in src.files())
+
+
+def test_wheel_source_reads_paths_relative_to_the_package_and_strips_bom(tmp_path: Path):
+    wheel = syn.write_wheel(tmp_path / "sglang-0.0.0-py3-none-any.whl")
+    src = sources.wheel_source(wheel, "0.0.0")
+    assert src.exists("srt/speculative/eagle_worker.py")
+    assert syn.RUNTIME["srt/speculative/eagle_worker.py"].startswith(syn.BOM)
+    assert not src.text("srt/speculative/eagle_worker.py").startswith(syn.BOM)
+    assert src.tree("srt/speculative/eagle_worker.py") is not None
+    assert src.files("srt/models") == sorted({**syn.MODELS, **syn.DRAFTERS})
+
+
+def test_unparsable_and_compiled_files_are_reported_not_dropped(tmp_path: Path):
+    wheel = tmp_path / "sglang-0.0.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("sglang/srt/broken.py", "def f(:\n")
+        zf.writestr("sglang/srt/fast.cpython-311-x86_64-linux-gnu.so", b"\x7fELF")
+        zf.writestr("sglang/srt/latin.py", "x = '\xe9'\n".encode("latin-1"))
+    src = sources.wheel_source(wheel, "0.0.0")
+    assert src.tree("srt/broken.py") is None
+    reasons = {s.path: s.reason for s in src.skipped}
+    assert "parse" in reasons["srt/broken.py"]
+    assert "compiled" in reasons["srt/fast.cpython-311-x86_64-linux-gnu.so"]
+    assert "UTF-8" in reasons["srt/latin.py"]
+
+
+def test_corrupt_wheel_is_one_line(tmp_path: Path):
+    bad = tmp_path / "sglang-0.0.1-py3-none-any.whl"
+    bad.write_bytes(b"this is not a zip")
+    with pytest.raises(SourceError, match="corrupt.*delete it") as err:
+        sources.wheel_source(bad, "0.0.1")
+    assert "\n" not in str(err.value)
+
+
+def test_wheel_with_bad_crc_is_corrupt(tmp_path: Path):
+    wheel = tmp_path / "sglang-0.0.2-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", compression=zipfile.ZIP_STORED) as zf:
+        zf.writestr("sglang/srt/a.py", "A = 'xxxxxxxxxxxxxxxx'\n")
+    data = bytearray(wheel.read_bytes())
+    data[data.index(b"xxxx")] = ord("y")  # flip one byte of the stored member
+    wheel.write_bytes(bytes(data))
+    with pytest.raises(SourceError, match="corrupt"):
+        sources.wheel_source(wheel, "0.0.2")
+
+
+def test_not_a_version_is_one_line():
+    with pytest.raises(SourceError, match="not a version"):
+        sources.open_source("latest-please")
+
+
+def test_download_then_cache_from_a_local_index(tmp_path: Path, fake_index: str):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    got = sources.fetch_wheel("1.0.0", wheels, fake_index)
+    assert got.parent == wheels and got.name == "sglang-1.0.0-py3-none-any.whl"
+    assert not [p for p in wheels.iterdir() if p.is_dir()], "no temporary download folder left behind"
+    # cached: an unreachable index is never asked again
+    assert sources.fetch_wheel("1.0.0", wheels, "http://127.0.0.1:9/simple") == got
+    assert sources.list_releases(fake_index) == ["1.0.0"]
+
+
+def test_unknown_version_names_the_newest(tmp_path: Path, fake_index: str):
+    with pytest.raises(SourceError, match=r"2\.0\.0 is not on the package index \(newest: 1\.0\.0\)"):
+        sources.fetch_wheel("2.0.0", tmp_path, fake_index)
+
+
+def test_no_network_and_empty_cache_is_one_line(tmp_path: Path):
+    with pytest.raises(SourceError, match="cannot reach the package index.*no cached wheel") as err:
+        sources.fetch_wheel("0.5.9", tmp_path, "http://127.0.0.1:9/simple")
+    assert str(tmp_path) in str(err.value)
+    with pytest.raises(SourceError, match="cannot list sglang releases"):
+        sources.list_releases("http://127.0.0.1:9/simple")
+
+
+class _Record(SimpleNamespace):
+    """Shaped like importlib.metadata's PackagePath: str() is the path, .hash has mode and value."""
+
+    def __str__(self) -> str:
+        return self.rel
+
+
+def _sha(data: bytes) -> SimpleNamespace:
+    value = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return SimpleNamespace(mode="sha256", value=value)
+
+
+def test_modified_since_install_compares_record_hashes():
+    texts = {"srt/a.py": b"print(1)\n", "srt/b.py": b"print(2)\n"}
+    records = [
+        _Record(rel="sglang/srt/a.py", hash=_sha(texts["srt/a.py"])),
+        _Record(rel="sglang/srt/b.py", hash=_sha(b"print('as released')\n")),
+        _Record(rel="sglang-0.0.0.dist-info/RECORD", hash=None),
+    ]
+    assert sources._modified_since_install(texts, records) == ["srt/b.py"]
+
+
+@pytest.mark.network
+def test_newest_release_wheel_is_read_without_installing():
+    newest = sources.list_releases()[-1]
+    src = sources.open_source(newest)
+    assert src.version == newest
+    assert src.origin.endswith(".whl")
+    assert src.files("srt/models")
+    assert any(p.endswith("model_runner.py") for p in src.files("srt/model_executor"))
