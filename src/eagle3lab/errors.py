@@ -77,3 +77,7 @@ class CaptureCheckError(Eagle3LabError):
 
 class NotebookFailed(Eagle3LabError):
     """A notebook raised in one of its cells while papermill executed it."""
+
+
+class OutputWriteError(Eagle3LabError):
+    """An output (sidecar, figure, report, patched file) could not be written; the previous one is kept."""

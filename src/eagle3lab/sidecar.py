@@ -6,42 +6,13 @@ atomic (temporary file, then rename) so a crash mid-write never leaves a truncat
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from eagle3lab.atomic import write_json_atomic
 from eagle3lab.paths import repo_dir
-
-
-def _default(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if hasattr(value, "model_dump"):
-        return value.model_dump()
-    if isinstance(value, (Path, dt.date)):
-        return str(value)
-    if isinstance(value, (set, tuple)):
-        return list(value)
-    raise TypeError(f"cannot store {type(value).__name__} in a sidecar")
-
-
-def write_json_atomic(path: Path, data: Any) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(data, out, indent=2, default=_default, sort_keys=False)
-            out.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return path
 
 
 def today() -> str:

@@ -28,7 +28,7 @@ from eagle3lab.errors import BenchError
 from eagle3lab.progress import progress_bar
 from eagle3lab.bench.loadgen import JsonlSink, fetch_json, flush_cache, run_phase, server_alive
 from eagle3lab.bench.metrics import PointMetrics, RequestRecord, compute_point_metrics, format_point
-from eagle3lab.sidecar import write_json_atomic
+from eagle3lab.atomic import write_json_atomic
 from eagle3lab.bench.workload import SweepConfig, make_prompts
 
 T = TypeVar("T")

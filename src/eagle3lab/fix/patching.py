@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import sysconfig
-import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -32,7 +31,8 @@ from pathlib import Path
 
 import unidiff
 
-from eagle3lab.errors import Eagle3LabError, PatchError
+from eagle3lab.atomic import write_text_atomic
+from eagle3lab.errors import Eagle3LabError, OutputWriteError, PatchError
 from eagle3lab.paths import REPO_ROOT, cache_dir
 
 PATCHES_DIR = REPO_ROOT / "patches"
@@ -285,18 +285,8 @@ def _state(patch: _Patch, plans: list[_FilePlan]) -> str:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` in one step: a reader sees the old or the new file, never a mix."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".eagle3lab-tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        shutil.copymode(path, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Replace ``path`` with ``text`` in one step, keeping its mode: a reader sees the old or the new file."""
+    write_text_atomic(path, text, mode=None)
 
 
 def _write_all(plans: list[_FilePlan], contents: list[str]) -> None:
@@ -495,9 +485,9 @@ def apply(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None
         except BaseException as err:
             _write_all(plans, [plan.text for plan in plans])
             _drop_backup(backup)
-            if isinstance(err, Eagle3LabError):
+            if isinstance(err, Eagle3LabError) and not isinstance(err, OutputWriteError):
                 raise
-            raise PatchError(f"{patch.info.name}: applying failed ({err!r}); the originals were restored") from err
+            raise PatchError(f"{patch.info.name}: applying failed ({err}); the originals were restored") from err
         files = [FileChange(p.rel, _sha256(p.text), _sha256(c)) for p, c in zip(plans, contents)]
         return _result(patch, root, "apply", APPLIED, files=files, members=verified.members, backup_dir=str(backup),
                        message=f"{patch.info.name}: applied to {len(plans)} file(s) under {root}")

@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional, TypeVar
 from eagle3lab.trace import audit, contract, sources
 from eagle3lab.report.plots import trace as plots_trace
 from eagle3lab.paths import repo_dir
-from eagle3lab.sidecar import write_json_atomic
+from eagle3lab.atomic import write_json_atomic
 from eagle3lab.trace.startup import StartupProfile
 
 SIDECAR = "02_interface_trace.json"
