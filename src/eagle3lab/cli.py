@@ -1,6 +1,8 @@
 """``python -m eagle3lab ...``: the command-line entry points.
 
-Every ``Eagle3LabError`` becomes one line on stderr and exit status 2, never a traceback.
+Every ``Eagle3LabError`` becomes one line on stderr and exit status 2, never a traceback. Ctrl-C, SIGTERM and
+SIGHUP all take the same clean way out: cleanup runs (patches reverted, servers stopped), then one line says
+what was interrupted and what was restored, and the exit status is 128 + the signal's number.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Sequence
 import yaml
 
 from eagle3lab.errors import Eagle3LabError
+from eagle3lab.runtime import signals
 
 
 def _overrides(pairs: Sequence[str]) -> dict:
@@ -44,10 +47,15 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 
 def cmd_setup(args: argparse.Namespace) -> None:
-    """Everything a profile needs before its first launch: the sglang check, the stub driver, the tiny model."""
+    """Everything a profile needs before its first launch: the sglang check, the stub driver, the models.
+
+    Model paths are checked, and the tiny models' cache is verified against the checksums written when it was
+    built (``--rebuild`` builds it again).
+    """
     from eagle3lab.runtime.deployment import resolve_models
     from eagle3lab.runtime.envinfo import check_sglang
     from eagle3lab.runtime.profiles import load_profile
+    from eagle3lab.runtime.server import check_model_path
 
     profile = load_profile(args.profile, overrides=_overrides(args.set))
     print(f"sglang {check_sglang(profile.sglang_version)} (profile {profile.name})")
@@ -55,7 +63,13 @@ def cmd_setup(args: argparse.Namespace) -> None:
         from eagle3lab.runtime.cpu_harness import build_libcuda_stub
 
         print(f"stub libcuda: {build_libcuda_stub()}")
+    if args.rebuild and profile.uses_tiny_model:
+        from eagle3lab.runtime.tinymodel import build_tiny_models
+
+        build_tiny_models(num_layers=profile.model_num_layers, force=True)
     models = resolve_models(profile)
+    check_model_path(models.target, "target model")
+    check_model_path(models.draft, "draft model")
     print(f"target model: {models.target}\ndraft model:  {models.draft}")
     if models.cache_key:
         print(f"tiny model cache key: {models.cache_key}")
@@ -88,24 +102,43 @@ def build_parser() -> argparse.ArgumentParser:
     setup = sub.add_parser("setup", help="check sglang, build the stub driver and the tiny model for a profile")
     setup.add_argument("--profile", default="cpu")
     setup.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a profile key")
+    setup.add_argument("--rebuild", action="store_true", help="build the tiny models again, even if cached")
     setup.set_defaults(func=cmd_setup)
 
     from eagle3lab.fix.patching import add_cli_arguments
 
-    patch = sub.add_parser("patch", help="check / apply / verify / revert a patch on the installed sglang")
+    patch = sub.add_parser("patch", help="check / apply / verify / revert a patch on the installed sglang, "
+                                         "or restore the release")
     add_cli_arguments(patch)
     patch.set_defaults(func=cmd_patch)
     return parser
 
 
+def _command(args: argparse.Namespace) -> str:
+    if args.command == "patch":
+        return " ".join(part for part in ("patch", args.action, args.patch) if part)
+    return f"{args.command} --profile {args.profile}"
+
+
+def interruption_line(exc: signals.Interrupted) -> str:
+    """One line: the signal, what it interrupted, and what was given back."""
+    restored = exc.restorations()
+    what = "; restored: " + ", ".join(restored) if restored else "; nothing needed restoring"
+    return f"{exc.signame} interrupted {exc.during}{what}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        args.func(args)
+        with signals.cli_handlers(), signals.activity(_command(args)):
+            args.func(args)
+    except signals.Interrupted as exc:
+        print(f"eagle3lab: {interruption_line(exc)}", file=sys.stderr)
+        return exc.exit_status
+    except KeyboardInterrupt:
+        print("eagle3lab: SIGINT interrupted the command", file=sys.stderr)
+        return 130
     except Eagle3LabError as exc:
         print(f"eagle3lab: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("eagle3lab: interrupted", file=sys.stderr)
-        return 130
     return 0

@@ -27,6 +27,10 @@ class PortInUseError(Eagle3LabError):
     """The server port is already taken by another process."""
 
 
+class HostBindError(Eagle3LabError):
+    """The server's host cannot be bound on this machine (not one of its addresses, or not resolvable)."""
+
+
 class ServerTimeoutError(Eagle3LabError):
     """The server neither became ready nor died within the time allowed."""
 
@@ -81,3 +85,11 @@ class NotebookFailed(Eagle3LabError):
 
 class OutputWriteError(Eagle3LabError):
     """An output (sidecar, figure, report, patched file) could not be written; the previous one is kept."""
+
+
+class StaleStateError(PatchError):
+    """The installed sglang is left patched by a process that is gone, or differs from every state we know."""
+
+
+class ReportInputError(Eagle3LabError):
+    """A sidecar or executed notebook the report needs is missing, unreadable or out of date."""
