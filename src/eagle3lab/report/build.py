@@ -2,6 +2,8 @@
 
 REPORT.md is rendered from the notebooks' JSON sidecars and the cost model, never typed by hand, so each number
 in it is the one a run produced, with its provenance: measured here, reported by the engineer, or modelled.
+Every input is checked (``report.inputs``) before the first output is written, and every output is written
+atomically, so a failed or refused build never replaces a good REPORT.md, HTML page or figure.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, Sequence
 
 import jinja2
 
+from eagle3lab.atomic import write_text_atomic
 from eagle3lab.runtime.envinfo import environment_table
 from eagle3lab.paths import REPO_ROOT, repo_dir
 from eagle3lab.sidecar import sidecar_path
@@ -181,9 +184,10 @@ def model_figures(profile: str) -> list[Path]:
     from eagle3lab.report.plots.model import cpu_profile_figures, incident_figures, measured_points_from_bench
     from eagle3lab.runtime.profiles import load_profile
 
-    bench_path = repo_dir("artifacts") / f"03_bench.{profile}" / "bench_report.json"
+    loaded = load_profile(profile)
+    bench_path = repo_dir("artifacts") / f"03_bench.{loaded.name}" / "bench_report.json"
     bench = BenchReport.load(bench_path) if bench_path.is_file() else None
-    on_cpu = load_profile(profile).device == "cpu"
+    on_cpu = loaded.device == "cpu"
     measured = measured_points_from_bench(bench) if bench is not None and not on_cpu else ()
     figures = dict(incident_figures(measured=measured))
     if bench is not None and on_cpu:
@@ -198,19 +202,30 @@ def report_path() -> Path:
 
 def build_report(profile: str = "cpu", run: bool = True, hide_code: bool = False,
                  notebooks: Sequence[str] | None = None, parameters: dict[str, Any] | None = None) -> ReportOutputs:
-    """Run the notebooks (unless ``run=False``), export HTML, draw the model's figures, write REPORT.md."""
+    """Run the notebooks (unless ``run=False``), export HTML, draw the model's figures, write REPORT.md.
+
+    ``profile`` is a name or a YAML path; outputs are labelled with the profile's own name. With ``run=False``
+    nothing is written unless every executed notebook and sidecar is there, readable and from the same run.
+    """
     from eagle3lab.report.html import export_html
-    from eagle3lab.runbook import available_notebooks, executed_path, run_all
+    from eagle3lab.report.inputs import check_inputs, read_json, sidecars_of
+    from eagle3lab.runbook import available_notebooks, executed_path, notebook_path, profile_name, run_all
 
     out = ReportOutputs()
-    names = list(notebooks or available_notebooks())
-    out.executed = run_all(profile, names, parameters) if run else \
-        [executed_path(n, profile) for n in names if executed_path(n, profile).is_file()]
+    label = profile_name(profile)
+    names = [notebook_path(n).stem for n in (notebooks or available_notebooks())]
+    executed = run_all(profile, names, parameters) if run else [executed_path(n, label) for n in names]
+    check_inputs(label, names, executed)
+    for other in set(available_notebooks()) - set(names):  # the report reads their sidecars too
+        for path in sidecars_of(other, label):
+            if path.exists():
+                read_json(path, f"sidecar of {other}", f"rerun it: python -m eagle3lab report --profile {profile}")
+    out.executed = executed
     for path in out.executed:
         out.html.append(export_html(path))
         if hide_code:
             out.html.append(export_html(path, hide_code=True))
     out.figures = model_figures(profile)
     out.report_md = report_path()
-    out.report_md.write_text(render_report(profile, out.figures), encoding="utf-8")
+    write_text_atomic(out.report_md, render_report(label, out.figures))
     return out

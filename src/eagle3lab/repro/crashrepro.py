@@ -79,7 +79,11 @@ def log_path(logs_dir: Path, run: str, profile: Profile) -> Path:
 
 def reproduce_crash(profile: Profile, models: Models, logs_dir: Path, shims: Sequence[str] = (),
                     run: str = "01_eagle3_launch", port: int | None = None) -> CrashRun:
-    """Launch the real server with EAGLE-3 and read the crash out of its log."""
+    """Launch the real server with EAGLE-3 and read the crash out of its log (on the unpatched release only)."""
+    from eagle3lab.fix.patching import installed_root
+    from eagle3lab.fix.restore import require_release
+
+    require_release(installed_root(), "reproducing the crash")  # a leftover patch would change the crash
     spec = server_spec(profile, models, speculative=True, shims=shims, port=port)
     outcome = launch(spec, log_path(logs_dir, run, profile), timeout_s=profile.ready_timeout_s)
     return CrashRun(spec.argv(), outcome, crash_report(outcome.log_text()))

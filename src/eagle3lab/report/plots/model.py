@@ -18,6 +18,7 @@ matplotlib.use("Agg")  # figures are files; never ask for a display
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from eagle3lab.atomic import save_figure_atomic  # noqa: E402
 from eagle3lab.report import incident  # noqa: E402
 from eagle3lab.errors import PerfModelError  # noqa: E402
 from eagle3lab.paths import repo_dir  # noqa: E402
@@ -70,7 +71,7 @@ def save_figure(fig: Figure, name: str, out_dir: Optional[Path] = None) -> Path:
     """Write ``<name>.png`` into ``figures/`` (or out_dir) and release the figure."""
     path = (out_dir or repo_dir("figures")) / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure_atomic(fig, path, dpi=110)
     plt.close(fig)
     return path
 
