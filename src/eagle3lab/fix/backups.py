@@ -198,12 +198,16 @@ def lock_path(root: Path) -> Path:
 _local = threading.local()
 
 
+def _say(line: str) -> None:
+    print(f"eagle3lab: {line}", file=sys.stderr, flush=True)
+
+
 @contextmanager
-def package_lock(root: Path, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+def package_lock(root: Path, on_wait: Callable[[str], None] | None = _say) -> Iterator[None]:
     """One patcher per sglang package across processes (re-entrant within a thread).
 
     The lock file lives beside the package, so processes with different caches still exclude each other.
-    ``on_wait`` hears one line if another process holds the lock and this one has to wait.
+    ``on_wait`` hears one line (default: stderr) if another process holds the lock and this one has to wait.
     """
     held: dict[str, tuple[int, int]] = getattr(_local, "held", None) or {}
     _local.held = held

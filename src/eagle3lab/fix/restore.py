@@ -11,7 +11,6 @@ file still different from the release out of the release wheel itself (verified 
 from __future__ import annotations
 
 import hashlib
-import sys
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,10 +21,6 @@ from eagle3lab.fix import backups
 from eagle3lab.fix.backups import RESTORE_COMMAND, Manifest
 from eagle3lab.fix.release import Drift, ReleaseRecord, drift, release_record, sha256_file
 from eagle3lab.runtime import signals
-
-
-def _say(line: str) -> None:
-    print(f"eagle3lab: {line}", file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -75,7 +70,7 @@ def require_known_state(root: Path, *, wait_message: bool = True) -> PackageStat
     Taken under the package lock, so a patch another process holds right now is never mistaken for a stale one.
     """
     root = Path(root).resolve()
-    with backups.package_lock(root, on_wait=_say if wait_message else None):
+    with backups.package_lock(root) if wait_message else backups.package_lock(root, on_wait=None):
         state = inspect(root)
     if state.stale:
         m = state.stale[0]
@@ -198,7 +193,7 @@ def restore(site_packages: str | Path | None = None, wheel: Path | None = None) 
     from eagle3lab.fix.patching import _root
 
     root = _root(site_packages)
-    with backups.package_lock(root, on_wait=_say), signals.deferred():
+    with backups.package_lock(root), signals.deferred():
         record = release_record(root)
         result = RestoreResult(str(root), record.version if record else None)
         found = backups.manifests(root)
