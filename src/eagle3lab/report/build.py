@@ -207,7 +207,6 @@ def build_report(profile: str = "cpu", run: bool = True, hide_code: bool = False
     ``profile`` is a name or a YAML path; outputs are labelled with the profile's own name. With ``run=False``
     nothing is written unless every executed notebook and sidecar is there, readable and from the same run.
     """
-    from eagle3lab.report.html import export_html
     from eagle3lab.report.inputs import check_inputs, read_json, sidecars_of
     from eagle3lab.runbook import available_notebooks, executed_path, notebook_path, profile_name, run_all
 
@@ -221,6 +220,8 @@ def build_report(profile: str = "cpu", run: bool = True, hide_code: bool = False
             if path.exists():
                 read_json(path, f"sidecar of {other}", f"rerun it: python -m eagle3lab report --profile {profile}")
     out.executed = executed
+    from eagle3lab.report.html import export_html  # nbconvert takes seconds to import: only once inputs are good
+
     for path in out.executed:
         out.html.append(export_html(path))
         if hide_code:

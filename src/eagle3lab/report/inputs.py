@@ -90,8 +90,8 @@ def check_inputs(profile: str, notebooks: Sequence[str], executed: Sequence[Path
             if written + CLOCK_SLACK_S < started:
                 when = dt.datetime.fromtimestamp(written).isoformat(timespec="seconds")
                 began = dt.datetime.fromtimestamp(started).isoformat(timespec="seconds")
-                raise ReportInputError(f"sidecar {sidecar} (written {when}) is older than the run of {path} "
-                                       f"(started {began}): that run did not write it; {rerun}")
+                raise ReportInputError(f"sidecar of {notebook} {sidecar} (written {when}) is older than the run "
+                                       f"of {path} (started {began}): that run did not write it; {rerun}")
             for extra in _extra_sidecars(notebook, data):
                 read_json(extra, f"benchmark sidecar of {notebook}", rerun)
                 sidecars.append(extra)
