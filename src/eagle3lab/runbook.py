@@ -256,9 +256,14 @@ def run_notebook(name: str, profile: str = "cpu", parameters: dict[str, Any] | N
 
 def run_all(profile: str = "cpu", names: Sequence[str] | None = None,
             parameters: dict[str, Any] | None = None) -> list[Path]:
-    """Run the given notebooks (default: every notebook that exists), in order, on an unpatched sglang."""
-    from eagle3lab.fix.restore import require_release
+    """Run the given notebooks (default: every notebook that exists), in order, on an unpatched sglang.
 
+    The profile and its overrides are validated first, so a bad value fails before any notebook starts.
+    """
+    from eagle3lab.fix.restore import require_release
+    from eagle3lab.runtime.profiles import load_profile
+
+    load_profile(profile, overrides=(parameters or {}).get("overrides"))
     root = _package_root()
     if root is not None:
         require_release(root, "running the notebooks")

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from faultkit import Sandbox, sandbox_processes
 
 from eagle3lab.fix import patching

@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,3 +134,28 @@ def command_lines(pid: int) -> list[str]:
         except psutil.Error:
             pass
     return lines
+
+
+
+def make_notebook(path: Path, *cells: str) -> Path:
+    """A notebook on the project's kernel with these code cells."""
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "eagle3lab", "display_name": "eagle3lab", "language": "python"}
+    notebook.cells = [nbformat.v4.new_code_cell(textwrap.dedent(cell).strip()) for cell in cells]
+    nbformat.write(notebook, path)
+    return path
+
+
+def relaunch_notebook(path: Path, models, logs: Path, port: int) -> Path:
+    """Notebook 03's relaunch step with the one-method patch: the real EAGLE-3 server on a patched sglang."""
+    return make_notebook(path, f"""
+        from eagle3lab.fix import relaunch
+        from eagle3lab.runtime.cpu_harness import SPEC_SHIMS
+        from eagle3lab.runtime.deployment import Models
+        from eagle3lab.runtime.profiles import load_profile
+        step = relaunch.ChainStep("one-method patch", (relaunch.ONE_METHOD_PATCH,))
+        relaunch.run_step(step, load_profile("cpu"), Models({str(models.target)!r}, {str(models.draft)!r}),
+                          {str(logs)!r}, SPEC_SHIMS, port={port})
+    """)

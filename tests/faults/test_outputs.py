@@ -16,8 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from faultkit import cli, in_namespace, needs_namespace, one_line
-from test_signals import make_notebook
+from faultkit import cli, in_namespace, make_notebook, needs_namespace, one_line
 
 from eagle3lab.atomic import write_text_atomic
 from eagle3lab.errors import OutputWriteError

@@ -11,23 +11,23 @@ import sys
 import textwrap
 from pathlib import Path
 
-import nbformat
 import psutil
 import pytest
-
-from eagle3lab.runtime import signals
-
-from faultkit import FULL, KIMI, ONE, cli, one_line, start_cli, wait_for
+from faultkit import (
+    FULL,
+    KIMI,
+    ONE,
+    cli,
+    command_lines,
+    make_notebook,
+    one_line,
+    relaunch_notebook,
+    start_cli,
+    wait_for,
+)
 
 from eagle3lab.fix.release import sha256_file
-
-
-def make_notebook(path: Path, *cells: str) -> Path:
-    notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {"name": "eagle3lab", "display_name": "eagle3lab", "language": "python"}
-    notebook.cells = [nbformat.v4.new_code_cell(textwrap.dedent(cell).strip()) for cell in cells]
-    nbformat.write(notebook, path)
-    return path
+from eagle3lab.runtime import signals
 
 
 def holding_notebook(path: Path, flag: Path, patch: str = FULL) -> Path:
@@ -205,3 +205,26 @@ def test_cli_exit_statuses_follow_the_shell_convention(sandbox):
     """An ordinary error stays exit 2 with one line, so scripts tell refusals from interruptions (128 + n)."""
     result = cli(sandbox, "patch", "apply")
     assert result.returncode == 2 and one_line(result.stderr).endswith("needs a patch: a file, or a name from patches/")
+
+
+@pytest.mark.server
+@pytest.mark.notebook
+def test_sigterm_to_run_during_a_real_patched_relaunch(sandbox, no_leftover_processes, tmp_path, tiny_models):
+    """The issue's case: SIGTERM while notebook 03's relaunch chain has the one-method patch applied and its
+    EAGLE-3 server starting. The kernel stops the server tree and reverts the patch; the CLI says so."""
+    from eagle3lab.runtime.server import check_port_free, free_port
+
+    port = free_port()
+    notebook = relaunch_notebook(tmp_path / "chain.ipynb", tiny_models, tmp_path / "logs", port)
+    run = start_cli(sandbox, "run", "--notebooks", str(notebook))
+    wait_for(lambda: any("sglang.launch_server" in line for line in command_lines(run.pid)) or run.poll() is not None,
+             what="the patched EAGLE-3 launch")
+    assert run.poll() is None and sha256_file(sandbox.kimi) != sandbox.release[KIMI]
+    run.send_signal(signal.SIGTERM)
+    _, stderr = run.communicate(timeout=180)
+    assert run.returncode == 143
+    line = one_line(stderr)
+    assert line.startswith("eagle3lab: SIGTERM interrupted notebook chain, cell ")
+    assert f"patch {ONE} reverted" in line and "sglang server pid" in line and " stopped" in line
+    sandbox.assert_nothing_left()
+    check_port_free("127.0.0.1", port)

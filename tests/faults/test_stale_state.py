@@ -9,10 +9,21 @@ import shutil
 import signal
 import subprocess
 import sys
-import textwrap
 
 import pytest
-from faultkit import FULL, KIMI, ONE, USER_CACHE, cli, command_lines, one_line, sandbox_processes, start_cli, wait_for
+from faultkit import (
+    FULL,
+    KIMI,
+    ONE,
+    USER_CACHE,
+    cli,
+    command_lines,
+    one_line,
+    relaunch_notebook,
+    sandbox_processes,
+    start_cli,
+    wait_for,
+)
 
 from eagle3lab.atomic import write_text_atomic
 from eagle3lab.fix.release import sha256_file
@@ -128,18 +139,9 @@ def test_sigkill_of_a_real_patched_run_is_found_and_restored(sandbox, no_leftove
     """The issue's case: a run killed by SIGKILL while the relaunch chain has the one-method patch applied and
     its EAGLE-3 server starting. Nothing can clean up; the next commands find it, ``patch restore`` repairs it."""
     from eagle3lab.runtime.server import check_port_free, free_port
-    from test_signals import make_notebook
 
     port = free_port()
-    notebook = make_notebook(tmp_path / "chain.ipynb", textwrap.dedent(f"""
-        from eagle3lab.fix import relaunch
-        from eagle3lab.runtime.cpu_harness import SPEC_SHIMS
-        from eagle3lab.runtime.deployment import Models
-        from eagle3lab.runtime.profiles import load_profile
-        step = relaunch.ChainStep("one-method patch", (relaunch.ONE_METHOD_PATCH,))
-        relaunch.run_step(step, load_profile("cpu"), Models({str(tiny_models.target)!r}, {str(tiny_models.draft)!r}),
-                          {str(tmp_path / 'logs')!r}, SPEC_SHIMS, port={port})
-    """))
+    notebook = relaunch_notebook(tmp_path / "chain.ipynb", tiny_models, tmp_path / "logs", port)
     run = start_cli(sandbox, "run", "--notebooks", str(notebook))
 
     def server_started() -> bool:
