@@ -224,6 +224,7 @@ def test_sigterm_to_run_during_a_real_patched_relaunch(sandbox, no_leftover_proc
     _, stderr = run.communicate(timeout=180)
     assert run.returncode == 143
     line = one_line(stderr)
+    print(line)  # for the record
     assert line.startswith("eagle3lab: SIGTERM interrupted notebook chain, cell ")
     assert f"patch {ONE} reverted" in line and "sglang server pid" in line and " stopped" in line
     sandbox.assert_nothing_left()
