@@ -94,6 +94,23 @@ def test_sigterm_before_the_kernel_holds_anything_says_nothing_needed_restoring(
     sandbox.assert_nothing_left()
 
 
+@pytest.mark.notebook
+def test_sigterm_to_the_kernel_itself_reverts_its_patch(sandbox, no_leftover_processes, tmp_path):
+    """The kernel, not the CLI, gets the signal (an OOM killer's SIGTERM, a supervisor): the helper holding the
+    patch unwinds, the run fails in one line naming the interruption."""
+    flag = tmp_path / "applied"
+    notebook = holding_notebook(tmp_path / "hold.ipynb", flag)
+    run = start_cli(sandbox, "run", "--notebooks", str(notebook))
+    wait_for(lambda: flag.exists() or run.poll() is not None, what="the kernel to apply the patch")
+    kernel = next(p for p in psutil.Process(run.pid).children() if "ipykernel" in " ".join(p.cmdline()))
+    kernel.send_signal(signal.SIGTERM)
+    _, stderr = run.communicate(timeout=180)
+    assert run.returncode == 2
+    line = one_line(stderr)
+    assert "notebook hold failed in cell" in line and "Interrupted: SIGTERM" in line
+    sandbox.assert_nothing_left()
+
+
 # ---------------------------------------------------------------------------------------------------------
 # A helper process (no CLI) holding a patch or a server
 

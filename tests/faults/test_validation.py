@@ -168,3 +168,38 @@ def test_full_disk_under_artifacts_is_named_before_the_server_starts(sandbox, no
     lines = result.stdout.strip().splitlines()
     assert lines[-1] == "not started", result.stdout + result.stderr
     assert lines[0].startswith(f"no space left on the device holding {logs} (") and "the server log needs" in lines[0]
+
+
+@needs_namespace
+def test_server_dying_on_a_full_disk_is_reported_as_a_full_disk_with_a_stand_in_server(sandbox, tmp_path):
+    """The disk fills while the server runs: its log is cut short, so the death is reported as the full disk,
+    not as a log without a traceback. The stand-in for sglang writes its log until the disk is full, then dies by
+    SIGKILL, as the issue's run did (the real server's reaction to a full disk is not reproducible on demand)."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    stand_in = tmp_path / "stand_in_python"
+    stand_in.write_text("#!/bin/sh\nwhile true; do head -c 65536 /dev/zero || break; done\nkill -9 $$\n")
+    stand_in.chmod(0o755)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    script = textwrap.dedent(f"""
+        from eagle3lab.errors import OutputWriteError
+        from eagle3lab.runtime.server import ServerProcess, ServerSpec, free_port
+        server = ServerProcess(ServerSpec(model_path={str(model)!r}, port=free_port(), python={str(stand_in)!r}),
+                               {str(logs / 'server.log')!r})
+        server.start()
+        try:
+            server.wait(120)
+            print("no error")
+        except OutputWriteError as err:
+            print(err)
+        finally:
+            server.stop()
+    """)
+    result = subprocess.run(in_namespace(f"mount -t tmpfs -o size=17m tmpfs {logs}", [sys.executable, "-c", script]),
+                            capture_output=True, text=True, env=sandbox.env(), timeout=180)
+    line = result.stdout.strip().splitlines()[-1]
+    assert line.startswith(f"the server died while the device holding its log {logs / 'server.log'} is full"), \
+        result.stdout + result.stderr
+    assert "free some space and rerun" in line
