@@ -334,23 +334,14 @@ def _hook_outcome(hook: str, caller: str, err: BaseException | None) -> HookOutc
 
 
 def _server_args(target: str, draft: str, load_format: str, profile_name: str) -> Any:
-    """The profile's EAGLE-3 launch flags as ServerArgs (what launch_server would parse), on fresh free ports."""
+    """The profile's EAGLE-3 launch as ServerArgs (exactly what launch_server would parse), on fresh free ports."""
     from sglang.srt.server_args import ServerArgs
 
+    from eagle3lab.runtime.deployment import Models, server_spec
     from eagle3lab.runtime.profiles import load_profile
 
-    profile = load_profile(profile_name)
-    return ServerArgs(
-        model_path=target, load_format=load_format, device=profile.device, tp_size=profile.tp_size,
-        dtype=profile.dtype, attention_backend=profile.attention_backend,
-        disable_cuda_graph=profile.disable_cuda_graph, context_length=profile.context_length,
-        max_total_tokens=profile.max_total_tokens, max_running_requests=profile.max_running_requests,
-        mem_fraction_static=profile.mem_fraction_static, trust_remote_code=profile.trust_remote_code,
-        port=free_port(), nccl_port=free_port(),
-        speculative_algorithm=profile.speculative_algorithm, speculative_draft_model_path=draft,
-        speculative_num_steps=profile.speculative_num_steps, speculative_eagle_topk=profile.speculative_eagle_topk,
-        speculative_num_draft_tokens=profile.speculative_num_draft_tokens,
-    )
+    spec = server_spec(load_profile(profile_name), Models(target, draft), speculative=True, port=free_port())
+    return ServerArgs(**spec.server_args(), load_format=load_format, nccl_port=free_port())
 
 
 def _build_runner(server_args: Any) -> Any:
