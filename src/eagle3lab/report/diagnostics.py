@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from eagle3lab.errors import DiagnosticsError
+from eagle3lab.trace.contract import CaptureMode, RunCondition
 
 
 @dataclass(frozen=True)
@@ -230,7 +231,7 @@ def _table_verdict(table: Mapping[str, Any]) -> Optional[tuple[bool, str]]:
         return None
     rows.sort(key=lambda r: r["startup_rank"])
     graph_rows = [r for r in rows
-                  if str(r.get("uses", "")).startswith("CUDA-graph") or "graphs on" in r.get("runs_when", ())]
+                  if r.get("uses") == CaptureMode.CUDA_GRAPH or RunCondition.CUDA_GRAPHS_ON in r.get("runs_when", ())]
     eager = rows[-1]  # forwards after start-up see whatever the last call wrote
     parts = [f"profile {table.get('profile', '?')} (depth {table.get('depth', '?')})"]
     if graph_rows:
