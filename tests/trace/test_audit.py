@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import synthetic_sglang as syn
+from eagle3lab.sidecars import SCHEMA_VERSION
 from eagle3lab.trace import audit, sources
 from eagle3lab.errors import EntryClassError
 from eagle3lab.paths import REPO_ROOT
@@ -145,7 +146,8 @@ def test_notebook_02_runs_and_writes_the_sidecar_notebook_03_reads(tmp_path: Pat
            str(REPO_ROOT / "notebooks" / "02_interface_trace.ipynb"), str(tmp_path / "out.ipynb")]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    side = json.loads((tmp_path / "artifacts" / "02_interface_trace.json").read_text())
+    side = json.loads((tmp_path / "artifacts" / "02_interface_trace.cpu.json").read_text())
+    assert side["schema_version"] == SCHEMA_VERSION
     verdict = side["verdict"]
     assert {"missing_members", "delegation_gaps", "first_raise", "one_method_enough"} <= set(verdict)
     assert set(verdict["first_raise"]) == {"cpu", "gpu"}

@@ -14,7 +14,6 @@ import ast
 import contextlib
 import dataclasses
 import io
-import json
 import logging
 import re
 import statistics
@@ -434,11 +433,13 @@ def _read_text(path: Optional[Path], what: str) -> Optional[str]:
 
 def evidence_from_artifacts(bench_report: Any = None, requests_dir: Optional[Path] = None,
                             spec_log: Optional[Path] = None, baseline_log: Optional[Path] = None,
-                            trace_sidecar: Optional[Path] = None, layer_profile: Optional[str] = None,
+                            layer_tables: Optional[Sequence[Mapping[str, Any]]] = None,
+                            layer_profile: Optional[str] = None,
                             break_even: Optional[float] = None, break_even_where: str = "") -> RunEvidence:
     """Gather a run's evidence from what the notebooks wrote: the bench report (``bench.BenchReport``), the
-    per-request JSONL files in ``requests_dir``, server logs, and notebook 02's sidecar (its ``layer_ids``,
-    restricted to ``layer_profile`` -- 'cpu' or 'gpu' -- when given, so a run is judged by its own start-up).
+    per-request JSONL files in ``requests_dir``, server logs, and notebook 02's layer-id tables (its sidecar's
+    ``layer_ids``, restricted to ``layer_profile`` -- 'cpu' or 'gpu' -- when given, so a run is judged by its
+    own start-up).
 
     The speculative arm is the one whose name mentions 'eagle'; its highest measured concurrency supplies the
     server info and the concurrency the request limit is judged against.
@@ -446,16 +447,11 @@ def evidence_from_artifacts(bench_report: Any = None, requests_dir: Optional[Pat
     ev = RunEvidence(spec_log=_read_text(spec_log, "speculative server log"),
                      baseline_log=_read_text(baseline_log, "baseline server log"),
                      break_even=break_even, break_even_where=break_even_where)
-    trace = _read_text(trace_sidecar, "notebook 02 sidecar")
-    if trace is not None:
-        try:
-            tables = json.loads(trace).get("layer_ids")
-        except (json.JSONDecodeError, AttributeError):
-            raise DiagnosticsError(f"notebook 02 sidecar {trace_sidecar} is not a JSON object; rerun notebook "
-                                   "02") from None
-        if layer_profile is not None and isinstance(tables, list):
-            tables = [t for t in tables if isinstance(t, Mapping) and t.get("profile") == layer_profile] or None
-        ev.layer_table = tables
+    if layer_tables is not None:
+        tables = [dict(t) for t in layer_tables]
+        if layer_profile is not None:
+            tables = [t for t in tables if t.get("profile") == layer_profile]
+        ev.layer_table = tables or None
     if bench_report is None:
         return ev
     for arm in bench_report.arms:
