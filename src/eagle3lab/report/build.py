@@ -44,21 +44,61 @@ def _crash_context(s01: CrashReproSidecar | None) -> tuple[dict | None, dict | N
              "generate": control.generate_seconds})
 
 
+ACCESS_KINDS = (("call", "calls"), ("read", "attribute reads"), ("check", "hasattr checks"), ("write", "writes"))
+
+
+def _site_counts(contract: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Contract sites by the object they touch and by kind of access (a call, a read and a hasattr check differ)."""
+    rows = []
+    for role in sorted({site.get("role", "?") for site in contract}):
+        on_role = [site for site in contract if site.get("role", "?") == role]
+        rows.append({"object": role, **{kind: sum(site.get("access") == kind for site in on_role)
+                                        for kind, _ in ACCESS_KINDS}, "total": len(on_role)})
+    return rows
+
+
+def _gap_sentence(missing: Sequence[str], gaps: Sequence[str], inner: str) -> str:
+    """Whether each missing member is a delegation gap, said from the verdict's own lists."""
+    real = [m for m in missing if m not in gaps]
+    if missing and not real:
+        return f"each is a *delegation gap*: the inner `{inner}` has it"
+    if not gaps:
+        return f"none is a delegation gap: the inner `{inner}` lacks them too"
+    return (f"delegation gaps (the inner `{inner}` has them): {', '.join(f'`{m}`' for m in gaps)}; "
+            f"lacking in the inner model too: {', '.join(f'`{m}`' for m in real)}")
+
+
+def _raise_row(profile: str, site: Any) -> dict[str, Any]:
+    """A first-raise site with its certainty: an uncertain one names the branch that decides it and the fallback."""
+    data = site.model_dump()
+    branches = data.get("undecided_branches") or []
+    other = data.get("otherwise") or {}
+    parts = [f"only if `{b['test']}` (`{b['where']}`) is true"
+             + (f", decided by {', '.join(f'`{c}`' for c in b['decided_by'])}" if b.get("decided_by") else "")
+             for b in branches]
+    if other.get("where"):
+        parts.append(f"otherwise `{other['where']}` ({other.get('function')}) raises first")
+    return {"profile": profile, **data, "certain": bool(data.get("certain", True)), "condition": "; ".join(parts)}
+
+
 def _trace_context(s02: InterfaceTraceSidecar | None) -> dict | None:
     if s02 is None:
         return None
     verdict, bisect, timings = s02.verdict, s02.bisect, s02.timings
+    inner = verdict.class_report.get("inner_class", "inner model")
     newest = s02.conformance.get("newest")
     next_raise = verdict.next_raise_after_one_method.get("cpu")
     layers = [{"profile": table.profile, "depth": table.depth, "aux": table.aux_layer_ids,
                "eager": table.captured("eager"), "graphs": table.captured("graphs"), "conflict": table.conflict}
               for table in s02.layer_ids]
     return {
-        "version": verdict.sglang_version, "sites": len(s02.contract),
+        "version": verdict.sglang_version, "sites": len(s02.contract), "site_counts": _site_counts(s02.contract),
+        "access_kinds": ACCESS_KINDS,
+        "gap_sentence": _gap_sentence(verdict.missing_members, verdict.delegation_gaps, inner),
         "required": ", ".join(f"`{m}`" for m in verdict.required_members),
         "missing": ", ".join(f"`{m}`" for m in verdict.missing_members),
-        "inner": verdict.class_report.get("inner_class", "inner model"),
-        "first_raise": [{"profile": name, **row.model_dump()} for name, row in verdict.first_raise.items()],
+        "inner": inner,
+        "first_raise": [_raise_row(name, row) for name, row in verdict.first_raise.items()],
         "one_method_enough": verdict.one_method_enough,
         "next_member": next_raise.member if next_raise else None, "next_where": next_raise.where if next_raise else None,
         "layers": layers,
@@ -82,7 +122,11 @@ def _fix_context(s03: PatchBenchSidecar | None) -> tuple[dict | None, dict | Non
         return {"patch": result.patch or "none", "outcome": result.outcome, "layers": result.layers_to_capture,
                 "prefill": shapes.get("prefill"), "decode": shapes.get("decode")}
 
+    from eagle3lab.fix import patching
+
+    info = patching.check(patching.resolve_patch(s03.patch)).info
     fix = {"patch": s03.patch, "members": ", ".join(f"`{m}`" for m in s03.delegated_members),
+           "fixed_upstream": info.fixed_upstream if info else "",
            "chain": s03.chain, "story": s03.story,
            "capture": [capture(CaptureResult.from_dict(value)) for value in s03.capture.values()]}
     profile = s03.profile_values
