@@ -93,3 +93,7 @@ class StaleStateError(PatchError):
 
 class ReportInputError(Eagle3LabError):
     """A sidecar or executed notebook the report needs is missing, unreadable or out of date."""
+
+
+class SidecarError(Eagle3LabError):
+    """A notebook's JSON sidecar is missing, unreadable, of another schema version or does not match its schema."""

@@ -15,11 +15,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from eagle3lab.errors import ReportInputError
-from eagle3lab.paths import repo_dir
-from eagle3lab.sidecar import sidecar_path
+from eagle3lab.sidecars import SCHEMAS, read, sidecar_path
 
-TRACE_SIDECAR = "02_interface_trace.json"  # notebook 02's trace does not depend on the profile
-CLOCK_SLACK_S = 1.0  # sidecars stamp whole seconds
+CLOCK_SLACK_S = 1.0  # file times of different writers may differ by a fraction of a second
 
 
 @dataclass(frozen=True)
@@ -32,9 +30,16 @@ class ReportInput:
 
 def sidecars_of(notebook: str, profile: str) -> list[Path]:
     """The sidecars a notebook writes and the report reads."""
-    if notebook.startswith("02_"):
-        return [repo_dir("artifacts") / TRACE_SIDECAR]
     return [sidecar_path(notebook, profile)]
+
+
+def check_sidecar(notebook: str, profile: str, path: Path, rerun: str) -> Any:
+    """Present, parseable (else line and column), and of its notebook's schema (``sidecars.read``)."""
+    data = read_json(path, f"sidecar of {notebook}", rerun)
+    schema = next((s for s in SCHEMAS if s.NOTEBOOK == notebook), None)
+    if schema is not None:
+        read(schema, profile, path)  # a wrong schema version or field: SidecarError, one line
+    return data
 
 
 def read_json(path: Path, what: str, rerun: str) -> Any:
@@ -85,13 +90,14 @@ def check_inputs(profile: str, notebooks: Sequence[str], executed: Sequence[Path
         started = _run_started(Path(path), rerun)
         sidecars = sidecars_of(notebook, profile)
         for sidecar in list(sidecars):
-            data = read_json(sidecar, f"sidecar of {notebook}", rerun)
+            read_json(sidecar, f"sidecar of {notebook}", rerun)
             written = sidecar.stat().st_mtime
             if written + CLOCK_SLACK_S < started:
                 when = dt.datetime.fromtimestamp(written).isoformat(timespec="seconds")
                 began = dt.datetime.fromtimestamp(started).isoformat(timespec="seconds")
                 raise ReportInputError(f"sidecar of {notebook} {sidecar} (written {when}) is older than the run "
                                        f"of {path} (started {began}): that run did not write it; {rerun}")
+            data = check_sidecar(notebook, profile, sidecar, rerun)
             for extra in _extra_sidecars(notebook, data):
                 read_json(extra, f"benchmark sidecar of {notebook}", rerun)
                 sidecars.append(extra)
