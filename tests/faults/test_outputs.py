@@ -38,14 +38,20 @@ def executed_notebook(path: Path, started: dt.datetime, exception: bool = False)
 
 
 @pytest.fixture
-def report_inputs(sandbox):
-    """Executed notebook 01 of a run that started a minute ago, and the sidecar that run wrote."""
+def report_inputs(sandbox, monkeypatch):
+    """Executed notebook 01 of a run that started a minute ago, and the (schema-valid) sidecar that run wrote."""
+    from eagle3lab import sidecars
+
     work = sandbox.work
     started = dt.datetime.now() - dt.timedelta(minutes=1)
     executed_notebook(work / "reports" / "01_crash_repro.cpu.ipynb", started)
-    sidecar = work / "artifacts" / "01_crash_repro.cpu.json"
-    sidecar.parent.mkdir(parents=True)
-    sidecar.write_text(json.dumps({"notebook": "01_crash_repro", "crash": {}}, indent=2))
+    monkeypatch.setenv("EAGLE3LAB_ARTIFACTS_DIR", str(work / "artifacts"))
+    log = str(work / "artifacts" / "logs" / "01.log")
+    sidecar = sidecars.write(sidecars.CrashReproSidecar(
+        profile="cpu", profile_values={}, models={"target": "t", "draft": "d"},
+        crash={"status": "died", "seconds_to_outcome": 1.0, "peak_rss_gib": 1.0, "log": log},
+        control={"seconds_to_ready": 1.0, "peak_rss_gib": 1.0, "generate_seconds": 1.0, "completion_tokens": 1,
+                 "completion": "x", "log": log}))
     (work / "REPORT.md").write_text(GOOD_REPORT)
     return work, sidecar
 
@@ -67,11 +73,11 @@ def test_report_no_run_on_a_fresh_clone_refuses_and_keeps_report_md(sandbox):
 
 
 @pytest.mark.parametrize("damage, expected", [
-    ("truncate", "is unreadable (line 2 column 15: Unterminated string starting at; cut short?)"),
+    ("truncate", "column 3: Unterminated string starting at; cut short?)"),
     ("delete", "is missing; rerun it: python -m eagle3lab report --profile cpu --notebooks 01"),
     ("age", "is older than the run of"),
     ("garbage", "is unreadable (line 1 column 1: Expecting value"),
-    ("as written", "has schema version None, this eagle3lab reads"),  # the fixture's sidecar is not a schema's
+    ("old-schema", "has schema version 1, this eagle3lab reads"),
 ])
 def test_report_no_run_refuses_a_bad_sidecar_before_writing_anything(sandbox, report_inputs, damage, expected):
     work, sidecar = report_inputs
@@ -84,6 +90,8 @@ def test_report_no_run_refuses_a_bad_sidecar_before_writing_anything(sandbox, re
         os.utime(sidecar, (old, old))
     elif damage == "garbage":
         sidecar.write_bytes(b"\x00\x01 not json")
+    else:
+        sidecar.write_text(sidecar.read_text().replace('"schema_version": 2', '"schema_version": 1'))
     line = refused(sandbox, "--notebooks", "01")
     assert str(sidecar) in line and expected in line
 
