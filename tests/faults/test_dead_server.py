@@ -60,9 +60,10 @@ def test_killed_scheduler_ends_the_point_as_server_died(cpu_profile, tiny_models
         scheduler = next(p for p in psutil.Process(server.pid).children(recursive=True)
                          if p.name() == "sglang::scheduler")
         first_point = config.warmup_count(1) + config.num_prompts
+        kill_after = first_point + config.warmup_count(2) + 1  # one measured request done, the next in flight
 
         def kill_scheduler_mid_point() -> None:
-            while not jsonl.exists() or len(jsonl.read_text().splitlines()) < first_point + 1:
+            while not jsonl.exists() or len(jsonl.read_text().splitlines()) < kill_after:
                 time.sleep(0.01)
             killed["at"] = time.perf_counter()
             killed["pid"] = scheduler.pid
@@ -80,7 +81,7 @@ def test_killed_scheduler_ends_the_point_as_server_died(cpu_profile, tiny_models
     assert arm.status == ARM_FAILED and [p.status for p in arm.points] == [POINT_OK, POINT_FAILED]
     failed = arm.points[1]
     death = f"child sglang::scheduler (pid {killed['pid']}) killed by SIGKILL"
-    assert failed.reason.startswith("server died during") and failed.reason.endswith(death), failed.reason
+    assert failed.reason == f"server died during measurement: {death}", failed.reason
     assert arm.reason["kind"] == "server_died"
     records = load_requests(jsonl)
     cut = [r for r in records if r.concurrency == 2 and not r.ok]
