@@ -43,5 +43,8 @@ def full_report(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         for key, value in env.items():
             patch.setenv(key, value)
-        outputs = build_report("cpu", hide_code=True)
+        from eagle3lab.runtime.server import free_port
+
+        # A free port: on a shared machine another run may hold the profile's default one.
+        outputs = build_report("cpu", hide_code=True, parameters={"overrides": {"port": free_port()}})
         yield outputs, root

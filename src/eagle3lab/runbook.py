@@ -147,8 +147,7 @@ def _finish_interrupted(run: _Execution, stem: str) -> None:
 
     kernels = _kernels()
     kernel_pids = {k.pid for k in kernels}
-    servers = [p for k in kernels for p in procwatch.descendants(k.pid) if procwatch.is_sglang_server(p)
-               and p.ppid() == k.pid]
+    servers = [p for k in kernels for p in procwatch.children_of(k.pid) if procwatch.is_sglang_server(p)]
     held = [m for m in backups.all_manifests() if m.holder.get("pid") in kernel_pids]
     run.stop.set()
     if run.cell_running:

@@ -43,7 +43,7 @@ def report_inputs(sandbox, monkeypatch):
     from eagle3lab import sidecars
 
     work = sandbox.work
-    started = dt.datetime.now() - dt.timedelta(minutes=1)
+    started = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=1)
     executed_notebook(work / "reports" / "01_crash_repro.cpu.ipynb", started)
     monkeypatch.setenv("EAGLE3LAB_ARTIFACTS_DIR", str(work / "artifacts"))
     log = str(work / "artifacts" / "logs" / "01.log")
@@ -98,7 +98,7 @@ def test_report_no_run_refuses_a_bad_sidecar_before_writing_anything(sandbox, re
 
 def test_report_no_run_refuses_a_failed_executed_notebook(sandbox, report_inputs):
     work, _ = report_inputs
-    executed_notebook(work / "reports" / "01_crash_repro.cpu.ipynb", dt.datetime.now(), exception=True)
+    executed_notebook(work / "reports" / "01_crash_repro.cpu.ipynb", dt.datetime.now(dt.timezone.utc), exception=True)
     assert "records a failed run" in refused(sandbox, "--notebooks", "01")
 
 

@@ -203,7 +203,9 @@ def _require_pristine(site_packages: str | os.PathLike | None) -> None:
     """No project patch may be in place already, or a result would show patches nobody asked for."""
     from eagle3lab.fix import patching
     from eagle3lab.errors import PatchError
+    from eagle3lab.fix.restore import require_known_state
 
+    require_known_state(patching._root(site_packages))  # a patch left by a killed run: say so, with the fix
     applied, mismatched = [], []
     for path in sorted(patching.PATCHES_DIR.glob("*.patch")):
         try:

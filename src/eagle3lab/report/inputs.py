@@ -65,9 +65,10 @@ def _run_started(executed: Path, rerun: str) -> float:
     if not started:
         return executed.stat().st_mtime
     try:
-        return dt.datetime.fromisoformat(str(started).replace("Z", "+00:00")).timestamp()
+        when = dt.datetime.fromisoformat(str(started).replace("Z", "+00:00"))
     except ValueError:
         return executed.stat().st_mtime
+    return (when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)).timestamp()  # papermill stamps UTC
 
 
 def _extra_sidecars(notebook: str, data: Any) -> list[Path]:

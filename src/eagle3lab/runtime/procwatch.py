@@ -128,6 +128,14 @@ def descendants(pid: int | None = None) -> list[psutil.Process]:
     return [p for p in tree(pid or os.getpid())[1:] if alive(p)]
 
 
+def children_of(pid: int) -> list[psutil.Process]:
+    """Direct live children of ``pid`` (none if it is gone)."""
+    try:
+        return [p for p in psutil.Process(pid).children() if alive(p)]
+    except psutil.Error:
+        return []
+
+
 def is_sglang_server(proc: psutil.Process) -> bool:
     try:
         return any("sglang" in part for part in proc.cmdline()[:4])
