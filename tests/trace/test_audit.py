@@ -58,8 +58,12 @@ def test_delegating_subclass_and_proxy(src):
     ref = sub.find("SubclassWrapper")
     owner, _ = sub.owner_of(ref, "get_embed_and_head")
     assert owner.name == "DelegatingWrapper"
-    assert set(statuses(src, "ProxyWrapper").values()) == {"proxied"}
-    assert audit.verdict(src, "ProxyWrapper")["missing_members"] == []
+    proxy = statuses(src, "ProxyWrapper")
+    assert proxy["set_eagle3_layers_to_capture"] == proxy["get_embed_and_head"] == "proxied"
+    # a proxy forwards a member only as far as the object behind it has it: the inner model lacks these two
+    assert proxy["checked_member"] == proxy["helper_member"] == "missing"
+    via = audit.verdict(src, "ProxyWrapper")["class_report"]["members"]["checked_member"]["via"]
+    assert "__getattr__ -> self.language_model" in via and "InnerForCausalLM" in via
 
 
 def test_unknown_entry_class_is_one_line(src):
@@ -91,14 +95,40 @@ def test_layer_table_runs_the_models_own_hook(src):
 
 
 def test_conformance_lists_wrappers_of_eagle3_models_only(src):
-    conf = audit.conformance(src)
+    conf = audit.conformance(src, members=["set_eagle3_layers_to_capture", "get_embed_and_head"])
     rows = {r["entry"]: r for r in conf["rows"]}
     assert set(rows) == {"GapWrapper", "MixinWrapper", "DelegatingWrapper", "SubclassWrapper", "ProxyWrapper"}
     assert "set_eagle3_layers_to_capture" in rows["GapWrapper"]["missing"]
     assert "set_eagle3_layers_to_capture" not in rows["SubclassWrapper"]["missing"]
+    assert {r["entry"] for r in conf["lacking"]} == {"GapWrapper", "MixinWrapper"}
     assert conf["wrappers_of_non_eagle3_models"] == ["NoEagleWrapper"]
     assert conf["entry_classes"] == 10  # two in inner.py, six in wrappers.py, two in drafter.py
+    assert conf["counts"]["wrappers conforming"] == 3 and conf["counts"]["wrappers lacking"] == 2
     assert conf["seconds"] >= 0
+
+
+def test_no_entry_class_vanishes_from_the_counts():
+    conf = audit.conformance(syn.source(shapes=True))
+    counts = conf["counts"]
+    assert sum(counts[k] for k in audit.KINDS) == counts["entry_classes"] == len(conf["entries"]) == 21
+    assert sum(counts[f"wrappers {v}"] for v in audit.VERDICTS) == counts[audit.WRAPPER] == len(conf["rows"])
+    unresolved = {u["entry"]: u["reason"] for u in conf["unresolved"]}
+    assert set(unresolved) == {"RegistryWrapper"}
+    assert "chosen at run time" in unresolved["RegistryWrapper"]
+    kinds = {e["entry"]: e["kind"] for e in conf["entries"]}
+    assert kinds["InnerForCausalLMNextN"] == audit.DRAFT  # ModelConfig renames draft models to it
+    assert kinds["ParamWrapper"] == audit.OTHER_WRAPPER  # its default inner class has no EAGLE-3
+    assert kinds["InnerForCausalLM"] == audit.PLAIN
+
+
+def test_members_every_nn_module_has_are_not_contract_members(src):
+    con = audit.Contract.of(src)
+    assert con.every_module_has == ["named_modules"]  # the runtime calls it, but every nn.Module has it
+    assert "named_modules" not in con.required + con.optional
+    import torch
+
+    public = {n for n in dir(torch.nn.Module) if not n.startswith("__")}
+    assert public <= audit.torch_module_members()  # read from torch's own source, not a hand list
 
 
 def test_draft_side_of_the_contract(src):
