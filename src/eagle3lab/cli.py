@@ -67,6 +67,18 @@ def cmd_patch(args: argparse.Namespace) -> None:
     run_cli(args)
 
 
+def cmd_preflight_model(args: argparse.Namespace) -> None:
+    from eagle3lab.trace.preflight_model import run_cli
+
+    run_cli(args)
+
+
+def cmd_upstream_fixes(args: argparse.Namespace) -> None:
+    from eagle3lab.fix.fixgen import run_cli
+
+    run_cli(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="eagle3lab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -95,6 +107,20 @@ def build_parser() -> argparse.ArgumentParser:
     patch = sub.add_parser("patch", help="check / apply / verify / revert a patch on the installed sglang")
     add_cli_arguments(patch)
     patch.set_defaults(func=cmd_patch)
+
+    from eagle3lab.trace.preflight_model import add_cli_arguments as preflight_model_arguments
+
+    preflight = sub.add_parser("preflight-model", help="will an EAGLE-3 launch of this model crash on this sglang "
+                                                       "release? (from sglang's source, offline once cached)")
+    preflight_model_arguments(preflight)
+    preflight.set_defaults(func=cmd_preflight_model)
+
+    from eagle3lab.fix.fixgen import add_cli_arguments as upstream_fixes_arguments
+
+    fixes = sub.add_parser("upstream-fixes", help="generate and check a delegation patch for every wrapper a "
+                                                  "release's audit finds lacking")
+    upstream_fixes_arguments(fixes)
+    fixes.set_defaults(func=cmd_upstream_fixes)
     return parser
 
 

@@ -55,6 +55,9 @@ def _site(row: dict) -> Optional[dict]:
     if not row:
         return None
     out = {k: row.get(k) for k in ("where", "member", "function", "phase", "certain")}
+    checked = any("raises otherwise" in c for c in row.get("conditions", []))
+    out["error"] = ("the runtime's own hasattr check raises" if checked
+                    else "AttributeError from nn.Module.__getattr__")
     if row.get("otherwise"):
         out["otherwise"] = {k: row["otherwise"].get(k) for k in ("where", "member", "function")}
     return out
@@ -124,7 +127,7 @@ def text(answer: dict[str, Any]) -> str:
             if site:
                 certain = "" if site.get("certain", True) else " (behind a branch the profile cannot decide)"
                 lines.append(f"  {profile} start-up raises first at {site['where']} {site['member']} "
-                             f"in {site['function']}{certain}")
+                             f"in {site['function']}{certain}: {site['error']}")
             else:
                 lines.append(f"  {profile} start-up reaches no missing member; it raises when first served")
         patch = answer["patch"]
