@@ -61,7 +61,7 @@ class Contract:
         common = torch_module_members()
         sites = [s for s in eagle_sites if s.role in roles]
         members = {s.member for s in sites}
-        required = sorted({s.member for s in sites if not s.guarded and contract_mod.ERROR_PATH not in s.runs_when}
+        required = sorted({s.member for s in sites if not s.guarded and contract_mod.RunCondition.ERROR_PATH not in s.runs_when}
                           - common)
         optional = sorted(members - set(required) - common)
         return cls(sites, required, optional, sorted(members & common))
@@ -229,7 +229,7 @@ def layer_table(src: SglangSource, entry: str, depth: int, aux_ids: list[int], p
         except Exception as exc:  # the hook may use things a probe cannot stand in for
             row["result"] = {}
             row["error"] = f"{type(exc).__name__}: {exc}"
-        row["uses"] = "CUDA-graph capture" if "graphs on" in site.runs_when else "eager"
+        row["uses"] = site.capture_mode
         row["certain"] = certain.get(site.where)
         rows.append(row)
     reached = [r for r in rows if r["startup_rank"] is not None and r["result"]]

@@ -48,7 +48,11 @@ class ReleaseFacts:
 
     @classmethod
     def from_dict(cls, data: dict) -> "ReleaseFacts":
-        sites = [contract_mod.Site(**{k: v for k, v in s.items() if k in _SITE_FIELDS}) for s in data["sites"]]
+        sites = []
+        for raw in data["sites"]:
+            site = contract_mod.Site(**{k: v for k, v in raw.items() if k in _SITE_FIELDS})
+            site.runs_when = [contract_mod.RunCondition(v) for v in site.runs_when]
+            sites.append(site)
         return cls(data["version"], data["origin"], sites, data["startup"], data["registry"], data["draft_only"],
                    cached=True)
 
