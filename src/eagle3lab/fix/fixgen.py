@@ -29,7 +29,7 @@ import unidiff
 from eagle3lab.fix import patching
 from eagle3lab.paths import REPO_ROOT
 from eagle3lab.trace import audit
-from eagle3lab.trace.modindex import ClassRef
+from eagle3lab.trace.modindex import ClassRef, module_name
 from eagle3lab.trace.resolve import Resolver
 from eagle3lab.trace.sources import SglangSource
 
@@ -356,25 +356,17 @@ def check(src: SglangSource, fix: Fix, members: list[str]) -> Fix:
     bad = [f"{m.cls}.{m.name}" for m in added if not (m.ok and m.guarded)]
     fix.checks["delegates"] = {"ok": not bad and bool(added),
                                "detail": ", ".join(f"{m.name} -> {m.delegates_to}" for m in added) or "no methods"}
-    res = Resolver(patched)
-    still: dict[str, list[str]] = {}
-    for entry in fix.entries:
-        ref = res.index.find_class(entry)
-        if ref is None:
-            still[entry] = ["(class not found)"]
-            continue
-        rep = res.report(ref, members)
-        missing = [m for m in fix.members if rep.members[m].status not in audit.SATISFIED]
-        if missing:
-            still[entry] = missing
-    fix.checks["re-audit"] = {"ok": not still, "detail": "every wrapper it names conforms for "
-                              f"{', '.join(fix.members)}" if not still else f"still lacking: {still}"}
-    passes = {}
     orig_res = Resolver(src)
+    owner = orig_res.index.resolve(module_name(fix.file), fix.owner)
+    alone = [e for e in fix.entries if len(_owners(orig_res, orig_res.index.find_class(e))) == 1]
+    still = _still_lacking(patched, alone, fix.members)
+    fix.checks["re-audit"] = {"ok": not still, "detail": (
+        f"{', '.join(alone)} conform for {', '.join(fix.members)}" if alone and not still
+        else f"still lacking: {still}" if still else "every wrapper it names needs other patches too: see series")}
+    passes = {}
     for entry in fix.entries:
         ref = orig_res.index.find_class(entry)
-        targets = [o for o, _, _ in _owners(orig_res, ref)] if ref is not None else []
-        for cls in _forward_classes(orig_res, ref, targets) if ref is not None else []:
+        for cls in _forward_classes(orig_res, ref, [owner]) if ref is not None else []:
             passes[cls.name] = _forward_returns_inner(orig_res, cls, fix.attr)
     wrong = {k: why for k, (ok, why) in passes.items() if ok is False}
     fix.checks["output"] = {"ok": not wrong, "detail": "; ".join(f"{k}: {why}" for k, (ok, why) in passes.items())}
@@ -388,6 +380,41 @@ def check(src: SglangSource, fix: Fix, members: list[str]) -> Fix:
             by_reason.setdefault(why, []).append(cls)
         fix.refused = "; ".join(f"{', '.join(classes)}: {why}" for why, classes in by_reason.items())
     return fix
+
+
+def _still_lacking(patched: SglangSource, entries: list[str], members: list[str]) -> dict[str, list[str]]:
+    """entry -> members the audit of the patched release still finds unsatisfied."""
+    res = Resolver(patched)
+    still: dict[str, list[str]] = {}
+    for entry in entries:
+        ref = res.index.find_class(entry)
+        if ref is None:
+            still[entry] = ["(class not found)"]
+            continue
+        missing = [m for m in members if res.status(ref, m).status not in audit.SATISFIED]
+        if missing:
+            still[entry] = missing
+    return still
+
+
+def series_check(src: SglangSource, fixes: list[Fix], lacking: list[dict]) -> dict[str, Any]:
+    """All passing patches applied together (the series): which lacking wrappers conform then, which do not."""
+    patched: Optional[SglangSource] = src
+    for fix in fixes:
+        if fix.ok and patched is not None:
+            patched, why = patched_source(patched, fix.text)
+            if patched is None:
+                return {"ok": False, "detail": f"{fix.name} does not apply on top of the series before it: {why}"}
+    assert patched is not None
+    still = {}
+    for row in lacking:
+        missing = _still_lacking(patched, [row["entry"]], row["missing"])
+        still.update(missing)
+    refused = {e for f in fixes if not f.ok for e in f.entries}
+    unexpected = {e: m for e, m in still.items() if e not in refused}
+    return {"ok": not unexpected, "conforming": sorted({r["entry"] for r in lacking} - set(still)),
+            "still_lacking": still, "detail": (f"{len(lacking) - len(still)} of {len(lacking)} lacking wrappers "
+                                               "conform with the whole series applied")}
 
 
 def _forward_classes(res: Resolver, ref: ClassRef, owners: list[ClassRef]) -> list[ClassRef]:
@@ -423,6 +450,13 @@ def fixes_for(src: SglangSource, conf: Optional[dict] = None) -> list[Fix]:
     return out
 
 
+def fixes_with_series(src: SglangSource, conf: Optional[dict] = None) -> tuple[list[Fix], dict[str, Any]]:
+    """``fixes_for`` plus the re-audit of the whole series (wrappers that need several patches, e.g. proxies)."""
+    conf = conf or audit.conformance(src)
+    fixes = fixes_for(src, conf)
+    return fixes, series_check(src, fixes, conf["lacking"])
+
+
 # ----------------------------------------------------------------------------------------------------------
 # the committed series
 
@@ -434,7 +468,7 @@ def release_dir(release: str) -> Path:
 def committed_state(fix: Fix) -> str:
     """How the committed copy compares: identical, differs (regenerate), or absent."""
     path = release_dir(fix.release) / f"{fix.name}.patch"
-    if not fix.text:
+    if not fix.ok:
         return "refused" if not path.exists() else "committed but now refused"
     if not path.is_file():
         return "not committed"

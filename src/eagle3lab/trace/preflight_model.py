@@ -63,10 +63,11 @@ def _site(row: dict) -> Optional[dict]:
     return out
 
 
-def preflight(architectures: list[str], version: Optional[str] = None, with_patch: bool = True) -> dict[str, Any]:
-    """The answer as plain data (the JSON of ``--json``)."""
+def preflight(architectures: list[str], version: Optional[str] = None, with_patch: bool = True,
+              src: Optional[sources.SglangSource] = None) -> dict[str, Any]:
+    """The answer as plain data (the JSON of ``--json``); ``src`` overrides the release (tests)."""
     started = time.perf_counter()
-    src = open_release(version)
+    src = src or open_release(version)
     facts = release_facts(src)
     res = Resolver(src)
     registered = [a for a in architectures if a in facts.registry]
