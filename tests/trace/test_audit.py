@@ -171,7 +171,8 @@ def test_notebook_02_runs_and_writes_the_sidecar_notebook_03_reads(tmp_path: Pat
     env = {**os.environ, "CI": "1", "EAGLE3LAB_FIGURES_DIR": str(tmp_path / "figures"),
            "EAGLE3LAB_ARTIFACTS_DIR": str(tmp_path / "artifacts")}
     params = tmp_path / "params.yaml"
-    params.write_text('sglang_source: "0.5.9"\nbisect_versions: ["0.5.9", "0.5.10"]\n')
+    # the run-time checks of the generated fixes have their own server tests (tests/fix/test_fixverify.py)
+    params.write_text('sglang_source: "0.5.9"\nbisect_versions: ["0.5.9", "0.5.10"]\nverify_fixes: false\n')
     cmd = [sys.executable, "-m", "papermill", "-k", "eagle3lab", "-f", str(params), "--cwd", str(tmp_path),
            str(REPO_ROOT / "notebooks" / "02_interface_trace.ipynb"), str(tmp_path / "out.ipynb")]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
@@ -185,6 +186,18 @@ def test_notebook_02_runs_and_writes_the_sidecar_notebook_03_reads(tmp_path: Pat
     assert side["layer_ids"] and all(t["rows"] for t in side["layer_ids"])
     assert side["timings"]["bisect_releases"] == 2
     assert (tmp_path / "figures" / "02_bisect_timeline.png").stat().st_size > 0
+    # every lacking wrapper, in the traced and the newest release (0.5.10 here), with counts that add up
+    for key, release in (("traced", "0.5.9"), ("newest", "0.5.10")):
+        conf = side["conformance"][key]
+        assert conf["sglang_version"] == release
+        assert sum(conf["counts"][k] for k in audit.KINDS) == conf["counts"]["entry_classes"] == len(conf["entries"])
+        assert len(conf["lacking"]) == conf["counts"]["wrappers lacking"] > 0
+    assert "KimiK25ForConditionalGeneration" in {r["entry"] for r in side["conformance"]["traced"]["lacking"]}
+    assert "KimiK25ForConditionalGeneration" not in {r["entry"] for r in side["conformance"]["newest"]["lacking"]}
+    fixes = side["fixes"]
+    assert set(fixes["releases"]) == {"0.5.9", "0.5.10"} and fixes["verification"]["ran"] is False
+    covered = {e for f in fixes["releases"]["0.5.9"]["fixes"] for e in f["entries"]}
+    assert {r["entry"] for r in side["conformance"]["traced"]["lacking"]} <= covered
 
 
 def test_uncertain_first_raise_names_the_branch_that_decides_it():

@@ -378,7 +378,8 @@ def check(src: SglangSource, fix: Fix, members: list[str]) -> Fix:
         by_reason: dict[str, list[str]] = {}
         for cls, why in wrong.items():
             by_reason.setdefault(why, []).append(cls)
-        fix.refused = "; ".join(f"{', '.join(classes)}: {why}" for why, classes in by_reason.items())
+        fix.refused = "; ".join(why if why.startswith(f"{classes[0]}.") and len(classes) == 1
+                                else f"{', '.join(classes)}: {why}" for why, classes in by_reason.items())
     return fix
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -93,10 +94,26 @@ def import_check(release: str, fixes: Sequence[Fix]) -> dict[str, Any]:
                       "verdict": "imports" if a == "ok" else ("same failure as the pristine release" if a == b
                                                               else "the patch breaks the import")}
     where = ("the installed sglang (patched in place, restored)" if installed else
-             f"the {release} wheel unpacked next to this environment's torch/transformers "
-             f"(sglang {after['sglang']} imported from {Path(after['file']).parent.parent})")
+             f"the {release} wheel unpacked next to this environment's packages; {_pins(release)}")
     return {"release": release, "modules": rows, "where": where, "ok": all(r["ok"] for r in rows.values()),
             "imported": sum(r["patched"] == "ok" for r in rows.values()), "of": len(rows)}
+
+
+def _pins(release: str) -> str:
+    """The release's own torch/transformers requirements next to what this environment has."""
+    from importlib import metadata
+
+    with zipfile.ZipFile(sources.fetch_wheel(release)) as zf:
+        name = next((n for n in zf.namelist() if n.endswith(".dist-info/METADATA")), "")
+        text = zf.read(name).decode("utf-8", "replace") if name else ""
+    wanted = {}
+    for line in text.splitlines():
+        match = re.match(r"Requires-Dist: (torch|transformers)\s*([=<>!~][^;]*)?$", line.strip())
+        if match:
+            wanted[match.group(1)] = (match.group(2) or "").strip()
+    have = {pkg: metadata.version(pkg) for pkg in ("torch", "transformers")}
+    return (f"it requires {', '.join(f'{k}{v}' for k, v in wanted.items()) or 'no pinned torch/transformers'}, "
+            f"this environment has {', '.join(f'{k} {v}' for k, v in have.items())}")
 
 
 def capture_verify(fix: Fix, entry: str, *, num_layers: int = 4, timeout_s: float = 900.0) -> dict[str, Any]:
@@ -159,6 +176,7 @@ def committed_patch(fix: Fix) -> Path:
 def main(argv: Sequence[str] | None = None) -> int:
     """Child of the import check: import each module named, print one JSON line of outcomes."""
     import importlib
+    import importlib.util
 
     outcomes: dict[str, str] = {}
     for name in list(argv if argv is not None else sys.argv[1:]):
@@ -166,11 +184,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             importlib.import_module(name)
             outcomes[name] = "ok"
         except BaseException as exc:  # noqa: BLE001 - every outcome is data here
-            outcomes[name] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
-    import sglang
-
-    print(RESULT_PREFIX + json.dumps({"modules": outcomes, "sglang": getattr(sglang, "__version__", "?"),
-                                      "file": sglang.__file__}), flush=True)
+            message = re.sub(r" \(/[^)]*\)", "", (str(exc).splitlines() or [""])[0])[:200]  # no machine paths
+            outcomes[name] = f"{type(exc).__name__}: {message}"
+            for loaded in [m for m in sys.modules if m == "sglang" or m.startswith("sglang.")]:
+                del sys.modules[loaded]  # a half-imported package would fail the next module for the wrong reason
+    spec = importlib.util.find_spec("sglang")  # which copy was imported, without importing it again
+    print(RESULT_PREFIX + json.dumps({"modules": outcomes, "file": spec.origin if spec else ""}), flush=True)
     return 0
 
 

@@ -322,7 +322,7 @@ def conformance(src: SglangSource, members: Optional[list[str]] = None) -> dict[
         raise AssertionError("an entry class fell out of the counts")  # a programming error
     unresolved = [{"entry": e["entry"], "file": e["file"], "kind": e["kind"],
                    "reason": e["reason"]} for e in entries if e["kind"] == UNRESOLVED or e["verdict"] == "unresolved"]
-    return {"sglang_version": src.version, "provenance": f"traced from sglang {src.version}'s source ({src.origin})",
+    return {"sglang_version": src.version, "provenance": f"traced from sglang {src.version}'s source ({src.origin_label})",
             "members": members, "every_module_has": con.every_module_has, "counts": counts,
             "rows": wrappers, "lacking": [e for e in wrappers if e["verdict"] == "lacking"],
             "unresolved": unresolved, "entries": entries,

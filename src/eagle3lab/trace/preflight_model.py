@@ -105,7 +105,7 @@ def preflight(architectures: list[str], version: Optional[str] = None, with_patc
         "real_lacks": verdict["real_lacks"],
         "unresolved": unresolved,
         "note": note,
-        "provenance": f"traced from sglang {src.version}'s source ({Path(src.origin).name}); "
+        "provenance": f"traced from sglang {src.version}'s source ({src.origin_label}); "
                       f"contract {'cached' if facts.cached else 'traced now'}",
     }
     if with_patch and missing:
