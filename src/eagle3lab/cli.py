@@ -68,7 +68,7 @@ def cmd_patch(args: argparse.Namespace) -> None:
 
 
 def cmd_preflight_model(args: argparse.Namespace) -> None:
-    from eagle3lab.trace.preflight_model import run_cli
+    from eagle3lab.fix.preflight_model import run_cli
 
     run_cli(args)
 
@@ -108,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_cli_arguments(patch)
     patch.set_defaults(func=cmd_patch)
 
-    from eagle3lab.trace.preflight_model import add_cli_arguments as preflight_model_arguments
+    from eagle3lab.fix.preflight_model import add_cli_arguments as preflight_model_arguments
 
     preflight = sub.add_parser("preflight-model", help="will an EAGLE-3 launch of this model crash on this sglang "
                                                        "release? (from sglang's source, offline once cached)")

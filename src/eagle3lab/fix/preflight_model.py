@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from eagle3lab.errors import EntryClassError, SourceError
+from eagle3lab.fix.fixgen import patch_that_fixes
 from eagle3lab.trace import audit, sources
 from eagle3lab.trace.facts import release_facts
 from eagle3lab.trace.resolve import Resolver
@@ -109,8 +110,6 @@ def preflight(architectures: list[str], version: Optional[str] = None, with_patc
                       f"contract {'cached' if facts.cached else 'traced now'}",
     }
     if with_patch and missing:
-        from eagle3lab.fix.fixgen import patch_that_fixes
-
         answer["patch"] = patch_that_fixes(src, ref, missing)
     answer["seconds"] = round(time.perf_counter() - started, 2)
     return answer

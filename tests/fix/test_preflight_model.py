@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-import synthetic_sglang as syn
-from eagle3lab.errors import EntryClassError
-from eagle3lab.trace import preflight_model as pm
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "trace"))
+import synthetic_sglang as syn  # noqa: E402
+from eagle3lab.errors import EntryClassError  # noqa: E402
+from eagle3lab.fix import preflight_model as pm
 from eagle3lab.trace import registry, sources
 from eagle3lab.trace.modindex import ModuleIndex
 
