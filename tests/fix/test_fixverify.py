@@ -23,11 +23,15 @@ def test_generated_fix_makes_the_hook_reach_the_inner_model(entry, fixes_0_5_9):
     """Three inner families (LLaVA over Qwen2 and over Llama, Kimi-VL over DeepSeek-V2): unpatched the runner dies
     on the missing hook where the trace says; patched, real forwards return the drafter's aux hidden states."""
     fix = next(f for f in fixes_0_5_9 if entry in f.entries)
-    result = fixverify.capture_verify(fix, entry)
+    show_crash = entry == "LlavaQwenForCausalLM"  # the unpatched run once (a minute each on CPU); notebook 02 does all
+    result = fixverify.capture_verify(fix, entry, unpatched=show_crash)
     before, after = result["unpatched"], result["patched"]
-    failed = next(h for h in before["hooks"] if not h["ok"])
-    assert failed["hook"] == "set_eagle3_layers_to_capture" and failed["error_type"] == "AttributeError"
-    assert failed["raised_at"].startswith("sglang/srt/model_executor/model_runner.py")
+    if show_crash:
+        failed = next(h for h in before["hooks"] if not h["ok"])
+        assert failed["hook"] == "set_eagle3_layers_to_capture" and failed["error_type"] == "AttributeError"
+        assert failed["raised_at"].startswith("sglang/srt/model_executor/model_runner.py")
+    else:
+        assert before is None
     assert after["outcome"] == "captured", after
     assert after["layers_to_capture"] == [i + 1 for i in after["drafter_layer_ids"]]
     assert [f["matched_layers"] for f in after["forwards"]] == [after["drafter_layer_ids"]] * 2

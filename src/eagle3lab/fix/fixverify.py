@@ -116,8 +116,11 @@ def _pins(release: str) -> str:
             f"this environment has {', '.join(f'{k} {v}' for k, v in have.items())}")
 
 
-def capture_verify(fix: Fix, entry: str, *, num_layers: int = 4, timeout_s: float = 900.0) -> dict[str, Any]:
-    """Unpatched and patched capture check of one wrapper through sglang's own ModelRunner (installed release)."""
+def capture_verify(fix: Fix, entry: str, *, num_layers: int = 4, timeout_s: float = 900.0,
+                   unpatched: bool = True) -> dict[str, Any]:
+    """Unpatched and patched capture check of one wrapper through sglang's own ModelRunner (installed release).
+
+    ``unpatched=False`` skips the run that shows the crash (a test that only needs the fix), and says so."""
     from eagle3lab.fix.capture_check import run_capture_check
     from eagle3lab.runtime.cpu_harness import cpu_environment
     from eagle3lab.runtime.tinymodel import build_tiny_models
@@ -135,18 +138,21 @@ def capture_verify(fix: Fix, entry: str, *, num_layers: int = 4, timeout_s: floa
         patch = Path(tmp) / f"{fix.name}.patch"
         patch.write_text(fix.text, encoding="utf-8")
         runs = {}
-        for label, applied in (("unpatched", None), ("patched", patch)):
+        plan = (("unpatched", None), ("patched", patch)) if unpatched else (("patched", patch),)
+        for label, applied in plan:
             result = run_capture_check(target, draft, applied, load_format="dummy", env=env, inner_attr=attr,
                                        timeout_s=timeout_s)
             runs[label] = result
-    before, after = runs["unpatched"], runs["patched"]
-    crashed = before.failed_hook is not None and before.failed_hook.error_type == "AttributeError"
+    after = runs["patched"]
+    before = runs.get("unpatched")
+    crashed = before is None or (before.failed_hook is not None and before.failed_hook.error_type == "AttributeError")
     ok = crashed and after.ok
     reason = "" if ok else (
         f"unpatched run did not die on a missing hook ({before.outcome})" if not crashed
         else f"patched run: {after.outcome} {after.error_type or ''} {after.error_message or ''}".strip())
     return {"entry": entry, "patch": f"{fix.name}.patch", "release": fix.release, "inner": f"self.{attr}",
-            "unpatched": before.to_dict(), "patched": after.to_dict(), "verified": ok, "reason": reason,
+            "unpatched": before.to_dict() if before else None, "patched": after.to_dict(), "verified": ok,
+            "reason": reason,
             "provenance": f"measured here: sglang {installed.version} ModelRunner on CPU, tiny {entry} "
                           f"({num_layers} layers, --load-format dummy)"}
 
@@ -156,10 +162,11 @@ def capture_rows(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for r in results:
         before, after = r["unpatched"], r["patched"]
-        hook = next((h for h in before["hooks"] if not h["ok"]), None)
+        hook = next((h for h in before["hooks"] if not h["ok"]), None) if before else None
         rows.append({
             "wrapper": r["entry"], "patch": r["patch"], "forwards to": r["inner"],
-            "unpatched": f"{hook['error_type']} at {hook['raised_at']}" if hook else before["outcome"],
+            "unpatched": (f"{hook['error_type']} at {hook['raised_at']}" if hook else before["outcome"]) if before
+            else "not run",
             "patched": after["outcome"], "layers captured": after.get("layers_to_capture"),
             "drafter ids": after.get("drafter_layer_ids"),
             "aux shapes": [f["shape"] for f in after.get("forwards", [])],

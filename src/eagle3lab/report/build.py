@@ -150,10 +150,11 @@ def _fixes_context(s02: InterfaceTraceSidecar) -> dict[str, Any] | None:
     verification = record.verification or {}
     capture = []
     for item in verification.get("capture", []):
-        before, after = item["unpatched"], item["patched"]
+        before, after = item["unpatched"] or {}, item["patched"]
         hook = next((h for h in before.get("hooks", []) if not h["ok"]), None)
         capture.append({"entry": item["entry"], "patch": item["patch"], "inner": item["inner"],
-                        "unpatched": f"{hook['error_type']} at `{hook['raised_at']}`" if hook else before["outcome"],
+                        "unpatched": f"{hook['error_type']} at `{hook['raised_at']}`" if hook
+                        else before.get("outcome", "not run"),
                         "patched": after["outcome"], "layers": after.get("layers_to_capture"),
                         "ids": after.get("drafter_layer_ids"),
                         "shapes": ", ".join(f"{f['phase']} {f['shape']}" for f in after.get("forwards", [])),
