@@ -67,6 +67,12 @@ def cmd_patch(args: argparse.Namespace) -> None:
     run_cli(args)
 
 
+def cmd_predict(args: argparse.Namespace) -> None:
+    from eagle3lab.report.predict_cli import run
+
+    run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="eagle3lab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -95,6 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
     patch = sub.add_parser("patch", help="check / apply / verify / revert a patch on the installed sglang")
     add_cli_arguments(patch)
     patch.set_defaults(func=cmd_patch)
+
+    from eagle3lab.report.predict_cli import add_arguments as add_predict_arguments, one_line_errors
+
+    predict = one_line_errors(sub.add_parser("predict", help="cost model: plain vs EAGLE-3 throughput per batch size"))
+    add_predict_arguments(predict)
+    predict.set_defaults(func=cmd_predict)
     return parser
 
 

@@ -78,10 +78,13 @@ def predict_from_config(config: str | Path | dict, hardware: str, tp: int, steps
     from eagle3lab.report.presets import hardware_preset, load_config, speculative_flags
 
     if isinstance(config, dict):
-        cfg, source = config, "config dict"
+        cfg, source, name = config, "config dict", None
     else:
         cfg, source = load_config(config)
-    target = model_from_config(cfg, Path(str(config)).stem if not isinstance(config, dict) else None, source)
+        path = Path(config)
+        name = (path.parent.name if path.name == "config.json" else path.stem) if path.is_file() else \
+            path.name if path.is_dir() else str(config)
+    target = model_from_config(cfg, name, source)
     drafter = eagle3_drafter(target, draft_vocab) if draft_vocab else eagle3_drafter(target)
     dep = Deployment(target, drafter, hardware_preset(hardware), tp, engine_preset(engine), context)
     calibration = "none: default engine constants (no measured single-stream rate given)"

@@ -77,14 +77,15 @@ def hardware_preset(name: str) -> Hardware:
 def load_config(path_or_name: str | Path) -> tuple[dict[str, Any], str]:
     """(config dict, where it came from) for a config.json path, or the name of a stored config (data/configs)."""
     path = Path(path_or_name)
+    if path.is_dir():
+        path = path / "config.json"
     if not path.is_file():
         stored = CONFIG_DIR / f"{path_or_name}.json"
         if not stored.is_file():
             known = ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.json")))
-            raise PerfModelError(f"config '{path_or_name}' is neither a file nor a stored config ({known})")
+            raise PerfModelError(f"config '{path_or_name}' is neither a config.json (or a folder holding one) nor "
+                                 f"a stored config ({known})")
         path = stored
-    if path.is_dir():
-        path = path / "config.json"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:

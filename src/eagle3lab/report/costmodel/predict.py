@@ -19,7 +19,7 @@ from eagle3lab.report.costmodel.forward import kernel_count
 
 
 def _solve_increasing(f: Callable[[float], float], target: float, lo: float, hi: float, what: str) -> float:
-    """x in [lo, hi] with f(x) == target for a non-decreasing f (bisection; exact to 1e-12 relative)."""
+    """x in [lo, hi] with f(x) == target for a non-decreasing f (bisection to machine precision)."""
     f_lo, f_hi = f(lo), f(hi)
     if target < f_lo:
         raise PerfModelError(f"calibration: {what} is below what the model allows with no overhead at all "
@@ -33,7 +33,7 @@ def _solve_increasing(f: Callable[[float], float], target: float, lo: float, hi:
             lo = mid
         else:
             hi = mid
-        if hi - lo <= 1e-12 * max(1.0, hi):
+        if hi - lo <= 1e-15 * hi:
             break
     return (lo + hi) / 2
 
@@ -154,6 +154,9 @@ def predict(dep: Deployment, spec: SpeculativeFlags, accept_length: float, batch
     from eagle3lab.report.costmodel.cycle import verify_tokens
 
     notes = []
+    if spec.eagle_topk == 1 and spec.num_draft_tokens != spec.num_steps + 1:
+        notes.append(f"topk 1: sglang verifies num_steps + 1 = {spec.num_steps + 1} tokens per request, not the "
+                     f"{spec.num_draft_tokens} given (server_args.py adjusts --speculative-num-draft-tokens)")
     cap = dep.engine.spec_max_running_requests
     if cap and max(batches) > cap:
         notes.append(f"{dep.engine.name} caps running requests at {cap} under speculation unless "

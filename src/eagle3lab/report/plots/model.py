@@ -212,12 +212,29 @@ def draw_throughput(dep: Deployment, spec: SpeculativeFlags, max_batch: int, spe
 
 # ---------------------------------------------------------------------------------------------- validation
 def draw_validation(results) -> Figure:
-    """Published speedups (hollow) against the model's predictions (lines) for every validation series, one panel
-    per source; the calibration point of each series is filled. Each panel's title carries its MAPE."""
+    """Left: every predicted point against its published value (the diagonal is a perfect prediction, the band
+    +-15%). Then one panel per source: published speedups (hollow) and the model's predictions (lines) per series,
+    the single-stream point each series was calibrated on filled. Panel titles carry the computed MAPE."""
     if not results:
         raise PerfModelError("validation figure: no results")
-    fig, axes = plt.subplots(1, len(results), figsize=(6.2 * len(results), 4.6), squeeze=False)
-    for ax, src in zip(axes[0], results):
+    fig, axes = plt.subplots(1, len(results) + 1, figsize=(5.2 * (len(results) + 1), 4.8), squeeze=False)
+    parity, panels = axes[0][0], axes[0][1:]
+    lo, hi = 0.4, 2.6
+    parity.plot([lo, hi], [lo, hi], color="grey", linewidth=1)
+    parity.fill_between([lo, hi], [lo * 0.85, hi * 0.85], [lo * 1.15, hi * 1.15], color="grey", alpha=0.15,
+                        label="within 15%")
+    for src in results:
+        pts = src.predicted_points
+        parity.plot([p.published_speedup for p in pts], [p.predicted_speedup for p in pts], marker="o",
+                    linestyle="none", markersize=4, label=f"{src.source} (MAPE {src.mape_pct:.1f}%)")
+    parity.set_xlim(lo, hi)
+    parity.set_ylim(lo, hi)
+    parity.set_xlabel("published speedup")
+    parity.set_ylabel("predicted speedup")
+    parity.set_title("predicted points only (calibration points left out)", fontsize=9)
+    parity.grid(alpha=0.3)
+    parity.legend(fontsize=7, loc="upper left")
+    for ax, src in zip(panels, results):
         for s in src.series:
             xs = [p.batch for p in s.points]
             line, = ax.plot(xs, [p.predicted_speedup for p in s.points], linewidth=1)
@@ -233,9 +250,9 @@ def draw_validation(results) -> Figure:
         ax.set_title(f"{src.source}: MAPE {src.mape_pct:.1f}% over {len(src.predicted_points)} predicted points, "
                      f"trends {src.trends_right}/{len(src.series)}", fontsize=9)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=5.5, ncol=2, loc="best")
-    fig.suptitle("Cost model vs published measurements: hollow = published, line = predicted, filled = the "
-                 "single-stream point it was calibrated on", fontsize=9)
+        ax.legend(fontsize=5, ncol=2, loc="lower left")
+    fig.suptitle("Cost model vs published speedup measurements (hollow = published, line = predicted, filled = "
+                 "the single-stream point a series was calibrated on)", fontsize=9)
     fig.tight_layout()
     return fig
 
