@@ -397,3 +397,16 @@ def test_incident_report_is_json_keeps_reported_apart_and_cites_nothing_outside_
     assert "FINDINGS" not in text and "shared/" not in text
     assert report["predicted"]["rtx_pro_6000_x8"]["spec_max_batch"] == 48
     assert kimi_k25_eagle3_drafter().head_vocab == 32000
+
+
+def test_incident_cycle_breakdown_is_consistent_with_the_cycle():
+    from eagle3lab.report.presets import incident_cycle_breakdown
+
+    rows = incident_cycle_breakdown(batches=(1, 48))
+    for row in rows:
+        parts = sum(v for k, v in row.items() if k.startswith("cycle_") and k.endswith("_ms") and k != "cycle_ms")
+        assert parts == pytest.approx(row["cycle_ms"])
+        assert row["cycle_over_plain_step"] == pytest.approx(row["cycle_ms"] / row["plain_step_ms"])
+        assert row["verify_distinct_experts_per_layer"] > row["plain_distinct_experts_per_layer"]
+    assert rows[0]["cycle_over_plain_step"] == pytest.approx(break_even_accept_length(
+        incident_deployment(), incident_spec(), 1))

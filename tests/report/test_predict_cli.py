@@ -93,3 +93,14 @@ class _no_raise:
 
     def __exit__(self, *exc):
         return False
+
+
+def test_predict_from_config_takes_any_hardware_and_calibrates_on_a_measured_rate():
+    from eagle3lab.report.presets import cpu_hardware
+    from eagle3lab.runtime.tinymodel.configs import text_config
+
+    tiny = {**text_config(4), "torch_dtype": "bfloat16"}
+    p = predict_from_config(tiny, cpu_hardware(mem_bandwidth=5e9), 1, 3, 1, 4, 1.5, 48, [1, 2, 4],
+                            baseline_tok_s=100.0, draft_vocab=1024)
+    assert p.points[0].baseline_tok_s == pytest.approx(100.0, rel=1e-6)
+    assert p.hardware == "this machine (cpu)" and p.points[0].speedup > 0

@@ -66,14 +66,16 @@ from eagle3lab.report.costmodel.validation import (  # noqa: F401
 )
 
 
-def predict_from_config(config: str | Path | dict, hardware: str, tp: int, steps: int, topk: int,
+def predict_from_config(config: str | Path | dict, hardware: str | Hardware, tp: int, steps: int, topk: int,
                         draft_tokens: int, accept_length: float, context: float, batches: Sequence[int],
-                        baseline_tok_s: Optional[float] = None, engine: str = "sglang-0.5",
+                        baseline_tok_s: Optional[float] = None, engine: str | Engine = "sglang-0.5",
                         draft_vocab: Optional[int] = None) -> Prediction:
-    """Plain and EAGLE-3 throughput per batch size for a model given by its config.json, on a named GPU.
+    """Plain and EAGLE-3 throughput per batch size for a model given by its config.json, on a named GPU (or any
+    ``Hardware``, such as this machine's ``presets.cpu_hardware()``).
 
     ``baseline_tok_s``, a measured single-stream plain rate, calibrates the fixed per-step overhead and nothing
-    else; without it the engine's default constants stand.
+    else; without it the engine's default constants stand. This is the one call for checking the model against a
+    measured run: calibrate on its plain single-stream rate, compare the predicted speedups with the measured ones.
     """
     from eagle3lab.report.presets import hardware_preset, load_config, speculative_flags
 
@@ -86,7 +88,9 @@ def predict_from_config(config: str | Path | dict, hardware: str, tp: int, steps
             path.name if path.is_dir() else str(config)
     target = model_from_config(cfg, name, source)
     drafter = eagle3_drafter(target, draft_vocab) if draft_vocab else eagle3_drafter(target)
-    dep = Deployment(target, drafter, hardware_preset(hardware), tp, engine_preset(engine), context)
+    hw = hardware if isinstance(hardware, Hardware) else hardware_preset(hardware)
+    eng = engine if isinstance(engine, Engine) else engine_preset(engine)
+    dep = Deployment(target, drafter, hw, tp, eng, context)
     calibration = "none: default engine constants (no measured single-stream rate given)"
     if baseline_tok_s is not None:
         dep = calibrate_baseline(dep, baseline_tok_s, "--baseline-tok-s")

@@ -258,6 +258,27 @@ def incident_sensitivity(variations: Mapping[str, Mapping[str, float]] = INCIDEN
     return rows
 
 
+def incident_cycle_breakdown(context_len: float = INCIDENT_CONTEXT_LEN,
+                             batches: Sequence[int] = (1, 8, 48)) -> list[dict[str, Any]]:
+    """Per batch size on the incident's deployment: the plain step and the EAGLE cycle by part (ms), how many plain
+    steps one verify pass costs, and the distinct experts each touches per MoE layer. Plain data for the report's
+    sentences about why verifying is not free (modelled)."""
+    from eagle3lab.report.costmodel.cycle import plain_step, spec_cycle
+
+    dep, spec = incident_deployment("rtx-pro-6000-blackwell", context_len), incident_spec()
+    rows = []
+    for batch in batches:
+        step, cycle = plain_step(dep, batch), spec_cycle(dep, spec, batch)
+        rows.append({"batch": batch, "plain_step_ms": step.total_s * 1e3, "cycle_ms": cycle.total_s * 1e3,
+                     **{f"cycle_{k}_ms": v * 1e3 for k, v in cycle.parts().items()},
+                     "verify_over_plain_step": cycle.verify.total_s / step.total_s,
+                     "cycle_over_plain_step": cycle.total_s / step.total_s,
+                     "plain_distinct_experts_per_layer": step.target.distinct_experts,
+                     "verify_distinct_experts_per_layer": cycle.verify.distinct_experts,
+                     "kind": "modelled"})
+    return rows
+
+
 def incident_report(context_len: float = INCIDENT_CONTEXT_LEN) -> dict[str, Any]:
     """JSON-ready: reported figures next to the model's predictions, break-even, sensitivity, sources."""
     from eagle3lab.report import incident
@@ -279,6 +300,7 @@ def incident_report(context_len: float = INCIDENT_CONTEXT_LEN) -> dict[str, Any]
         },
         "break_even_accept_length": {"single_stream": pcie.break_even_single_stream,
                                      f"at_{pcie.spec_max_batch}_requests": pcie.break_even_at_spec_max_batch},
+        "cycle_breakdown": incident_cycle_breakdown(context_len),
         "sensitivity": incident_sensitivity(),
         "sources": {"model": dep.target.source, "drafter": dep.drafter.source,
                     "rtx_pro_6000_x8": dict(dep.hardware.sources), "engine": dict(dep.engine.sources),
