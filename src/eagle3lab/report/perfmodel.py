@@ -10,8 +10,8 @@ callers use:
     prediction = predict(dep, spec, accept_length, batches=[1, 8, 64])        # plain vs EAGLE-3 per batch size
     predict_from_config("config.json", "h100-sxm", tp=1, ...)                 # all of that from a config.json
 
-``spec`` is the launch's own ``runtime.server.SpeculativeSpec`` (or anything with num_steps, eagle_topk and
-num_draft_tokens), so the model and the server read the speculative flags from one object.
+``spec`` is the launch's own ``runtime.speculative.SpeculativeSpec`` (or anything with num_steps, eagle_topk,
+num_draft_tokens and verify_tokens), so the model and the server read the speculative flags from one object.
 """
 
 from __future__ import annotations

@@ -125,8 +125,8 @@ def tiny_kimi(num_layers: int = 4) -> ModelArch:
 
 # -------------------------------------------------------------------------------------------- speculative flags
 def speculative_flags(steps: int, topk: int, draft_tokens: int, draft_model_path: str = "(cost model: no launch)"):
-    """The EAGLE flags in the object the server launch uses (``runtime.server.SpeculativeSpec``)."""
-    from eagle3lab.runtime.server import SpeculativeSpec
+    """The EAGLE flags in the object the server launch uses (``runtime.speculative.SpeculativeSpec``)."""
+    from eagle3lab.runtime.speculative import SpeculativeSpec
 
     return SpeculativeSpec(draft_model_path=draft_model_path, algorithm="EAGLE3", num_steps=steps, eagle_topk=topk,
                            num_draft_tokens=draft_tokens)

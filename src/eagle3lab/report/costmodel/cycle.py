@@ -13,7 +13,7 @@ scheduler's per-step and per-request work and the preparation of each pass after
 A cycle emits ``accept_length`` tokens per request (sglang's spec_accept_length), so speculation pays when
 accept_length > cycle time / plain step time: that ratio is the break-even acceptance.
 
-The speculative flags come from the same object the server launch uses (``runtime.server.SpeculativeSpec``).
+The speculative flags come from the same object the server launch uses (``runtime.speculative.SpeculativeSpec``).
 """
 
 from __future__ import annotations
@@ -29,26 +29,29 @@ from eagle3lab.report.costmodel.hardware import Hardware
 
 
 class SpeculativeFlags(Protocol):
-    """The three EAGLE flags as ``runtime.server.SpeculativeSpec`` carries them (the launch's own object)."""
+    """The EAGLE flags as ``runtime.speculative.SpeculativeSpec`` carries them (the launch's own object)."""
 
     num_steps: int
     eagle_topk: int
     num_draft_tokens: int
 
+    @property
+    def verify_tokens(self) -> int: ...
+
 
 def verify_tokens(spec: SpeculativeFlags) -> int:
-    """Tokens per request the target verifies: sglang forces num_steps + 1 when topk == 1 (server_args.py)."""
+    """Tokens per request the target verifies (the launch spec's own rule: num_steps + 1 when topk == 1), after
+    checking the flags describe a tree sglang can build."""
     if spec.num_steps < 1 or spec.eagle_topk < 1 or spec.num_draft_tokens < 1:
         raise PerfModelError(f"speculative flags must be >= 1: num_steps={spec.num_steps}, "
                              f"eagle_topk={spec.eagle_topk}, num_draft_tokens={spec.num_draft_tokens}")
-    if spec.eagle_topk == 1:
-        return spec.num_steps + 1
-    # the first step scores topk candidates, each later step topk * topk; num_draft_tokens - 1 are kept plus the root
-    most = 1 + spec.eagle_topk + (spec.num_steps - 1) * spec.eagle_topk ** 2
-    if not 2 <= spec.num_draft_tokens <= most:
-        raise PerfModelError(f"num_draft_tokens={spec.num_draft_tokens} must be in [2, {most}] for a tree of "
-                             f"{spec.num_steps} steps and topk {spec.eagle_topk}")
-    return spec.num_draft_tokens
+    if spec.eagle_topk > 1:
+        # the first step scores topk candidates, each later step topk * topk; num_draft_tokens - 1 are kept + root
+        most = 1 + spec.eagle_topk + (spec.num_steps - 1) * spec.eagle_topk ** 2
+        if not 2 <= spec.num_draft_tokens <= most:
+            raise PerfModelError(f"num_draft_tokens={spec.num_draft_tokens} must be in [2, {most}] for a tree of "
+                                 f"{spec.num_steps} steps and topk {spec.eagle_topk}")
+    return spec.verify_tokens
 
 
 def max_accept_length(spec: SpeculativeFlags) -> int:
