@@ -191,6 +191,9 @@ show.table(perfmodel.trend_table(validation))
 show.images([model_plots.validation_figure()])
 
 # %%
+show.table(perfmodel.validation_points(validation))
+
+# %%
 show.table(perfmodel.context_sensitivity())
 
 # %%

@@ -410,3 +410,44 @@ def test_incident_cycle_breakdown_is_consistent_with_the_cycle():
         assert row["verify_distinct_experts_per_layer"] > row["plain_distinct_experts_per_layer"]
     assert rows[0]["cycle_over_plain_step"] == pytest.approx(break_even_accept_length(
         incident_deployment(), incident_spec(), 1))
+
+
+def test_run_break_even_for_a_profile_is_calibrated_on_its_own_measurement():
+    from eagle3lab.bench.metrics import RequestRecord, compute_point_metrics
+    from eagle3lab.bench.sweep import ARM_MEASURED, ArmResult, BenchReport, PointResult
+    from eagle3lab.report.presets import run_break_even, run_deployment
+    from eagle3lab.runtime.profiles import load_profile
+
+    def arm(name, concurrencies, step_s):
+        points = []
+        for conc in concurrencies:
+            records = [RequestRecord(request_id=f"{name}{conc}-{i}", concurrency=conc, phase="measure", ok=True,
+                                     t_scheduled=0.0, t_sent=0.0, token_times=[0.05 + k * step_s for k in range(9)],
+                                     t_end=0.05 + 8 * step_s, prompt_len=32, prompt_tokens=32, completion_tokens=9,
+                                     finish_reason="length") for i in range(conc)]
+            points.append(PointResult(conc, "ok", None, compute_point_metrics(records), None, conc, 0, 0, True, "now"))
+        return ArmResult(name=name, status=ARM_MEASURED, points=points)
+
+    report = BenchReport.create("cpu", [arm("baseline", (1, 4), 0.02), arm("eagle3", (1, 4), 0.04)])
+    cpu = load_profile("cpu")
+    dep, where = run_deployment(cpu, report, mem_bandwidth=5e9)
+    assert plain_step(dep, 1).total_s == pytest.approx(0.02, rel=1e-6) and "measured" in where
+    value, where = run_break_even(cpu, report, mem_bandwidth=5e9)
+    assert value == pytest.approx(break_even_accept_length(dep, speculative_flags(
+        cpu.speculative_num_steps, cpu.speculative_eagle_topk, cpu.speculative_num_draft_tokens), 4))
+    assert "at 4 requests" in where and value > 1
+    gpu_value, gpu_where = run_break_even(load_profile("blackwell-8x"))
+    assert "reported 63.6" in gpu_where and 1 < gpu_value < 4
+    with pytest.raises(PerfModelError, match="concurrency 1"):
+        run_deployment(cpu, BenchReport.create("cpu", [arm("baseline", (2,), 0.02)]), mem_bandwidth=5e9)
+
+
+def test_drafter_from_its_own_config():
+    from eagle3lab.report.perfmodel import drafter_from_config
+    from eagle3lab.runtime.tinymodel.configs import draft_config
+
+    d = drafter_from_config(draft_config(4), "tiny")
+    assert (d.hidden, d.num_heads, d.num_kv_heads, d.head_dim, d.head_vocab) == (64, 4, 2, 16, 1024)
+    assert d.attn_input == 128 and d.fc_input == 3 * 64
+    with pytest.raises(PerfModelError, match="LlamaForCausalLMEagle3"):
+        drafter_from_config({"architectures": ["LlamaForCausalLM"]}, "x")

@@ -104,3 +104,19 @@ def test_predict_from_config_takes_any_hardware_and_calibrates_on_a_measured_rat
                             baseline_tok_s=100.0, draft_vocab=1024)
     assert p.points[0].baseline_tok_s == pytest.approx(100.0, rel=1e-6)
     assert p.hardware == "this machine (cpu)" and p.points[0].speedup > 0
+
+
+def test_a_drafter_config_replaces_the_default_layout(tmp_path, capsys):
+    from eagle3lab.runtime.tinymodel.configs import draft_config
+
+    small = {**draft_config(4), "hidden_size": 4096, "target_hidden_size": 4096, "num_attention_heads": 32,
+             "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 14336, "vocab_size": 128256,
+             "draft_vocab_size": 32000}
+    path = tmp_path / "draft.json"
+    path.write_text(json.dumps(small))
+    assert main(ARGS + ["--json", "--draft-config", str(path)]) == 0
+    with_file = json.loads(capsys.readouterr().out)
+    assert main(ARGS + ["--json"]) == 0
+    default = json.loads(capsys.readouterr().out)
+    # the same layout as the default rule: the same prediction
+    assert with_file["points"][0]["speedup"] == pytest.approx(default["points"][0]["speedup"])

@@ -22,6 +22,7 @@ from typing import Optional, Sequence
 from eagle3lab.report.costmodel.arch import (  # noqa: F401  (re-exported)
     DRAFTERS,
     ModelArch,
+    drafter_from_config,
     eagle1_drafter,
     eagle3_drafter,
     expected_distinct_experts,
@@ -69,7 +70,7 @@ from eagle3lab.report.costmodel.validation import (  # noqa: F401
 def predict_from_config(config: str | Path | dict, hardware: str | Hardware, tp: int, steps: int, topk: int,
                         draft_tokens: int, accept_length: float, context: float, batches: Sequence[int],
                         baseline_tok_s: Optional[float] = None, engine: str | Engine = "sglang-0.5",
-                        draft_vocab: Optional[int] = None) -> Prediction:
+                        draft_vocab: Optional[int] = None, draft_config: str | Path | dict | None = None) -> Prediction:
     """Plain and EAGLE-3 throughput per batch size for a model given by its config.json, on a named GPU (or any
     ``Hardware``, such as this machine's ``presets.cpu_hardware()``).
 
@@ -87,7 +88,12 @@ def predict_from_config(config: str | Path | dict, hardware: str | Hardware, tp:
         name = (path.parent.name if path.name == "config.json" else path.stem) if path.is_file() else \
             path.name if path.is_dir() else str(config)
     target = model_from_config(cfg, name, source)
-    drafter = eagle3_drafter(target, draft_vocab) if draft_vocab else eagle3_drafter(target)
+    if draft_config is not None:
+        dcfg, dsource = (draft_config, "draft config dict") if isinstance(draft_config, dict) else \
+            load_config(draft_config)
+        drafter = drafter_from_config(dcfg, dsource)
+    else:
+        drafter = eagle3_drafter(target, draft_vocab) if draft_vocab else eagle3_drafter(target)
     hw = hardware if isinstance(hardware, Hardware) else hardware_preset(hardware)
     eng = engine if isinstance(engine, Engine) else engine_preset(engine)
     dep = Deployment(target, drafter, hw, tp, eng, context)

@@ -52,6 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", required=True, help="batch sizes, comma-separated, e.g. 1,2,4,8,16")
     parser.add_argument("--baseline-tok-s", type=float, default=None,
                         help="measured single-stream plain rate: calibrates the fixed per-step overhead only")
+    parser.add_argument("--draft-config", default=None,
+                        help="the drafter's config.json (LlamaForCausalLMEagle3); default: the EAGLE-3 layout "
+                             "SpecForge builds for the target")
     parser.add_argument("--engine", default="sglang-0.5", choices=sorted(ENGINES), help="serving engine model")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
@@ -99,7 +102,8 @@ def run(args: argparse.Namespace) -> None:
 
     batches = parse_batches(args.batch)
     prediction = predict_from_config(args.config, args.hardware, args.tp, args.steps, args.topk, args.draft_tokens,
-                                     args.accept, args.context, batches, args.baseline_tok_s, args.engine)
+                                     args.accept, args.context, batches, args.baseline_tok_s, args.engine,
+                                     draft_config=args.draft_config)
     if args.json:
         print(json.dumps(prediction_json(prediction), indent=2))
     else:

@@ -15,7 +15,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import numpy as np
 
 from eagle3lab.errors import PerfModelError
-from eagle3lab.report.costmodel.arch import ModelArch, eagle3_drafter, model_from_config, with_name
+from eagle3lab.report.costmodel.arch import (ModelArch, drafter_from_config, eagle3_drafter, model_from_config,
+                                             with_name)
 from eagle3lab.report.costmodel.capacity import DeploymentPrediction, predict_capacity_limited
 from eagle3lab.report.costmodel.cycle import Deployment
 from eagle3lab.report.costmodel.engine import Engine, engine_preset, sglang_engine
@@ -310,3 +311,54 @@ def incident_report(context_len: float = INCIDENT_CONTEXT_LEN) -> dict[str, Any]
 
 def engine_for(name: str) -> Engine:
     return engine_preset(name)
+
+
+# ------------------------------------------------------------------------------------------- a measured run
+def run_deployment(profile, report=None, mem_bandwidth: Optional[float] = None) -> tuple[Deployment, str]:
+    """The deployment a profile's run measured, calibrated on its own measured plain single-stream decode step if
+    the bench report has one (else, on a GPU profile, on the incident's reported rate). Returns it with a sentence
+    saying what it was calibrated on."""
+    from eagle3lab.report import incident
+    from eagle3lab.report.plots.model import single_stream_step_s
+
+    context = profile.bench_input_len + profile.bench_output_len / 2
+    if profile.device == "cpu":
+        from eagle3lab.runtime.tinymodel.configs import draft_config
+
+        target = tiny_kimi(profile.model_num_layers)
+        drafter = drafter_from_config(draft_config(profile.model_num_layers),
+                                      "eagle3lab.runtime.tinymodel.configs.draft_config")
+        dep = Deployment(target, drafter, cpu_hardware(mem_bandwidth), profile.tp_size, sglang_engine(), context)
+    else:
+        target = kimi_k25()
+        dep = Deployment(target, kimi_k25_eagle3_drafter(), hardware_preset("rtx-pro-6000-blackwell"),
+                         profile.tp_size, sglang_engine(), context)
+    step = single_stream_step_s(report) if report is not None else None
+    if step:
+        where = f"measured plain single-stream step {step * 1e3:.2f} ms ({profile.name}, {report.date})"
+        return calibrate_baseline(dep, 1.0 / step, where), where
+    if profile.device == "cpu":
+        raise PerfModelError(f"profile '{profile.name}': no measured plain single-stream point to calibrate the "
+                             "cost model on; include concurrency 1 in bench_concurrency")
+    return calibrate_baseline(dep, incident.SINGLE_STREAM.value, incident.SOURCE), \
+        f"the engineer's reported {incident.SINGLE_STREAM.value:g} tok/s (no single-stream point measured here)"
+
+
+def run_break_even(profile, report=None, batch: Optional[int] = None,
+                   mem_bandwidth: Optional[float] = None) -> tuple[float, str]:
+    """(break-even acceptance length, where it comes from) for a profile's run: the acceptance EAGLE-3 needs to
+    match plain decoding at ``batch`` requests (default: the largest concurrency the EAGLE-3 arm measured, else 1).
+    This is what ``diagnostics.rule_acceptance_below_break_even`` compares the measured acceptance with."""
+    from eagle3lab.report.costmodel.cycle import break_even_accept_length
+    from eagle3lab.runtime.speculative import SpeculativeSpec
+
+    dep, calibrated = run_deployment(profile, report, mem_bandwidth)
+    if batch is None:
+        measured = [p.concurrency for arm in (report.arms if report is not None else [])
+                    if getattr(arm, "kind", None) == "eagle3" or "eagle" in arm.name.lower()
+                    for p in arm.measured_points()]
+        batch = max(measured) if measured else 1
+    spec = SpeculativeSpec.from_profile(profile, profile.draft_model)
+    value = break_even_accept_length(dep, spec, batch)
+    return value, (f"modelled at {batch} request{'s' if batch > 1 else ''}, {dep.target.name} on {dep.tp}x "
+                   f"{dep.hardware.name}, context {dep.context:g}; calibrated on {calibrated}")

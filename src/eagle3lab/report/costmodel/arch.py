@@ -372,6 +372,26 @@ def eagle3_drafter(target: ModelArch, draft_vocab: int = DEFAULT_DRAFT_VOCAB,
                      attn_input=2 * target.hidden, fc_input=EAGLE3_AUX_LAYERS * target.hidden)
 
 
+def drafter_from_config(cfg: Mapping[str, Any], source: str = "draft config.json") -> ModelArch:
+    """An EAGLE-3 drafter from its own config.json (``LlamaForCausalLMEagle3``): one decoder layer whose q/k/v read
+    2*hidden, an fc over three target hidden states (3 * target_hidden_size) and a draft_vocab_size lm_head."""
+    archs = cfg.get("architectures") or []
+    if "LlamaForCausalLMEagle3" not in archs:
+        raise PerfModelError(f"{source}: a drafter config must name LlamaForCausalLMEagle3 in 'architectures', got "
+                             f"{archs or 'none'}")
+    _require(cfg, ("hidden_size", "num_attention_heads", "intermediate_size", "vocab_size"), source)
+    hidden, heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
+    target_hidden = int(cfg.get("target_hidden_size") or hidden)
+    return ModelArch(name=str(cfg.get("_name_or_path") or "EAGLE-3 drafter"), family="eagle3_draft", num_layers=1,
+                     hidden=hidden, vocab=int(cfg["vocab_size"]),
+                     head_vocab=int(cfg.get("draft_vocab_size") or cfg["vocab_size"]), num_heads=heads,
+                     num_kv_heads=int(cfg.get("num_key_value_heads") or heads),
+                     head_dim=int(cfg.get("head_dim") or hidden // heads),
+                     dense_intermediate=int(cfg["intermediate_size"]), dense_layers=1, moe=None, mla=None,
+                     storage=storage_from_config(cfg, cfg.get("quantization_config"), source), source=source,
+                     attn_input=2 * hidden, fc_input=EAGLE3_AUX_LAYERS * target_hidden)
+
+
 def eagle1_drafter(target: ModelArch, source: str = "sglang LlamaForCausalLMEagle (EAGLE-1/2) layout") -> ModelArch:
     """The EAGLE(-1/2) drafter: fc over [embedding, target feature] (2*hidden -> hidden) on every draft token, one
     decoder layer of the target's shape, and the target's own lm_head over the full vocabulary (shared weights)."""
