@@ -19,7 +19,7 @@ from eagle3lab.report.costmodel.arch import (ModelArch, drafter_from_config, eag
                                              with_name)
 from eagle3lab.report.costmodel.capacity import DeploymentPrediction, predict_capacity_limited
 from eagle3lab.report.costmodel.cycle import Deployment
-from eagle3lab.report.costmodel.engine import Engine, engine_preset, sglang_engine
+from eagle3lab.report.costmodel.engine import Engine, sglang_engine
 from eagle3lab.report.costmodel.hardware import GB, TB, Hardware
 from eagle3lab.report.costmodel.predict import calibrate_baseline
 
@@ -307,10 +307,6 @@ def incident_report(context_len: float = INCIDENT_CONTEXT_LEN) -> dict[str, Any]
                     "rtx_pro_6000_x8": dict(dep.hardware.sources), "engine": dict(dep.engine.sources),
                     "h200_x8": dict(hardware_preset("h200").sources)},
     }
-
-
-def engine_for(name: str) -> Engine:
-    return engine_preset(name)
 
 
 # ------------------------------------------------------------------------------------------- a measured run

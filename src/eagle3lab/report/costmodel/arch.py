@@ -349,7 +349,8 @@ def model_from_config(cfg: Mapping[str, Any], name: Optional[str] = None, source
                          moe=moe, mla=None, **common)
     _require(cfg, ("intermediate_size",), where)
     return ModelArch(family=DENSE_ARCHS[arch], num_kv_heads=kv_heads, head_dim=head_dim,
-                     dense_intermediate=int(cfg["intermediate_size"]), dense_layers=layers, moe=None, mla=None, **common)
+                     dense_intermediate=int(cfg["intermediate_size"]), dense_layers=layers, moe=None, mla=None,
+                     **common)
 
 
 def eagle3_drafter(target: ModelArch, draft_vocab: int = DEFAULT_DRAFT_VOCAB,

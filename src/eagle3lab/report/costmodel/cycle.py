@@ -124,6 +124,13 @@ class CycleTime:
                 "calibrated_extra": self.extra_s}
 
 
+def extend_tokens_per_request(engine: Engine, spec: SpeculativeFlags) -> int:
+    """Tokens per request in the draft-extend pass, by the engine's rule (both engines: num_steps + 1, padded)."""
+    if engine.extend_tokens == "steps+1":
+        return spec.num_steps + 1
+    raise PerfModelError(f"engine '{engine.name}': unknown extend_tokens rule '{engine.extend_tokens}'")
+
+
 def _cpu(engine: Engine, batch: float, preps: int) -> float:
     return engine.cpu_step_s + engine.cpu_per_request_s * batch + preps * engine.cpu_forward_prep_s
 
@@ -145,7 +152,7 @@ def spec_cycle(dep: Deployment, spec: SpeculativeFlags, batch: float) -> CycleTi
                          Pass(batch, topk, dep.context, topk, fc_tokens_per_request=fc_draft))
     verify = forward_cost(dep.target, dep.hardware, dep.tp, e,
                           Pass(batch, verify_tokens(spec), dep.context, verify_tokens(spec)))
-    extend_q = steps + 1
+    extend_q = extend_tokens_per_request(e, spec)
     extend = forward_cost(dep.drafter, dep.hardware, dep.tp, e,
                           Pass(batch, extend_q, dep.context, 1, fc_tokens_per_request=extend_q))
     bookkeeping = (e.kernels_per_verify + steps * e.kernels_per_draft_step) * e.kernel_overhead_s
