@@ -99,3 +99,8 @@ def test_newest_release_start_up_reaches_the_hook_through_the_scheduler():
 def test_unknown_release_is_one_line():
     proc = _cli("--arch", "X", "--sglang", "not-a-version")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "not a version" in proc.stderr
+
+
+def test_missing_arguments_are_one_line():
+    proc = _cli("--sglang", "0.5.9")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--config" in proc.stderr
