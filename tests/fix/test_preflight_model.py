@@ -26,11 +26,11 @@ def test_registry_follows_sglang_rules(src):
     index = ModuleIndex(src)
     regs = registry.registrations(index)
     assert regs["GapWrapper"].file == "srt/models/wrappers.py"
-    res = registry.resolve_architectures(index, ["NotThere", "GapWrapper"])
-    assert res.architecture == "GapWrapper" and "NotThere" in res.note  # first registered one wins
+    arch, note = registry.choose(["NotThere", "GapWrapper"], regs)
+    assert arch == "GapWrapper" and "NotThere" in note  # first registered one wins
     assert registry.draft_only_architectures(src) == {"InnerForCausalLMNextN"}
     with pytest.raises(EntryClassError, match="TransformersForCausalLM") as err:
-        registry.resolve_architectures(index, ["NotThere"])  # the synthetic tree has no fallback class
+        registry.choose(["NotThere"], regs)  # the synthetic tree has no fallback class
     assert "\n" not in str(err.value)
 
 

@@ -59,12 +59,6 @@ class Fix:
         return bool(self.text) and not self.refused and all(
             v.get("ok", True) for v in self.checks.values() if isinstance(v, dict))
 
-    def row(self) -> dict[str, Any]:
-        return {"patch": f"{self.name}.patch" if self.text else "", "release": self.release, "file": self.file,
-                "class patched": self.owner, "forwards to": f"self.{self.attr}", "members": self.members,
-                "fixes": self.entries, "inner": self.inner_classes, "ok": self.ok, "refused": self.refused,
-                **{f"check: {k}": v.get("ok") for k, v in self.checks.items() if isinstance(v, dict)}}
-
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "ok": self.ok}
 

@@ -28,7 +28,7 @@ from typing import Any, Iterator, Sequence
 
 from eagle3lab.errors import CaptureCheckError
 from eagle3lab.fix import patching
-from eagle3lab.fix.fixgen import Fix, release_dir
+from eagle3lab.fix.fixgen import Fix
 from eagle3lab.trace import sources
 from eagle3lab.trace.modindex import module_name
 
@@ -174,10 +174,6 @@ def capture_rows(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             "verified": r["verified"], "reason": r["reason"],
         })
     return rows
-
-
-def committed_patch(fix: Fix) -> Path:
-    return release_dir(fix.release) / f"{fix.name}.patch"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

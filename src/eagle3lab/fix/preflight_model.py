@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 from eagle3lab.errors import EntryClassError, SourceError
 from eagle3lab.fix.fixgen import patch_that_fixes
-from eagle3lab.trace import audit, sources
+from eagle3lab.trace import audit, registry, sources
 from eagle3lab.trace.facts import release_facts
 from eagle3lab.trace.resolve import Resolver
 
@@ -71,17 +71,8 @@ def preflight(architectures: list[str], version: Optional[str] = None, with_patc
     src = src or open_release(version)
     facts = release_facts(src)
     res = Resolver(src)
-    registered = [a for a in architectures if a in facts.registry]
-    chosen = registered[0] if registered else "TransformersForCausalLM"
-    note = ""
-    if len(registered) != len(architectures):
-        note = f"not registered in sglang {src.version}: {', '.join(a for a in architectures if a not in registered)}"
-        if not registered:
-            note += "; sglang falls back to TransformersForCausalLM (the transformers backend)"
-    reg = facts.registry.get(chosen)
-    if reg is None:
-        raise EntryClassError(f"none of {architectures} is registered in sglang {src.version}; check the spelling "
-                              "(case matters) or pick another release with --sglang")
+    chosen, note = registry.choose(architectures, facts.registry, src.version)
+    reg = facts.registry[chosen]
     ref = res.index.resolve(reg["module"], reg["class"])
     if ref.node is None:
         raise SourceError(f"{reg['class']} is registered by {reg['file']} but not readable in sglang {src.version}")

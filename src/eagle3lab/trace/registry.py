@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Optional
+from typing import Collection
 
 from eagle3lab.errors import EntryClassError
 from eagle3lab.trace.modindex import ClassRef, ModuleIndex
@@ -53,36 +53,21 @@ def draft_only_architectures(src: SglangSource) -> frozenset[str]:
     return frozenset(names)
 
 
-@dataclass(frozen=True)
-class Resolution:
-    """What sglang would instantiate for a config's architectures, and how it got there."""
-
-    requested: list[str]
-    architecture: str
-    registration: Registration
-    note: str
-
-
-def resolve_architectures(index: ModuleIndex, architectures: list[str]) -> Resolution:
-    """sglang's ``resolve_model_cls`` over the source: first registered architecture, else the fallback."""
+def choose(architectures: list[str], registered: Collection[str], version: str = "") -> tuple[str, str]:
+    """(architecture sglang instantiates, note) by ``resolve_model_cls``'s rules: registered ones in order, then the
+    transformers fallback when any is not registered. One line when nothing fits."""
     if not architectures:
         raise EntryClassError("the config names no architectures; pass --arch ARCHITECTURE or a config.json "
                               "with an 'architectures' list")
-    regs = registrations(index)
-    supported = [a for a in architectures if a in regs]
+    supported = [a for a in architectures if a in registered]
     note = ""
     if len(supported) != len(architectures):
-        unknown = [a for a in architectures if a not in regs]
-        note = f"not registered in this release: {', '.join(unknown)}"
+        note = f"not registered in sglang {version}: {', '.join(a for a in architectures if a not in registered)}"
         supported.append(FALLBACK_ARCH)
     for arch in supported:
-        if arch in regs:
+        if arch in registered:
             if arch == FALLBACK_ARCH and arch not in architectures:
                 note += f"; sglang falls back to {FALLBACK_ARCH} (the transformers backend)"
-            return Resolution(list(architectures), arch, regs[arch], note.strip("; "))
-    raise EntryClassError(f"no architecture of {architectures} is registered in sglang {index.src.version} and it "
-                          f"has no {FALLBACK_ARCH}; check the name (case matters) or pick another release")
-
-
-def find_registration(index: ModuleIndex, architecture: str) -> Optional[Registration]:
-    return registrations(index).get(architecture)
+            return arch, note
+    raise EntryClassError(f"no architecture of {architectures} is registered in sglang {version} and it has no "
+                          f"{FALLBACK_ARCH}; check the name (case matters) or pick another release")

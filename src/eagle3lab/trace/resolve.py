@@ -214,7 +214,6 @@ class Resolver:
         self.index = index or ModuleIndex(src)
         self._inner: dict[str, Optional[Inner]] = {}
         self._status: dict[tuple[str, str], MemberStatus] = {}
-        self._entry_names: Optional[frozenset[str]] = None
         self._assign_cache: dict[str, dict[str, list[tuple[ast.FunctionDef, ast.Assign]]]] = {}
         self._defined_cache: dict[str, dict[str, ast.AST]] = {}
 
@@ -227,11 +226,6 @@ class Resolver:
                 f"pick one from audit.entry_class_names()"
             )
         return ref
-
-    def entry_names(self) -> frozenset[str]:
-        if self._entry_names is None:
-            self._entry_names = frozenset(ref.name for _, ref in self.index.entry_classes() if not ref.external)
-        return self._entry_names
 
     def defined(self, cls: ClassRef) -> dict[str, ast.AST]:
         """``defined(cls.node)``, memoised per class."""
