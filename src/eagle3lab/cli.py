@@ -157,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _command(args: argparse.Namespace) -> str:
     if args.command == "patch":
         return " ".join(part for part in ("patch", args.action, args.patch) if part)
-    return f"{args.command} --profile {args.profile}"
+    profile = getattr(args, "profile", None)
+    return f"{args.command} --profile {profile}" if profile else args.command
 
 
 def interruption_line(exc: signals.Interrupted) -> str:
