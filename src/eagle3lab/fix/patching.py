@@ -187,6 +187,11 @@ def _diff_path(name: str) -> str:
     return name[2:] if name.startswith(("a/", "b/")) else name
 
 
+def _target_path(pfile: unidiff.PatchedFile) -> str:
+    """The ``b/`` side of a file in the diff, without its prefix (not confined: for in-memory use only)."""
+    return _diff_path(pfile.target_file)
+
+
 def _confined(root: Path, patch_name: str, name: str) -> tuple[str, Path]:
     """(site-packages-relative path, real file) for a path of the diff, refused unless it stays in the package.
 
