@@ -199,13 +199,13 @@ def report_path() -> Path:
 def build_report(profile: str = "cpu", run: bool = True, hide_code: bool = False,
                  notebooks: Sequence[str] | None = None, parameters: dict[str, Any] | None = None) -> ReportOutputs:
     """Run the notebooks (unless ``run=False``), export HTML, draw the model's figures, write REPORT.md."""
-    from eagle3lab.report.html import export_html
     from eagle3lab.runbook import available_notebooks, executed_path, run_all
 
     out = ReportOutputs()
     names = list(notebooks or available_notebooks())
     out.executed = run_all(profile, names, parameters) if run else \
         [executed_path(n, profile) for n in names if executed_path(n, profile).is_file()]
+    from eagle3lab.report.html import export_html  # nbconvert costs seconds: after the preflight has passed
     for path in out.executed:
         out.html.append(export_html(path))
         if hide_code:

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 RESULT_PREFIX = "EAGLE3LAB_GPUS "
@@ -86,14 +87,23 @@ def links(topology: str | None) -> dict[str, int]:
     return tally
 
 
+def no_driver() -> bool:
+    """No NVIDIA kernel driver: no control device and no nvidia-smi. CUDA cannot see a GPU then, so torch
+    need not be asked (its import alone takes seconds)."""
+    return not Path("/dev/nvidiactl").exists() and shutil.which("nvidia-smi") is None
+
+
 def inventory(python: str = sys.executable, timeout_s: float = 120.0) -> GpuInventory:
     """Ask torch in a child process, and nvidia-smi if it is installed."""
+    if no_driver():
+        return GpuInventory(0, error="no NVIDIA driver: neither /dev/nvidiactl nor nvidia-smi")
     try:
         proc = subprocess.run([python, "-m", "eagle3lab.runtime.gpuinfo"], capture_output=True, text=True,
                               timeout=timeout_s, check=False)
         lines = [line for line in proc.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
         found = GpuInventory.from_dict(json.loads(lines[-1][len(RESULT_PREFIX):])) if lines else \
-            GpuInventory(0, error=(proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1])
+            GpuInventory(0, error="torch could not be asked: "
+                         + (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1])
     except subprocess.TimeoutExpired:
         found = GpuInventory(0, error=f"torch did not answer within {timeout_s:.0f} s")
     found.driver = _nvidia_smi("--query-gpu=driver_version", "--format=csv,noheader")

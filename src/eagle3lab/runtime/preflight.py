@@ -117,7 +117,7 @@ def check_gpu_count(profile: Profile, inv: gpuinfo.GpuInventory | None) -> Check
                                         "checks do not apply")
     data = inv.to_dict()
     if inv.count < profile.tp_size:
-        why = f" (torch: {inv.error})" if inv.error else ""
+        why = f" ({inv.error})" if inv.error else ""
         return Check("GPUs", "fail", f"{profile.name} needs {_plural(profile.tp_size, 'CUDA GPU')}; "
                                      f"found {inv.count}{why}",
                      f"run on a machine with {profile.tp_size} GPUs, or lower tp_size "
@@ -373,7 +373,8 @@ def save(result: Preflight) -> Path:
 def require(profile: Profile, *, quick: bool = True, echo: Callable[[str], None] | None = print) -> Preflight:
     """Run the checks, save them, show them, and stop with one line naming the first problem and its fix."""
     result = run_preflight(profile, quick=quick)
-    save(result)
+    if result.passed_over is None:
+        save(result)
     if echo is not None:
         echo(result.text())
     if not result.ok:
