@@ -61,7 +61,9 @@ def _trace_context(s02: dict[str, Any] | None) -> dict | None:
         eager = (table.get("eager_forwards_capture") or {}).get("self.model.layers_to_capture")
         graphs = (table.get("cuda_graph_forwards_capture") or {}).get("self.model.layers_to_capture")
         layers.append({"profile": table["profile"], "depth": table["depth"], "aux": table["aux_layer_ids"],
-                       "eager": eager, "graphs": graphs, "conflict": bool(table.get("conflict"))})
+                       "eager": eager, "graphs": graphs, "conflict": bool(table.get("conflict")),
+                       "deployment": table.get("deployment"), "fetched": table.get("status") != "not fetched",
+                       "fix": table.get("fix")})
     return {
         "version": verdict["sglang_version"], "sites": len(s02.get("contract", [])),
         "required": ", ".join(f"`{m}`" for m in verdict["required_members"]),
@@ -171,7 +173,7 @@ def render_report(profile: str = "cpu", model_figures: Sequence[Path] = ()) -> s
         diagnostics=s03_diag, summary=_summary(crash, trace, fix, bench, model))
 
 
-def model_figures(profile: str) -> list[Path]:
+def model_figures(profile: str, overrides: dict[str, Any] | None = None) -> list[Path]:
     """The cost model's figures, with this profile's measured points wherever its run produced them.
 
     A gpu-profile run is the incident's deployment, so its points go on the incident's figures; a cpu-profile
@@ -183,7 +185,7 @@ def model_figures(profile: str) -> list[Path]:
 
     bench_path = repo_dir("artifacts") / f"03_bench.{profile}" / "bench_report.json"
     bench = BenchReport.load(bench_path) if bench_path.is_file() else None
-    on_cpu = load_profile(profile).device == "cpu"
+    on_cpu = load_profile(profile, overrides=overrides).device == "cpu"  # a GPU profile rehearsed on CPU too
     measured = measured_points_from_bench(bench) if bench is not None and not on_cpu else ()
     figures = dict(incident_figures(measured=measured))
     if bench is not None and on_cpu:
@@ -199,7 +201,7 @@ def report_path() -> Path:
 def build_report(profile: str = "cpu", run: bool = True, hide_code: bool = False,
                  notebooks: Sequence[str] | None = None, parameters: dict[str, Any] | None = None) -> ReportOutputs:
     """Run the notebooks (unless ``run=False``), export HTML, draw the model's figures, write REPORT.md."""
-    from eagle3lab.runbook import available_notebooks, executed_path, run_all
+    from eagle3lab.runbook import available_notebooks, executed_path, profile_overrides, run_all
 
     out = ReportOutputs()
     names = list(notebooks or available_notebooks())
@@ -210,7 +212,7 @@ def build_report(profile: str = "cpu", run: bool = True, hide_code: bool = False
         out.html.append(export_html(path))
         if hide_code:
             out.html.append(export_html(path, hide_code=True))
-    out.figures = model_figures(profile)
+    out.figures = model_figures(profile, profile_overrides(parameters))
     out.report_md = report_path()
     out.report_md.write_text(render_report(profile, out.figures), encoding="utf-8")
     return out

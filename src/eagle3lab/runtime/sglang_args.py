@@ -107,6 +107,17 @@ def _literal(text: str) -> Any:
         return text
 
 
+def memory_rows(profile_value: float | None, logs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """For each labelled server log: who set ``mem_fraction_static`` and the value sglang ran with."""
+    from pathlib import Path
+
+    rows = []
+    for label, path in logs.items():
+        text = Path(path).read_text(encoding="utf-8", errors="replace") if Path(path).is_file() else ""
+        rows.append({"launch": label, **memory_setting(profile_value, chosen_from_log(text), f"server log {path}")})
+    return rows
+
+
 def memory_setting(profile_value: float | None, chosen: Mapping[str, Any], source: str) -> dict[str, Any]:
     """Who set ``mem_fraction_static`` for a run, and its value: the profile's, or sglang's own sizing."""
     return {"mem_fraction_static": chosen.get("mem_fraction_static"),
