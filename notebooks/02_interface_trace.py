@@ -21,7 +21,7 @@ from IPython.display import Image, display
 
 from eagle3lab.trace import audit, sources, tracebook
 from eagle3lab.runtime import envinfo
-from eagle3lab import nbparams, show
+from eagle3lab import nbparams, show, sidecars
 
 nbparams.begin(globals())
 
@@ -33,7 +33,8 @@ entry_class: str = "KimiK25ForConditionalGeneration"  # entry model class to aud
 bisect_versions: list = []  # releases to bisect (empty: every release from 0.5.6 to the newest)
 
 # %%
-P = nbparams.resolve(globals()).profile  # a mistyped or unknown parameter stops here with one line
+params = nbparams.resolve(globals())  # a mistyped or unknown parameter stops here with one line
+P = params.profile
 src, source_info = tracebook.release_source(sglang_source)
 show.table(source_info)
 
@@ -124,21 +125,21 @@ for path in figure_paths:
     display(Image(filename=str(path)))
 
 # %%
-sidecar = tracebook.write_sidecar({
-    "parameters": {"sglang_source": sglang_source, "entry_class": entry_class, "bisect_versions": versions,
-                   "profile": P.name},
-    "layer_setups": [setup.to_dict() for setup in layer_setups],
-    "source": source_info,
-    "environment": envinfo.environment_table(),
-    "grep": grep_hits,
-    "contract": contract_sites,
-    "verdict": verdict,
-    "draft": draft,
-    "layer_ids": layer_ids,
-    "conformance": {"traced": conf_here, "newest": conf_newest},
-    "bisect": bisect,
-    "timings": {"verdict_seconds": verdict_seconds, "audit_seconds_one_release": conf_here["seconds"],
-                "bisect_seconds_warm_cache": bisect["seconds"], "bisect_releases": len(versions)},
-    "figures": [p.name for p in figure_paths],
-})
-print(sidecar)
+sidecar_file = sidecars.write(sidecars.InterfaceTraceSidecar(
+    profile=P.name,
+    parameters={"sglang_source": sglang_source, "entry_class": entry_class, "bisect_versions": versions},
+    layer_setups=[setup.to_dict() for setup in layer_setups],
+    source=source_info,
+    environment=envinfo.environment_table(),
+    grep=grep_hits,
+    contract=contract_sites,
+    verdict=verdict,
+    draft=draft,
+    layer_ids=layer_ids,
+    conformance={"traced": conf_here, "newest": conf_newest},
+    bisect=bisect,
+    timings={"verdict_seconds": verdict_seconds, "audit_seconds_one_release": conf_here["seconds"],
+             "bisect_seconds_warm_cache": bisect["seconds"], "bisect_releases": len(versions)},
+    figures=[p.name for p in figure_paths],
+))
+print(sidecar_file)

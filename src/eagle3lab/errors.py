@@ -89,3 +89,7 @@ class PreflightFailed(Eagle3LabError):
 
 class FetchError(Eagle3LabError):
     """A checkpoint could not be listed or downloaded from the hub or the mirror."""
+
+
+class SidecarError(Eagle3LabError):
+    """A notebook's JSON sidecar is missing, unreadable, of another schema version or does not match its schema."""

@@ -20,6 +20,7 @@ from eagle3lab.errors import ExpectationError
 from eagle3lab.fix.patching import FULL_DELEGATION_PATCH, ONE_METHOD_PATCH, patched, resolve_patch
 from eagle3lab.runtime.profiles import Profile
 from eagle3lab.runtime.server import launch
+from eagle3lab.sidecars import ChainStepRecord
 
 CPU_LIMIT_RULE = "eagle_backend_cpu"
 
@@ -48,13 +49,24 @@ class StepResult:
     log_path: Path
     argv: list[str] = field(default_factory=list)
 
-    def row(self) -> dict[str, Any]:
+    def record(self) -> ChainStepRecord:
+        """The typed record notebook 03's sidecar keeps (and the report reads)."""
         report = self.report
-        return {"step": self.step.name, "patch": ", ".join(self.step.patches) or "none",
-                "outcome": self.status, "classified error": report.category if report else None,
-                "error": report.signature if report else None,
-                "runtime call site": str(report.call_site) if report and report.call_site else None,
-                "seconds to outcome": self.seconds}
+        return ChainStepRecord(
+            step=self.step.name, patches=list(self.step.patches), outcome=self.status,
+            category=report.category if report else None, error=report.signature if report else None,
+            call_site=str(report.call_site) if report and report.call_site else None, seconds=self.seconds)
+
+    def row(self) -> dict[str, Any]:
+        """The same, labelled for people."""
+        return chain_row(self.record())
+
+
+def chain_row(record: ChainStepRecord) -> dict[str, Any]:
+    """One relaunch as a display row (labels live here only, never in the sidecar)."""
+    return {"step": record.step, "patch": ", ".join(record.patches) or "none", "outcome": record.outcome,
+            "classified error": record.category, "error": record.error, "runtime call site": record.call_site,
+            "seconds to outcome": record.seconds}
 
 
 def run_step(step: ChainStep, profile: Profile, models: Models, logs_dir: Path, shims: Sequence[str],
