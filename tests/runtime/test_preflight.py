@@ -51,7 +51,7 @@ def test_the_gpu_profile_stops_at_the_gpu_count_on_this_machine(empty_hub):
     gpus = result.check("GPUs")
     assert gpus.outcome == "fail" and gpus.detail.startswith("blackwell-8x needs 8 CUDA GPUs; found 0")
     assert result.problem_line().startswith("blackwell-8x needs 8 CUDA GPUs; found 0")
-    assert "; run on a machine with 8 GPUs, or lower tp_size" in result.problem_line()
+    assert "; run on a machine with 8 CUDA GPUs, or lower tp_size" in result.problem_line()
     assert result.check("target checkpoint").fix == "python -m eagle3lab fetch-models --profile blackwell-8x"
     assert result.check("server flags (EAGLE-3)").outcome == "skipped", "quick: sglang's parser waits for a fix"
     json.dumps(result.to_dict())

@@ -103,6 +103,10 @@ def passed_over(profile: Profile) -> str | None:
     return None
 
 
+def _size(nbytes: int) -> str:
+    return f"{nbytes / 1e9:.1f} GB" if nbytes >= 1e9 else f"{nbytes / 1e6:.1f} MB"
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
@@ -120,8 +124,8 @@ def check_gpu_count(profile: Profile, inv: gpuinfo.GpuInventory | None) -> Check
         why = f" ({inv.error})" if inv.error else ""
         return Check("GPUs", "fail", f"{profile.name} needs {_plural(profile.tp_size, 'CUDA GPU')}; "
                                      f"found {inv.count}{why}",
-                     f"run on a machine with {profile.tp_size} GPUs, or lower tp_size "
-                     f"(--set tp_size=N)", data)
+                     f"run on a machine with {_plural(profile.tp_size, 'CUDA GPU')}"
+                     + (", or lower tp_size (--set tp_size=N)" if profile.tp_size > 1 else ""), data)
     names = sorted({g.name for g in inv.gpus})
     return Check("GPUs", "ok", f"{inv.count} CUDA GPUs ({', '.join(names)}) for tp_size {profile.tp_size}; "
                                f"driver {inv.driver or 'unknown'}, torch {inv.torch_version} CUDA {inv.torch_cuda}",
@@ -187,7 +191,7 @@ def check_checkpoint(profile: Profile, ckpt: Checkpoint) -> Check:
     if ckpt.kind == "generated":
         checkpoints.examine(ckpt)
         outcome: Outcome = "ok" if ckpt.complete else "fail"
-        return Check(name, outcome, f"generated tiny model at {ckpt.path} ({ckpt.gigabytes} GB)"
+        return Check(name, outcome, f"generated tiny model at {ckpt.path} ({_size(ckpt.bytes)})"
                      + (f": {'; '.join(ckpt.problems)}" if ckpt.problems else ""),
                      None if ckpt.complete else "python -m eagle3lab setup --profile " + profile.name, ckpt.to_dict())
     if not ckpt.present:
@@ -197,7 +201,7 @@ def check_checkpoint(profile: Profile, ckpt: Checkpoint) -> Check:
                      f"point the profile's {ckpt.role}_model at a model directory", ckpt.to_dict())
     checkpoints.examine(ckpt)
     origin = f"snapshot {ckpt.revision[:12]}" if ckpt.revision else "local directory"
-    summary = f"{ckpt.source} at {ckpt.path} ({origin}): {_plural(ckpt.files, 'file')}, {ckpt.gigabytes} GB"
+    summary = f"{ckpt.source} at {ckpt.path} ({origin}): {_plural(ckpt.files, 'file')}, {_size(ckpt.bytes)}"
     if ckpt.problems:
         return Check(name, "fail", f"{summary}; incomplete: {'; '.join(ckpt.problems[:3])}",
                      f"{fetch} (resumes)" if ckpt.kind == "hub" else "copy the checkpoint again", ckpt.to_dict())
@@ -265,7 +269,7 @@ def check_server_flags(profile: Profile, models: deployment.Models, validate: bo
             chosen = result.chosen
             mem = chosen.get("mem_fraction_static")
             setter = "profile" if profile.mem_fraction_static is not None else "sglang"
-            sized = " (no GPU visible here: sglang's fallback sizing)" if profile.device == "cuda" and not gpus \
+            sized = "; no GPU visible here, so its fallback sizing" if profile.device == "cuda" and not gpus \
                 else ""
             out.append(Check(name, "ok", f"accepted by sglang's ServerArgs; mem_fraction_static "
                                          f"{round(mem, 3) if isinstance(mem, float) else mem} (set by {setter}"
