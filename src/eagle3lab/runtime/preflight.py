@@ -294,7 +294,11 @@ def check_layers(profile: Profile) -> Check:
             return Check(name, "fail", f"drafter ids {ids} include {bad}, outside 0..{depth - 2} for a {depth}-layer "
                                        "target (sglang captures id i at the input of layer i + 1)",
                          "use a drafter trained for this target", data)
-    table = _traced_capture(setup)
+    try:
+        table = _traced_capture(setup)
+    except Eagle3LabError as exc:  # e.g. an entry class this sglang release does not register
+        return Check(name, "warn", f"drafter ids {ids} on a {depth}-layer target; the capture could not be traced: "
+                                   f"{exc}", None, data)
     data["trace"] = {k: table[k] for k in ("eager_forwards_capture", "cuda_graph_forwards_capture", "conflict")}
     eager = (table["eager_forwards_capture"] or {}).get("self.model.layers_to_capture")
     graphs = (table["cuda_graph_forwards_capture"] or {}).get("self.model.layers_to_capture")
