@@ -95,5 +95,13 @@ class ReportInputError(Eagle3LabError):
     """A sidecar or executed notebook the report needs is missing, unreadable or out of date."""
 
 
+class PreflightFailed(Eagle3LabError):
+    """A deployment check found a problem before anything was launched (GPUs, sglang, checkpoints, flags)."""
+
+
+class FetchError(Eagle3LabError):
+    """A checkpoint could not be listed or downloaded from the hub or the mirror."""
+
+
 class SidecarError(Eagle3LabError):
     """A notebook's JSON sidecar is missing, unreadable, of another schema version or does not match its schema."""

@@ -253,16 +253,26 @@ def run_notebook(name: str, profile: str = "cpu", parameters: dict[str, Any] | N
                          f"{str(error).splitlines()[0] if str(error) else ''} (this run's copy: {kept}{last_good})")
 
 
+def profile_overrides(parameters: dict[str, Any] | None) -> dict[str, Any]:
+    """The profile keys among notebook parameters: ``overrides`` and any profile key passed directly."""
+    from eagle3lab.runtime.profiles import Profile
+
+    parameters = parameters or {}
+    return {**parameters.get("overrides", {}), **{k: v for k, v in parameters.items() if k in Profile.model_fields}}
+
+
 def run_all(profile: str = "cpu", names: Sequence[str] | None = None,
             parameters: dict[str, Any] | None = None) -> list[Path]:
-    """Run the given notebooks (default: every notebook that exists), in order, on an unpatched sglang.
+    """Run the given notebooks (default: every notebook that exists), in order, after the deployment's preflight
+    (a GPU profile stops here, in seconds, instead of after loading its checkpoints) and on an unpatched sglang.
 
     The profile and its overrides are validated first, so a bad value fails before any notebook starts.
     """
     from eagle3lab.fix.restore import require_release
+    from eagle3lab.runtime import preflight
     from eagle3lab.runtime.profiles import load_profile
 
-    load_profile(profile, overrides=(parameters or {}).get("overrides"))
+    preflight.require(load_profile(profile, overrides=profile_overrides(parameters)), quick=True)
     root = _package_root()
     if root is not None:
         require_release(root, "running the notebooks")

@@ -81,7 +81,7 @@ def test_setup_checks_model_paths(sandbox, tmp_path):
     result = cli(sandbox, "setup", "--profile", str(profile))
     assert result.returncode == 2
     assert one_line(result.stderr) == (f"eagle3lab: target model path {missing} does not exist; check the profile's "
-                                       f"target model setting")
+                                       f"'target_model' setting")
 
 
 @pytest.fixture

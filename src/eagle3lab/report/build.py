@@ -92,7 +92,8 @@ def _trace_context(s02: InterfaceTraceSidecar | None) -> dict | None:
     newest = s02.conformance.get("newest")
     next_raise = verdict.next_raise_after_one_method.get("cpu")
     layers = [{"profile": table.profile, "depth": table.depth, "aux": table.aux_layer_ids,
-               "eager": table.captured("eager"), "graphs": table.captured("graphs"), "conflict": table.conflict}
+               "eager": table.captured("eager"), "graphs": table.captured("graphs"), "conflict": table.conflict,
+               "deployment": table.deployment, "fetched": table.status != "not fetched", "fix": table.fix}
               for table in s02.layer_ids]
     return {
         "version": verdict.sglang_version, "sites": len(s02.contract), "site_counts": _site_counts(s02.contract),
@@ -266,7 +267,7 @@ def render_report(profile: str = "cpu", model_figures: Sequence[Path] = ()) -> s
         diagnostics=s03_diag, summary=_summary(crash, trace, fix, bench, model))
 
 
-def model_figures(profile: str) -> list[Path]:
+def model_figures(profile: str, overrides: dict[str, Any] | None = None) -> list[Path]:
     """The cost model's figures, with this profile's measured points wherever its run produced them.
 
     A gpu-profile run is the incident's deployment, so its points go on the incident's figures; a cpu-profile
@@ -276,10 +277,10 @@ def model_figures(profile: str) -> list[Path]:
     from eagle3lab.report.plots.model import cpu_profile_figures, incident_figures, measured_points_from_bench
     from eagle3lab.runtime.profiles import load_profile
 
-    loaded = load_profile(profile)
+    loaded = load_profile(profile, overrides=overrides)
     bench_path = repo_dir("artifacts") / f"03_bench.{loaded.name}" / "bench_report.json"
     bench = BenchReport.load(bench_path) if bench_path.is_file() else None
-    on_cpu = loaded.device == "cpu"
+    on_cpu = loaded.device == "cpu"  # a GPU profile rehearsed on CPU too
     measured = measured_points_from_bench(bench) if bench is not None and not on_cpu else ()
     figures = dict(incident_figures(measured=measured))
     if bench is not None and on_cpu:
@@ -300,7 +301,8 @@ def build_report(profile: str = "cpu", run: bool = True, hide_code: bool = False
     nothing is written unless every executed notebook and sidecar is there, readable and from the same run.
     """
     from eagle3lab.report.inputs import check_inputs, check_sidecar, sidecars_of
-    from eagle3lab.runbook import available_notebooks, executed_path, notebook_path, profile_name, run_all
+    from eagle3lab.runbook import (available_notebooks, executed_path, notebook_path, profile_name, profile_overrides,
+                                   run_all)
 
     out = ReportOutputs()
     label = profile_name(profile)
@@ -318,7 +320,7 @@ def build_report(profile: str = "cpu", run: bool = True, hide_code: bool = False
         out.html.append(export_html(path))
         if hide_code:
             out.html.append(export_html(path, hide_code=True))
-    out.figures = model_figures(profile)
+    out.figures = model_figures(profile, profile_overrides(parameters))
     out.report_md = report_path()
     write_text_atomic(out.report_md, render_report(label, out.figures))
     return out
