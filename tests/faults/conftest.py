@@ -13,10 +13,11 @@ from pathlib import Path
 
 import psutil
 import pytest
-from faultkit import Sandbox, sandbox_processes
 
 from eagle3lab.fix import patching
 from eagle3lab.fix.release import drift, package_hashes, release_record
+
+from .faultkit import Sandbox, sandbox_processes
 
 
 @pytest.fixture(scope="session")

@@ -16,10 +16,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from faultkit import cli, in_namespace, make_notebook, needs_namespace, one_line
 
 from eagle3lab.atomic import write_text_atomic
 from eagle3lab.errors import OutputWriteError
+
+from .faultkit import cli, in_namespace, make_notebook, needs_namespace, one_line
 
 GOOD_REPORT = "# REPORT\n\nthe committed, good report\n" * 200
 

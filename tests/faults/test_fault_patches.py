@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from faultkit import FULL, KIMI, cli, in_namespace, needs_namespace, one_line
 
 from eagle3lab.fix import backups, patching
+
+from .faultkit import FULL, KIMI, cli, in_namespace, needs_namespace, one_line
 
 PATCH = patching.PATCHES_DIR / f"{FULL}.patch"
 

@@ -13,7 +13,11 @@ from pathlib import Path
 
 import psutil
 import pytest
-from faultkit import (
+
+from eagle3lab.fix.release import sha256_file
+from eagle3lab.runtime import signals
+
+from .faultkit import (
     FULL,
     KIMI,
     ONE,
@@ -25,9 +29,6 @@ from faultkit import (
     start_cli,
     wait_for,
 )
-
-from eagle3lab.fix.release import sha256_file
-from eagle3lab.runtime import signals
 
 
 def holding_notebook(path: Path, flag: Path, patch: str = FULL) -> Path:

@@ -11,7 +11,11 @@ import subprocess
 import sys
 
 import pytest
-from faultkit import (
+
+from eagle3lab.atomic import write_text_atomic
+from eagle3lab.fix.release import sha256_file
+
+from .faultkit import (
     FULL,
     KIMI,
     ONE,
@@ -24,9 +28,6 @@ from faultkit import (
     start_cli,
     wait_for,
 )
-
-from eagle3lab.atomic import write_text_atomic
-from eagle3lab.fix.release import sha256_file
 
 RESTORE = "run python -m eagle3lab patch restore"
 HOLD_SCRIPT = """

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from faultkit import cli, in_namespace, make_notebook, needs_namespace, one_line
 
 from eagle3lab.errors import HostBindError, PortInUseError
 from eagle3lab.paths import params_dir
 from eagle3lab.runtime.server import check_port_free, free_port
+
+from .faultkit import cli, in_namespace, make_notebook, needs_namespace, one_line
 
 
 def profile_file(folder: Path, name: str = "lab", **changes) -> Path:
