@@ -17,9 +17,12 @@
 # model objects, which of them the Kimi-K2.5 wrapper lacks, which other wrappers share the gap, and since when.
 
 # %%
+from typing import Optional
+
 from IPython.display import Image, display
 
 from eagle3lab.trace import audit, sources, tracebook
+from eagle3lab.runtime.tinymodel import tiny_drafter_layers
 from eagle3lab.runtime import envinfo
 from eagle3lab import nbparams, show
 
@@ -33,11 +36,11 @@ entry_class: str = "KimiK25ForConditionalGeneration"  # entry model class to aud
 bisect_versions: list = []  # releases to bisect (empty: every release from 0.5.6 to the newest)
 model_depth: int = 61  # decoder layers of the real target (Kimi-K2.5)
 aux_layer_ids: list = [2, 30, 58]  # drafter eagle_aux_hidden_state_layer_ids (AQ-MedAI/Kimi-K25-eagle3)
-tiny_model_depth: int = 4  # decoder layers of the tiny cpu-profile target
-tiny_aux_layer_ids: list = [0, 1, 2]  # drafter layer ids of the tiny cpu-profile drafter
+tiny_model_depth: Optional[int] = None  # decoder layers of the tiny target (None: the cpu profile's model_num_layers)
 
 # %%
 nbparams.resolve(globals())  # a mistyped or unknown parameter stops here with one line
+tiny_model_depth, tiny_aux_layer_ids = tiny_drafter_layers(tiny_model_depth)  # ids from the tiny drafter's config
 src, source_info = tracebook.release_source(sglang_source)
 show.table(source_info)
 

@@ -44,7 +44,8 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 
 def cmd_setup(args: argparse.Namespace) -> None:
-    """Everything a profile needs before its first launch: the sglang check, the stub driver, the tiny model."""
+    """Everything a profile needs before its first launch: the sglang check, the stub driver, the tiny model and,
+    for a tiny-model profile, the drafter trained on it (minutes on a cold cache, then reused)."""
     from eagle3lab.runtime.deployment import resolve_models
     from eagle3lab.runtime.envinfo import check_sglang
     from eagle3lab.runtime.profiles import load_profile
@@ -59,6 +60,10 @@ def cmd_setup(args: argparse.Namespace) -> None:
     print(f"target model: {models.target}\ndraft model:  {models.draft}")
     if models.cache_key:
         print(f"tiny model cache key: {models.cache_key}")
+    if profile.uses_tiny_model and profile.speculative_eagle_topk == 1:
+        from eagle3lab.runtime.tinymodel.drafter_training import describe_trained_drafter, trained_drafter_for_profile
+
+        print(describe_trained_drafter(trained_drafter_for_profile(profile)))
 
 
 def cmd_patch(args: argparse.Namespace) -> None:
@@ -85,7 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--no-run", action="store_true", help="reuse executed notebooks and sidecars")
     report.set_defaults(func=cmd_report)
 
-    setup = sub.add_parser("setup", help="check sglang, build the stub driver and the tiny model for a profile")
+    setup = sub.add_parser("setup", help="check sglang, build the stub driver, the tiny model and its trained "
+                                         "drafter for a profile")
     setup.add_argument("--profile", default="cpu")
     setup.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a profile key")
     setup.set_defaults(func=cmd_setup)

@@ -444,4 +444,23 @@ def trained_drafter_for_profile(profile: Any, force: bool = False) -> TrainedDra
 
 
 def shifted_ids_valid(ids: Sequence[int], num_layers: int, shift: int = -1) -> bool:
-    return all(0 <= i + shift <= num_layers - 2 for i in ids)
+    """Whether ``ids`` moved by ``shift`` stay capturable by sglang on a ``num_layers``-deep target."""
+    return shift != 0 and all(0 <= i + shift <= num_layers - 2 for i in ids)
+
+
+def describe_trained_drafter(drafter: TrainedDrafter) -> str:
+    """A few lines for people: where it is, its key, its ids, its offline scores and what training cost."""
+    history = drafter.history
+    lines = [f"trained drafter: {drafter.path}", f"trained drafter cache key: {drafter.cache_key}",
+             f"aux layer ids: {drafter.aux_layer_ids} of {drafter.num_layers} layers "
+             f"(one layer early: {history.get('shifted_aux_layer_ids')}); control (untrained): {drafter.control_dir}"]
+    for name, scores in history["final"].items():
+        arms = ", ".join(f"{arm} {scores[arm]['acceptance']['mean_accept_length']:.2f}"
+                         for arm in ("aligned", "shifted", "untrained") if arm in scores)
+        lines.append(f"offline acceptance length on {scores['prompts']} {name} prompts: {arms}")
+    rollout, train = history["rollout_time"], history["train_time"]
+    lines.append(f"build cost (recorded when trained, {history['date']}, load average "
+                 f"{history['machine']['load_average_at_start']}): target rollouts {rollout['cpu_s']} s CPU / "
+                 f"{rollout['wall_s']} s wall, training {train['cpu_s']} s CPU / {train['wall_s']} s wall")
+    lines.append(f"source: {history['provenance']}")
+    return "\n".join(lines)
