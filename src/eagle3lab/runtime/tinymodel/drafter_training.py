@@ -452,8 +452,8 @@ def describe_trained_drafter(drafter: TrainedDrafter) -> str:
     """A few lines for people: where it is, its key, its ids, its offline scores and what training cost."""
     history = drafter.history
     lines = [f"trained drafter: {drafter.path}", f"trained drafter cache key: {drafter.cache_key}",
-             f"aux layer ids: {drafter.aux_layer_ids} of {drafter.num_layers} layers "
-             f"(one layer early: {history.get('shifted_aux_layer_ids')}); control (untrained): {drafter.control_dir}"]
+             (f"aux layer ids: {drafter.aux_layer_ids} of {drafter.num_layers} layers "
+              f"(one layer early: {history.get('shifted_aux_layer_ids')}); control (untrained): {drafter.control_dir}")]
     for name, scores in history["final"].items():
         arms = ", ".join(f"{arm} {scores[arm]['acceptance']['mean_accept_length']:.2f}"
                          for arm in ("aligned", "shifted", "untrained") if arm in scores)
