@@ -164,3 +164,19 @@ def test_sglang_load_weights_fills_every_drafter_parameter(trained, tmp_path):
                             check=False, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout.strip().splitlines()[-1]) == {"target": [], "draft": []}
+
+
+def test_replaying_the_benchmark_requests_gives_the_recorded_offline_score(trained):
+    """replay_served_requests (the check against a server's own outputs) agrees with the build's own scoring when
+    handed the offline greedy outputs of the benchmark prompts."""
+    from eagle3lab.runtime.tinymodel.drafter_eval import replay_served_requests
+    from eagle3lab.runtime.tinymodel.drafter_training import BENCHMARK_STREAM, _prompts
+    from eagle3lab.runtime.tinymodel.target_states import load_text_model, rollout
+
+    prompts = _prompts(WORKLOAD, 1024, BENCHMARK_STREAM, WORKLOAD.benchmark_prompts, WORKLOAD.benchmark_seed)
+    greedy = rollout(load_text_model(trained.target_dir), prompts, WORKLOAD.output_len)
+    outputs = greedy.tokens[:, WORKLOAD.input_len:].tolist()
+    replayed = replay_served_requests(trained.path, trained.target_dir, prompts, outputs)
+    assert [r.completion_tokens for r in replayed] == [WORKLOAD.output_len] * len(prompts)
+    recorded = trained.history["final"]["benchmark"]["aligned"]["acceptance"]["mean_accept_length"]
+    assert sum(r.accept_length for r in replayed) / len(replayed) == pytest.approx(recorded, abs=0.02)

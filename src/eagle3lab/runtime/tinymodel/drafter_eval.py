@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch.nn import functional as F
 
-from eagle3lab.runtime.tinymodel.acceptance import AcceptanceSummary, simulate_request, summarise
+from eagle3lab.errors import TinyModelError
+from eagle3lab.runtime.tinymodel.acceptance import AcceptanceSummary, RequestAcceptance, simulate_request, summarise
 from eagle3lab.runtime.tinymodel.drafter_net import Eagle3Drafter
 from eagle3lab.runtime.tinymodel.target_states import TargetRollout
 
@@ -89,3 +91,43 @@ def score_drafter(drafter: Eagle3Drafter, rollout: TargetRollout, aux_layer_ids:
     requests = [simulate_request(row.tolist(), rollout.output_len) for row in hit]
     return DrafterScore(loss_per_step=loss_per_step, accuracy_per_step=accuracy, chain_accuracy_per_step=chain,
                         acceptance=summarise(requests))
+
+
+def load_drafter(drafter_dir: Path | str, target_dir: Path | str) -> Eagle3Drafter:
+    """A drafter directory's weights in the training module, with the target's embedding (as sglang shares it)."""
+    import json
+
+    from safetensors.torch import load_file
+
+    from eagle3lab.runtime.tinymodel.drafter_net import DrafterShape
+
+    config = json.loads((Path(drafter_dir) / "config.json").read_text(encoding="utf-8"))
+    embedding = load_file(str(Path(target_dir) / "model.safetensors"))["language_model.model.embed_tokens.weight"]
+    drafter = Eagle3Drafter(DrafterShape.from_config(config), embedding.float())
+    drafter.load_checkpoint_tensors(load_file(str(Path(drafter_dir) / "model.safetensors")))
+    return drafter.eval()
+
+
+@torch.no_grad()
+def replay_served_requests(drafter_dir: Path | str, target_dir: Path | str, prompts: Sequence[Sequence[int]],
+                           outputs: Sequence[Sequence[int]], steps: int = 3) -> list[RequestAcceptance]:
+    """What the offline simulation predicts for requests a server answered: the target's states are recomputed
+    on each prompt + served output, the drafter reads them at the ids its config.json declares, and each request
+    is replayed through sglang's verify rules. Set against the server's ``spec_verify_ct`` per request, this
+    checks the simulation (and the drafter arithmetic) on the server's own tokens."""
+    from eagle3lab.runtime.tinymodel.drafter_training import aux_layer_ids_of
+    from eagle3lab.runtime.tinymodel.target_states import layer_states, load_text_model
+
+    if len(prompts) != len(outputs) or not prompts:
+        raise TinyModelError("replay needs one served output per prompt")
+    lengths = {len(p) for p in prompts}, {len(o) for o in outputs}
+    if len(lengths[0]) != 1 or len(lengths[1]) != 1:
+        raise TinyModelError("replay needs prompts of one length and outputs of one length (the benchmark's are)")
+    tokens = torch.tensor([list(p) + list(o) for p, o in zip(prompts, outputs)], dtype=torch.long)
+    model = load_text_model(target_dir)
+    rollout = TargetRollout(tokens, layer_states(model, tokens).to(torch.bfloat16), len(prompts[0]))
+    drafter = load_drafter(drafter_dir, target_dir)
+    first_anchor = rollout.prompt_len - 1
+    logits = drafter(tokens, rollout.aux(aux_layer_ids_of(Path(drafter_dir))).float(), first_anchor=first_anchor, steps=steps)
+    hits = torch.stack([(o.argmax(-1) == step_labels(tokens, first_anchor, k + 1)) for k, o in enumerate(logits)], -1)
+    return [simulate_request(row.tolist(), rollout.output_len) for row in hits]
