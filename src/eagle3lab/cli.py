@@ -45,8 +45,9 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 def cmd_setup(args: argparse.Namespace) -> None:
     """Everything a profile needs before its first launch: the sglang check, the stub driver, the tiny model and,
-    for a tiny-model profile, the drafter trained on it (minutes on a cold cache, then reused)."""
-    from eagle3lab.runtime.deployment import resolve_models
+    for a tiny-model profile, the drafter trained on it (minutes on a cold cache, then reused).
+    Hub checkpoints are only located here (fetch-models downloads them), so set-up never starts a 547 GB download."""
+    from eagle3lab.runtime.deployment import fetch_command, locate_models
     from eagle3lab.runtime.envinfo import check_sglang
     from eagle3lab.runtime.profiles import load_profile
 
@@ -56,20 +57,63 @@ def cmd_setup(args: argparse.Namespace) -> None:
         from eagle3lab.runtime.cpu_harness import build_libcuda_stub
 
         print(f"stub libcuda: {build_libcuda_stub()}")
-    models = resolve_models(profile)
-    print(f"target model: {models.target}\ndraft model:  {models.draft}")
-    if models.cache_key:
-        print(f"tiny model cache key: {models.cache_key}")
+    target, draft, cache_key = locate_models(profile)
+    for ckpt in (target, draft):
+        where = ckpt.path or f"not on this machine (fetch with: {fetch_command(profile)})"
+        print(f"{ckpt.role} model: {ckpt.source} -> {where}")
+    if cache_key:
+        print(f"tiny model cache key: {cache_key}")
     if profile.uses_tiny_model and profile.speculative_eagle_topk == 1:
         from eagle3lab.runtime.tinymodel.drafter_training import describe_trained_drafter, trained_drafter_for_profile
 
         print(describe_trained_drafter(trained_drafter_for_profile(profile)))
 
 
+def cmd_preflight(args: argparse.Namespace) -> None:
+    """Every check of a deployment, without launching anything; exit 2 on the first problem."""
+    from eagle3lab.errors import PreflightFailed
+    from eagle3lab.runtime import preflight
+    from eagle3lab.runtime.profiles import load_profile
+
+    profile = load_profile(args.profile, overrides=_overrides(args.set))
+    result = preflight.run_preflight(profile, quick=args.quick)
+    preflight.save(result)
+    print(preflight.as_json(result) if args.json else result.text())
+    if not result.ok:
+        raise PreflightFailed(result.problem_line())
+
+
+def cmd_fetch_models(args: argparse.Namespace) -> None:
+    from eagle3lab.runtime.fetch import fetch_models
+    from eagle3lab.runtime.profiles import load_profile
+
+    profile = load_profile(args.profile, overrides=_overrides(args.set))
+    fetch_models(profile, endpoint=args.endpoint, local_dir=args.local_dir, configs_only=args.configs_only,
+                 max_workers=args.max_workers)
+
+
 def cmd_patch(args: argparse.Namespace) -> None:
     from eagle3lab.fix.patching import run_cli
 
     run_cli(args)
+
+
+def cmd_preflight_model(args: argparse.Namespace) -> None:
+    from eagle3lab.fix.preflight_model import run_cli
+
+    run_cli(args)
+
+
+def cmd_upstream_fixes(args: argparse.Namespace) -> None:
+    from eagle3lab.fix.fixgen import run_cli
+
+    run_cli(args)
+
+
+def cmd_predict(args: argparse.Namespace) -> None:
+    from eagle3lab.report.predict_cli import run
+
+    run(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -96,11 +140,51 @@ def build_parser() -> argparse.ArgumentParser:
     setup.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a profile key")
     setup.set_defaults(func=cmd_setup)
 
+    check = sub.add_parser("preflight", help="check GPUs, sglang, checkpoints, disk, server flags and layer ids "
+                                             "of a deployment without launching")
+    check.add_argument("--profile", default="blackwell-8x", help="params/<profile>.yaml (default: blackwell-8x)")
+    check.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a profile key")
+    check.add_argument("--json", action="store_true", help="print every check and its outcome as JSON")
+    check.add_argument("--quick", action="store_true", help="skip sglang's parser once a check has failed")
+    check.set_defaults(func=cmd_preflight)
+
+    fetch = sub.add_parser("fetch-models", help="download (or resume) a profile's checkpoints before any launch")
+    fetch.add_argument("--profile", default="blackwell-8x", help="params/<profile>.yaml (default: blackwell-8x)")
+    fetch.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a profile key")
+    fetch.add_argument("--endpoint", default=None, help="a hub mirror (default: HF_ENDPOINT or huggingface.co)")
+    fetch.add_argument("--local-dir", default=None, help="download into DIR/<org>/<name> instead of the HF cache")
+    fetch.add_argument("--configs-only", action="store_true",
+                       help="only configs, tokenizers and code (enough for notebook 02's layer ids)")
+    fetch.add_argument("--max-workers", type=int, default=8, help="parallel file downloads (default 8)")
+    fetch.set_defaults(func=cmd_fetch_models)
+
     from eagle3lab.fix.patching import add_cli_arguments
 
     patch = sub.add_parser("patch", help="check / apply / verify / revert a patch on the installed sglang")
     add_cli_arguments(patch)
     patch.set_defaults(func=cmd_patch)
+
+    from eagle3lab.fix.preflight_model import add_cli_arguments as preflight_model_arguments
+    from eagle3lab.report.predict_cli import one_line_errors
+
+    preflight = one_line_errors(sub.add_parser(
+        "preflight-model", help="will an EAGLE-3 launch of this model crash on this sglang release? (from sglang's "
+                                "source, offline once cached)"))
+    preflight_model_arguments(preflight)
+    preflight.set_defaults(func=cmd_preflight_model)
+
+    from eagle3lab.fix.fixgen import add_cli_arguments as upstream_fixes_arguments
+
+    fixes = one_line_errors(sub.add_parser("upstream-fixes", help="generate and check a delegation patch for every "
+                                                                  "wrapper a release's audit finds lacking"))
+    upstream_fixes_arguments(fixes)
+    fixes.set_defaults(func=cmd_upstream_fixes)
+
+    from eagle3lab.report.predict_cli import add_arguments as add_predict_arguments
+
+    predict = one_line_errors(sub.add_parser("predict", help="cost model: plain vs EAGLE-3 throughput per batch size"))
+    add_predict_arguments(predict)
+    predict.set_defaults(func=cmd_predict)
     return parser
 
 

@@ -14,14 +14,8 @@ from safetensors import safe_open
 from transformers import AutoTokenizer
 
 from eagle3lab.errors import TinyModelError
-from eagle3lab.runtime.tinymodel import (
-    build_tiny_models,
-    cache_key,
-    scale_aux_layer_ids,
-    tiny_drafter_layers,
-    tiny_model_inputs,
-)
-from eagle3lab.runtime.tinymodel.configs import REAL_AUX_LAYER_IDS, REAL_NUM_LAYERS, draft_config
+from eagle3lab.runtime.tinymodel import build_tiny_models, cache_key, scale_aux_layer_ids, tiny_model_inputs
+from eagle3lab.runtime.tinymodel.configs import REAL_AUX_LAYER_IDS, REAL_NUM_LAYERS
 
 
 @pytest.fixture(scope="module")
@@ -64,14 +58,6 @@ def test_aux_layer_ids_leave_room_for_the_one_layer_early_set(num_layers):
 
 def test_small_depths_give_the_documented_ids():
     assert [scale_aux_layer_ids(n) for n in (5, 6, 8)] == [[1, 2, 3], [1, 2, 4], [1, 4, 6]]
-
-
-def test_tiny_drafter_layers_come_from_the_drafter_config_and_the_profile():
-    from eagle3lab.runtime.profiles import load_profile
-
-    assert tiny_drafter_layers(6) == (6, [1, 2, 4])
-    depth = load_profile("cpu").model_num_layers
-    assert tiny_drafter_layers() == (depth, draft_config(depth)["eagle_config"]["eagle_aux_hidden_state_layer_ids"])
 
 
 def test_too_shallow_target_is_one_line():

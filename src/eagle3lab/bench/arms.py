@@ -41,9 +41,10 @@ def expect_patch_covers_trace(patch_name: str, missing_members: Sequence[str]) -
 
 
 def sweep_config(profile: Profile, models: Models, prompt_kind: str) -> SweepConfig:
-    """The profile's sweep on this model's vocabulary (text prompts need its tokenizer)."""
+    """The profile's sweep on this model's vocabulary (text prompts need its tokenizer); ``models.target`` is the
+    local directory (a hub id is resolved to its snapshot by ``deployment.resolve_models``)."""
     return SweepConfig.from_profile(profile, vocab_size=model_vocab_size(models.target), prompt_kind=prompt_kind,
-                                    tokenizer_dir=models.target)
+                                    tokenizer_dir=models.target, trust_remote_code=profile.trust_remote_code)
 
 
 def run_server_arm(name: str, profile: Profile, models: Models, config: SweepConfig, out_dir: Path,
@@ -109,7 +110,9 @@ def diagnose_run(profile: Profile, report: BenchReport | None, bench_dir: Path,
                  logs_dir: Path) -> list[dict[str, Any]]:
     """Every known cause of a missing EAGLE-3 speedup that this run's evidence shows, with its evidence line."""
     from eagle3lab.report.diagnostics import diagnose, evidence_from_artifacts, findings_table
-    from eagle3lab.paths import repo_dir
+    from eagle3lab.sidecars import InterfaceTraceSidecar, read_if_present
+
+    trace = read_if_present(InterfaceTraceSidecar, profile.name)
 
     def existing(path: Path) -> Path | None:
         return path if path.is_file() else None
@@ -119,6 +122,6 @@ def diagnose_run(profile: Profile, report: BenchReport | None, bench_dir: Path,
     evidence = evidence_from_artifacts(
         bench_report=report, requests_dir=bench_dir if report else None, spec_log=spec_log,
         baseline_log=existing(Path(logs_dir) / f"03_baseline.{profile.name}.log"),
-        trace_sidecar=existing(repo_dir("artifacts") / "02_interface_trace.json"),
+        layer_tables=[table.model_dump() for table in trace.layer_ids] if trace is not None else None,
         layer_profile="cpu" if profile.device == "cpu" else "gpu")
     return findings_table(diagnose(evidence))

@@ -30,12 +30,18 @@ from typing import Any, Iterator, Sequence
 
 from eagle3lab.errors import CaptureCheckError
 from eagle3lab.fix.patching import FULL_DELEGATION_PATCH as FULL_PATCH, ONE_METHOD_PATCH
+from eagle3lab import sidecars
 from eagle3lab.runtime.server import free_port
+from eagle3lab.sidecars import InterfaceTraceSidecar
+from eagle3lab.trace.hooks import GET_EMBED_AND_HEAD, SET_LAYERS_TO_CAPTURE
 
 # The draft worker's call, as EAGLEWorker.__init__ makes it on the target model (sglang 0.5.9).
-DRAFT_WORKER_HOOK = "get_embed_and_head"
-CAPTURE_HOOK = "set_eagle3_layers_to_capture"
+DRAFT_WORKER_HOOK = GET_EMBED_AND_HEAD
+CAPTURE_HOOK = SET_LAYERS_TO_CAPTURE
 RESULT_PREFIX = "EAGLE3LAB_CAPTURE_RESULT "
+# Where the wrapper keeps its language model (Kimi-K2.5: self.language_model); other wrappers pass theirs
+# (``llm``, ``model``, or a path through a proxy such as ``minicpmv.llm``), as the audit resolved it.
+DEFAULT_INNER = "language_model"
 # In-process on CPU only the DeepSeek MLA prefill needs a shim (FINDINGS obstacle 7); 8 and 9 belong to the draft.
 CPU_SHIMS: tuple[str, ...] = ("mla_torch_native",)
 
@@ -81,6 +87,7 @@ class CaptureResult:
     error_message: str | None = None
     seconds: dict[str, float] = field(default_factory=dict)
     sglang_version: str | None = None
+    harness_steps: list[str] = field(default_factory=list)  # anything the check did beyond sglang's own start-up
 
     @property
     def failed_hook(self) -> HookOutcome | None:
@@ -128,11 +135,12 @@ PatchArg = str | os.PathLike | Sequence[str | os.PathLike] | None
 
 
 def child_argv(target: str | os.PathLike, draft: str | os.PathLike, *, prompt_len: int = 8, batch_size: int = 2,
-               load_format: str = "auto", profile: str = "cpu", python: str = sys.executable) -> list[str]:
+               load_format: str = "auto", profile: str = "cpu", python: str = sys.executable,
+               inner_attr: str = DEFAULT_INNER) -> list[str]:
     """The command line of the child process."""
     return [python, "-m", "eagle3lab.fix.capture_check", "--target", str(target), "--draft", str(draft),
             "--prompt-len", str(prompt_len), "--batch-size", str(batch_size), "--load-format", load_format,
-            "--profile", profile]
+            "--profile", profile, "--inner-attr", inner_attr]
 
 
 def run_capture_check(
@@ -147,6 +155,7 @@ def run_capture_check(
     prompt_len: int = 8,
     batch_size: int = 2,
     timeout_s: float = 900.0,
+    inner_attr: str = DEFAULT_INNER,
 ) -> CaptureResult:
     """Run the check in a child process, with ``patch`` (one name/path or several) applied to the installed sglang.
 
@@ -160,7 +169,7 @@ def run_capture_check(
         if not Path(path).is_dir():
             raise CaptureCheckError(f"{name} model {path} is not a directory; build the tiny models first")
     argv = child_argv(target, draft, prompt_len=prompt_len, batch_size=batch_size, load_format=load_format,
-                      profile=profile)
+                      profile=profile, inner_attr=inner_attr)
     with _patch_state(patch, site_packages) as label:
         result = _run_child(argv, {**os.environ, **(env or {})}, timeout_s)
     result.patch = label
@@ -242,9 +251,6 @@ def _run_child(argv: list[str], env: dict[str, str], timeout_s: float) -> Captur
 # ---------------------------------------------------------------------------------------------------------
 # Agreement with notebook 02's static trace
 
-TRACE_FILE = "02_interface_trace.json"
-
-
 @dataclass(frozen=True)
 class Agreement:
     """One claim of the static trace (notebook 02) next to what the patch or the live check shows."""
@@ -261,21 +267,13 @@ class Agreement:
         return {**asdict(self), "agree": self.agree}
 
 
-def load_trace(path: str | os.PathLike | None = None) -> dict[str, Any]:
-    """Notebook 02's sidecar (``artifacts/02_interface_trace.json`` unless a path is given)."""
-    from eagle3lab.paths import repo_dir
-
-    trace_path = Path(path) if path is not None else repo_dir("artifacts") / TRACE_FILE
-    try:
-        return json.loads(trace_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CaptureCheckError(f"{trace_path} not found; run notebook 02 (interface trace) first") from None
-    except json.JSONDecodeError as err:
-        raise CaptureCheckError(f"{trace_path} is not valid JSON ({err.msg}); rerun notebook 02") from None
+def load_trace(profile: str = "cpu", path: str | os.PathLike | None = None) -> InterfaceTraceSidecar:
+    """Notebook 02's typed sidecar for ``profile`` (one clear line if it is missing or unusable)."""
+    return sidecars.read(InterfaceTraceSidecar, profile, Path(path) if path is not None else None)
 
 
 def compare_with_trace(
-    trace: dict[str, Any],
+    trace: InterfaceTraceSidecar,
     results: dict[str | None, CaptureResult],
     *,
     profile: str = "cpu",
@@ -286,30 +284,28 @@ def compare_with_trace(
     the live runs in ``results`` (keyed by patch name, ``None`` for the unpatched run). Absent runs are skipped."""
     from eagle3lab.fix import patching
 
-    try:
-        verdict = trace["verdict"]
-        layer_table = next(row for row in trace["layer_ids"] if row["profile"] == profile)
-    except (KeyError, StopIteration, TypeError):
-        raise CaptureCheckError(f"the trace has no verdict or layer-id table for profile {profile}; "
-                                "rerun notebook 02") from None
+    verdict, layer_table = trace.verdict, trace.layer_table(profile)
+    if layer_table is None:
+        raise CaptureCheckError(f"the trace has no layer-id table for profile {profile}; rerun notebook 02")
     members = sorted(m.name for m in patching.added_members(full_patch, site_packages))
-    rows = [Agreement("members the full patch delegates", sorted(verdict["missing_members"]), members)]
+    rows = [Agreement("members the full patch delegates", sorted(verdict.missing_members), members)]
 
     def failed(key: str | None) -> str | None:
         hook = results[key].failed_hook
         return hook.hook if hook else None
 
     if None in results:
-        rows.append(Agreement("first missing hook, unpatched", verdict["first_raise"][profile].get("member"),
-                              failed(None)))
+        first = verdict.first_raise.get(profile)
+        rows.append(Agreement("first missing hook, unpatched", first.member if first else None, failed(None)))
     if ONE_METHOD_PATCH in results:
-        rows.append(Agreement("next missing hook, one-method patch",
-                              verdict["next_raise_after_one_method"][profile].get("member"), failed(ONE_METHOD_PATCH)))
+        after = verdict.next_raise_after_one_method.get(profile)
+        rows.append(Agreement("next missing hook, one-method patch", after.member if after else None,
+                              failed(ONE_METHOD_PATCH)))
     patched_runs = [r for key, r in results.items() if key is not None and r.layers_to_capture is not None]
     if patched_runs:
         run = patched_runs[0]
-        init_row = next((row for row in layer_table["rows"] if row["function"] == "ModelRunner.initialize"), None)
-        rows.append(Agreement("drafter aux layer ids", list(layer_table["aux_layer_ids"]), run.drafter_layer_ids))
+        init_row = next((row for row in layer_table.rows if row["function"] == "ModelRunner.initialize"), None)
+        rows.append(Agreement("drafter aux layer ids", list(layer_table.aux_layer_ids or []), run.drafter_layer_ids))
         if init_row is not None:
             rows.append(Agreement("layers_to_capture after ModelRunner.initialize",
                                   init_row["result"].get("self.model.layers_to_capture"), run.layers_to_capture))
@@ -334,23 +330,14 @@ def _hook_outcome(hook: str, caller: str, err: BaseException | None) -> HookOutc
 
 
 def _server_args(target: str, draft: str, load_format: str, profile_name: str) -> Any:
-    """The profile's EAGLE-3 launch flags as ServerArgs (what launch_server would parse), on fresh free ports."""
+    """The profile's EAGLE-3 launch as ServerArgs (exactly what launch_server would parse), on fresh free ports."""
     from sglang.srt.server_args import ServerArgs
 
+    from eagle3lab.runtime.deployment import Models, server_spec
     from eagle3lab.runtime.profiles import load_profile
 
-    profile = load_profile(profile_name)
-    return ServerArgs(
-        model_path=target, load_format=load_format, device=profile.device, tp_size=profile.tp_size,
-        dtype=profile.dtype, attention_backend=profile.attention_backend,
-        disable_cuda_graph=profile.disable_cuda_graph, context_length=profile.context_length,
-        max_total_tokens=profile.max_total_tokens, max_running_requests=profile.max_running_requests,
-        mem_fraction_static=profile.mem_fraction_static, trust_remote_code=profile.trust_remote_code,
-        port=free_port(), nccl_port=free_port(),
-        speculative_algorithm=profile.speculative_algorithm, speculative_draft_model_path=draft,
-        speculative_num_steps=profile.speculative_num_steps, speculative_eagle_topk=profile.speculative_eagle_topk,
-        speculative_num_draft_tokens=profile.speculative_num_draft_tokens,
-    )
+    spec = server_spec(load_profile(profile_name), Models(target, draft), speculative=True, port=free_port())
+    return ServerArgs(**spec.server_args(), load_format=load_format, nccl_port=free_port())
 
 
 def _build_runner(server_args: Any) -> Any:
@@ -410,7 +397,7 @@ def _compare(phase: str, aux: Any, layer_ids: list[int], layers: _LayerOutputs, 
 
 
 def _forwards(runner: Any, layer_ids: list[int], hidden: int, prompt_len: int, batch_size: int,
-              vocab: int) -> list[ForwardCapture]:
+              vocab: int, inner_attr: str = DEFAULT_INNER) -> list[ForwardCapture]:
     """One real prefill and one decode step, the way bench_one_batch runs them, but with FULL hidden capture."""
     import torch
     from sglang.srt.managers.schedule_batch import Req, ScheduleBatch
@@ -435,7 +422,7 @@ def _forwards(runner: Any, layer_ids: list[int], hidden: int, prompt_len: int, b
                                    token_to_kv_pool_allocator=runner.token_to_kv_pool_allocator,
                                    tree_cache=tree_cache, model_config=runner.model_config, enable_overlap=False,
                                    spec_algorithm=SpeculativeAlgorithm.NONE)
-    inner_layers = runner.model.language_model.model.layers
+    inner_layers = inner_model(runner.model, inner_attr).model.layers
     recorder = _LayerOutputs(inner_layers)
     results = []
     try:
@@ -460,8 +447,50 @@ def _forwards(runner: Any, layer_ids: list[int], hidden: int, prompt_len: int, b
     return results
 
 
+def inner_model(model: Any, path: str) -> Any:
+    """``model.<path>`` for a dotted attribute path (``language_model``, ``minicpmv.llm``)."""
+    for part in path.split("."):
+        model = getattr(model, part)
+    return model
+
+
+def _finish_dummy_load(runner: Any, inner_attr: str, load_format: str) -> list[str]:
+    """Make a ``--load-format dummy`` model usable for the layer comparison, and say what was done.
+
+    sglang's dummy loader draws every weight from a tiny uniform range, so in bfloat16 each decoder layer's change
+    to the residual stream rounds away and several layers' outputs come out bit-identical: the comparison cannot
+    tell which layer a captured slice came from (``ambiguous``). The weights are redrawn, seeded, the way the tiny
+    checkpoint draws them (N(0, 0.02), norms 1, biases 0). The loader also calls ``post_load_weights`` on the
+    top-level model only, and only if it has one (FINDINGS obstacle 6: DeepSeek MLA builds w_kc/w_vc there); it is
+    run on the inner model when the wrapper has none, as a checkpoint load does from the wrapper's load_weights.
+    Neither step touches an EAGLE-3 hook: the capture hook already ran during start-up.
+    """
+    if load_format != "dummy":
+        return []
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, param in runner.model.named_parameters():
+            if not param.dtype.is_floating_point:
+                continue
+            if name.endswith("bias"):
+                param.zero_()
+            elif param.dim() == 1 and "norm" in name:
+                param.fill_(1.0)
+            else:
+                param.copy_((torch.randn(tuple(param.shape), generator=generator) * 0.02).to(param.dtype))
+    steps = ["dummy loader: weights redrawn N(0, 0.02) (seed 0) so layer outputs differ in bfloat16"]
+    owner = runner.model if hasattr(runner.model, "post_load_weights") else inner_model(runner.model, inner_attr)
+    if hasattr(owner, "post_load_weights"):
+        owner.post_load_weights()
+        where = "the wrapper" if owner is runner.model else f"{inner_attr} (the wrapper has none)"
+        steps.append(f"dummy loader: post_load_weights() run on {where}, as a checkpoint load does")
+    return steps
+
+
 def _child(target: str, draft: str, prompt_len: int, batch_size: int, load_format: str,
-           profile: str) -> CaptureResult:
+           profile: str, inner_attr: str = DEFAULT_INNER) -> CaptureResult:
     import sglang
 
     result = CaptureResult(patch=None, sglang_version=sglang.__version__)
@@ -478,13 +507,14 @@ def _child(target: str, draft: str, prompt_len: int, batch_size: int, load_forma
     result.seconds["build"] = round(time.monotonic() - started, 2)
     result.hooks.append(_hook_outcome(CAPTURE_HOOK, "ModelRunner.initialize", None))
     result.drafter_layer_ids = list(runner.eagle_aux_hidden_state_layer_ids or [])
-    inner = runner.model.language_model
+    inner = inner_model(runner.model, inner_attr)
     result.layers_to_capture = list(inner.model.layers_to_capture)
+    result.harness_steps = _finish_dummy_load(runner, inner_attr, load_format)
     text_config = runner.model_config.hf_text_config
     result.hidden_size = int(text_config.hidden_size)
 
     try:
-        embed, head = runner.model.get_embed_and_head()
+        embed, head = getattr(runner.model, DRAFT_WORKER_HOOK)()
         if embed is not inner.model.embed_tokens.weight or head is not inner.lm_head.weight:
             raise ValueError(f"{DRAFT_WORKER_HOOK} returned tensors that are not the inner model's embedding "
                              "and LM head, so the drafter would not share the target's weights")
@@ -495,7 +525,7 @@ def _child(target: str, draft: str, prompt_len: int, batch_size: int, load_forma
     started = time.monotonic()
     try:
         result.forwards = _forwards(runner, result.drafter_layer_ids, result.hidden_size, prompt_len, batch_size,
-                                    int(text_config.vocab_size))
+                                    int(text_config.vocab_size), inner_attr)
     except Exception as err:  # noqa: BLE001 -- keep what the hooks showed, record why the forwards failed
         traceback.print_exc()
         result.error_type, result.error_message = type(err).__name__, (str(err).splitlines() or [""])[0]
@@ -512,10 +542,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=2)
     parser.add_argument("--load-format", default="auto", help="sglang --load-format (auto, dummy, ...)")
     parser.add_argument("--profile", default="cpu", help="params/<profile>.yaml with the launch flags")
+    parser.add_argument("--inner-attr", default=DEFAULT_INNER, help="the wrapper's inner language model attribute")
     args = parser.parse_args(argv)
     started = time.monotonic()
     try:
-        result = _child(args.target, args.draft, args.prompt_len, args.batch_size, args.load_format, args.profile)
+        result = _child(args.target, args.draft, args.prompt_len, args.batch_size, args.load_format, args.profile,
+                        args.inner_attr)
     except Exception as err:  # noqa: BLE001 -- every failure becomes part of the structured result
         traceback.print_exc()
         result = CaptureResult(patch=None, error_type=type(err).__name__, error_message=str(err).splitlines()[0])

@@ -20,6 +20,8 @@ from eagle3lab.errors import ExpectationError
 from eagle3lab.fix.patching import FULL_DELEGATION_PATCH, ONE_METHOD_PATCH, patched, resolve_patch
 from eagle3lab.runtime.profiles import Profile
 from eagle3lab.runtime.server import launch
+from eagle3lab.sidecars import ChainStepRecord
+from eagle3lab.trace.hooks import SET_LAYERS_TO_CAPTURE
 
 CPU_LIMIT_RULE = "eagle_backend_cpu"
 
@@ -48,13 +50,24 @@ class StepResult:
     log_path: Path
     argv: list[str] = field(default_factory=list)
 
-    def row(self) -> dict[str, Any]:
+    def record(self) -> ChainStepRecord:
+        """The typed record notebook 03's sidecar keeps (and the report reads)."""
         report = self.report
-        return {"step": self.step.name, "patch": ", ".join(self.step.patches) or "none",
-                "outcome": self.status, "classified error": report.category if report else None,
-                "error": report.signature if report else None,
-                "runtime call site": str(report.call_site) if report and report.call_site else None,
-                "seconds to outcome": self.seconds}
+        return ChainStepRecord(
+            step=self.step.name, patches=list(self.step.patches), outcome=self.status,
+            category=report.category if report else None, error=report.signature if report else None,
+            call_site=str(report.call_site) if report and report.call_site else None, seconds=self.seconds)
+
+    def row(self) -> dict[str, Any]:
+        """The same, labelled for people."""
+        return chain_row(self.record())
+
+
+def chain_row(record: ChainStepRecord) -> dict[str, Any]:
+    """One relaunch as a display row (labels live here only, never in the sidecar)."""
+    return {"step": record.step, "patch": ", ".join(record.patches) or "none", "outcome": record.outcome,
+            "classified error": record.category, "error": record.error, "runtime call site": record.call_site,
+            "seconds to outcome": record.seconds}
 
 
 def run_step(step: ChainStep, profile: Profile, models: Models, logs_dir: Path, shims: Sequence[str],
@@ -66,7 +79,7 @@ def run_step(step: ChainStep, profile: Profile, models: Models, logs_dir: Path, 
         for patch in step.patches:
             stack.enter_context(patched(resolve_patch(patch)))
         outcome = launch(spec, log, timeout_s=profile.ready_timeout_s)
-    report = crash_report(outcome.log_text()) if outcome.status != "ready" else None
+    report = crash_report(outcome.log_text(), profile.name) if outcome.status != "ready" else None
     return StepResult(step, outcome.status, outcome.seconds, report, log, spec.argv())
 
 
@@ -103,7 +116,7 @@ def expect_chain(results: Sequence[StepResult], profile: Profile, contract_membe
             story.append("one-method patch: the server came up (the one method was enough here)")
         elif _is_wrapper_gap(middle.report, wrapper):
             member = middle.report.missing_attribute
-            if member == "set_eagle3_layers_to_capture":
+            if member == SET_LAYERS_TO_CAPTURE:
                 raise ExpectationError("the one-method patch did not take effect: the same member is still missing")
             if member not in contract_members:
                 raise ExpectationError(f"the one-method patch stops at '{member}', which the traced contract does "

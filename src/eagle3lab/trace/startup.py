@@ -5,13 +5,19 @@ them), so this module walks sglang's own start-up code in statement order: the t
 constructor (following ``self.method()`` calls, ``super().__init__`` and graph-runner constructions), then the
 EAGLE draft workers' constructors. Branch tests are evaluated against a small profile (device, CUDA graphs on
 or off, EAGLE-3 on, target or draft runner); tests it cannot decide are taken both ways.
+
+Newer releases no longer call the capture hook from the runner's constructor: the scheduler builds the TP worker
+(which builds the runner) and then asks it to set up attention backends, which calls the hook. When the
+constructor walk reaches no target site, the walk starts again from the scheduler's constructor and also follows
+``self.<attr>.<method>()`` where ``self.<attr>`` is assigned one of the runtime's classes (or is a property
+annotated with one), and the construction of runtime workers.
 """
 
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from eagle3lab.trace.contract import Provenance, Site, flag_provenance, runtime_files
 from eagle3lab.trace.sources import SglangSource
@@ -41,6 +47,22 @@ class StartupProfile:
 class _Index:
     classes: dict[str, tuple[str, ast.ClassDef]] = field(default_factory=dict)
     functions: dict[str, tuple[str, ast.FunctionDef]] = field(default_factory=dict)
+    attr_types: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # (class, attr) -> runtime classes
+
+    def type_attributes(self) -> None:
+        """``self.x = Cls(...)`` and ``@property def x(self) -> Cls`` with ``Cls`` a runtime class."""
+        for name, (_, node) in self.classes.items():
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Assign) and len(sub.targets) == 1 and isinstance(sub.value, ast.Call):
+                    tgt, made = sub.targets[0], sub.value.func
+                    if (isinstance(tgt, ast.Attribute) and isinstance(tgt.value, ast.Name) and tgt.value.id == "self"
+                            and isinstance(made, ast.Name) and made.id in self.classes):
+                        self.attr_types.setdefault((name, tgt.attr.lstrip("_")), set()).add(made.id)
+            for stmt in node.body:
+                if (isinstance(stmt, ast.FunctionDef) and isinstance(stmt.returns, ast.Name)
+                        and stmt.returns.id in self.classes
+                        and any(ast.unparse(d) == "property" for d in stmt.decorator_list)):
+                    self.attr_types.setdefault((name, stmt.name), set()).add(stmt.returns.id)
 
     def method(
         self, cls: str, name: str, seen: Optional[set[str]] = None
@@ -97,6 +119,9 @@ class _Walker:
         self.certain: dict[tuple[str, int, str], bool] = {}
         self.visited: set[tuple[str, str, str]] = set()
         self.undecided = 0  # >0 while inside a branch whose test the profile cannot decide
+        self.follow_objects = False  # the scheduler-driven walk of newer releases (see the module docstring)
+        self.open_branches: list[dict[str, Any]] = []  # those branches, outermost first
+        self.depends_on: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
 
     # -- branch evaluation
     def truth(self, node: ast.expr, role: str) -> Optional[bool]:
@@ -143,7 +168,8 @@ class _Walker:
         if not found or depth > 30:
             return
         path, owner, func = found
-        key = (owner, func.name, role)
+        # following typed attributes, the concrete class decides what ``self.<attr>`` is: key on it too
+        key = (f"{cls}:{owner}" if self.follow_objects else owner, func.name, role)
         if key in self.visited:
             return
         self.visited.add(key)
@@ -167,6 +193,8 @@ class _Walker:
                 self.exprs(stmt.test, path, owner, cls, role, depth)
                 val = self.truth(stmt.test, role)
                 self.undecided += val is None
+                if val is None:
+                    self.open_branches.append(self.branch(stmt, path, cls))
                 try:
                     if val is not False:
                         cont = self.stmts(stmt.body, path, owner, cls, role, depth)
@@ -178,6 +206,8 @@ class _Walker:
                             return False
                 finally:
                     self.undecided -= val is None
+                    if val is None:
+                        self.open_branches.pop()
                 continue
             if isinstance(stmt, (ast.Return, ast.Raise)):
                 if stmt.exc if isinstance(stmt, ast.Raise) else stmt.value:
@@ -190,12 +220,24 @@ class _Walker:
                     self.exprs(child, path, owner, cls, role, depth)
         return True
 
+    def branch(self, stmt: ast.If, path: str, cls: str) -> dict[str, Any]:
+        """An ``if`` the profile cannot decide: where, its test, and -- when the test calls a method of the same
+        class -- the tests inside that method, which are what really decide it (device capability, backend ...)."""
+        decided_by: list[str] = []
+        test = stmt.test
+        if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and ast.unparse(test.func.value) == "self":
+            found = self.idx.method(cls, test.func.attr) if cls else None
+            if found:
+                decided_by = [ast.unparse(node.test) for node in found[2].body if isinstance(node, ast.If)]
+        return {"where": f"{path}:{stmt.lineno}", "test": ast.unparse(test), "decided_by": decided_by}
+
     def exprs(self, node: ast.AST, path: str, owner: str, cls: str, role: str, depth: int) -> None:
         for sub in _in_order(node):
             line = getattr(sub, "lineno", None)
             if line is not None and (path, line) in self.site_lines and (path, line, role) not in self.order:
                 self.order.append((path, line, role))
                 self.certain[(path, line, role)] = self.undecided == 0
+                self.depends_on[(path, line, role)] = list(self.open_branches)
             if isinstance(sub, ast.Call):
                 self.call(sub, cls, role, depth)
             elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and "GraphRunner" in sub.id:
@@ -215,6 +257,27 @@ class _Walker:
         elif isinstance(func, ast.Name) and func.id in self.idx.classes and func.id.endswith("ModelRunner"):
             draft = any(k.arg == "is_draft_worker" and ast.unparse(k.value) == "True" for k in node.keywords)
             self.walk_method(func.id, "__init__", "draft" if draft else role, depth + 1)
+        elif not self.follow_objects:
+            return
+        elif isinstance(func, ast.Name) and func.id in self.idx.classes and func.id.endswith("Worker"):
+            self.walk_method(func.id, "__init__", role, depth + 1)
+        elif (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute)
+              and isinstance(func.value.value, ast.Name) and func.value.value.id == "self"):
+            attr = func.value.attr.lstrip("_")
+            owners = [c for c in self._mro_names(cls) if (c, attr) in self.idx.attr_types]
+            for target in sorted(self.idx.attr_types[(owners[0], attr)]) if owners else []:
+                self.walk_method(target, func.attr, "draft" if "draft" in attr else role, depth + 1)
+
+    def _mro_names(self, cls: str) -> list[str]:
+        """``cls`` and its bases by name (the index's single-namespace approximation)."""
+        out, stack = [], [cls]
+        while stack:
+            name = stack.pop(0)
+            if name in out or name not in self.idx.classes:
+                continue
+            out.append(name)
+            stack += [ast.unparse(b).rsplit(".", 1)[-1] for b in self.idx.classes[name][1].bases]
+        return out
 
 
 def _is_super(call: ast.Call) -> bool:
@@ -236,6 +299,12 @@ def startup_order(src: SglangSource, sites: list[Site], profile: StartupProfile)
     walker = _Walker(idx, profile, lines, flag_provenance(src))
     if "ModelRunner" in idx.classes:
         walker.walk_method("ModelRunner", "__init__", "target")
+    target_sites = {(s.file, s.line) for s in sites if s.role in ("target", "either")}
+    if "Scheduler" in idx.classes and not any((f, ln) in target_sites for f, ln, _ in walker.order):
+        idx.type_attributes()
+        walker.follow_objects = True
+        walker.walk_method("Scheduler", "__init__", "target")
+        walker.follow_objects = False
     phase_one = len(walker.order)
     workers = sorted(
         name
@@ -254,5 +323,6 @@ def startup_order(src: SglangSource, sites: list[Site], profile: StartupProfile)
         out.append({
             "rank": rank, "where": site.where, "member": site.member, "phase": phase, "runner_role": role,
             "certain": walker.certain[(path, line, role)],  # False: behind a branch the profile cannot decide
+            "undecided_branches": walker.depends_on[(path, line, role)],  # which ones, and what decides them
         })
     return out

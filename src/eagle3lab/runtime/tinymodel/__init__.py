@@ -30,8 +30,7 @@ from eagle3lab.runtime.tinymodel.tokenizer import CHAT_TEMPLATE, write_tokenizer
 GENERATOR_VERSION = "3"
 MANIFEST = "eagle3lab-tiny.json"
 
-__all__ = ["TinyModels", "build_tiny_models", "cache_key", "scale_aux_layer_ids", "tiny_drafter_layers",
-           "tiny_model_inputs"]
+__all__ = ["TinyModels", "build_tiny_models", "cache_key", "scale_aux_layer_ids", "tiny_model_inputs"]
 
 
 @dataclass(frozen=True)
@@ -68,16 +67,6 @@ def tiny_model_inputs(seed: int = 0, num_layers: int = 4) -> dict[str, Any]:
         "sglang": _installed("sglang"),
         "transformers": _installed("transformers"),
     }
-
-
-def tiny_drafter_layers(num_layers: int | None = None, profile: str = "cpu") -> tuple[int, list[int]]:
-    """The tiny target's depth (default: the profile's ``model_num_layers``) and the aux layer ids its drafter's
-    config.json declares, so that nothing downstream repeats the ids by hand."""
-    if num_layers is None:
-        from eagle3lab.runtime.profiles import load_profile
-
-        num_layers = load_profile(profile).model_num_layers
-    return num_layers, list(draft_config(num_layers)["eagle_config"]["eagle_aux_hidden_state_layer_ids"])
 
 
 def cache_key(inputs: dict[str, Any]) -> str:
