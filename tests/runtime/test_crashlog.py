@@ -12,9 +12,8 @@ from eagle3lab.runtime.crashlog import crash_report, extract_tracebacks, sglang_
 from eagle3lab.runtime.deployment import server_spec
 from eagle3lab.runtime.server import free_port, launch
 
-pytestmark = pytest.mark.server
 
-
+@pytest.mark.server
 def test_eagle3_crash_is_an_interface_gap_on_the_wrapper(eagle3_crash):
     report = eagle3_crash.report
     assert eagle3_crash.outcome.status == "died"
@@ -28,6 +27,7 @@ def test_eagle3_crash_is_an_interface_gap_on_the_wrapper(eagle3_crash):
     assert all(not frame.path.startswith("/") or "sglang/" not in frame.path for frame in report.frames)
 
 
+@pytest.mark.server
 def test_interleaved_lines_from_other_processes_do_not_change_the_report(eagle3_crash):
     text = eagle3_crash.outcome.log_text()
     noisy = []
@@ -40,6 +40,7 @@ def test_interleaved_lines_from_other_processes_do_not_change_the_report(eagle3_
     assert [str(f) for f in interleaved.frames] == [str(f) for f in original.frames]
 
 
+@pytest.mark.server
 def test_one_traceback_per_tp_rank_is_one_distinct_crash(eagle3_crash):
     block = eagle3_crash.report.traceback_text
     text = "\n".join(f"[2026-11-29 10:00:00 TP{rank}] Scheduler hit an exception: {block}" for rank in range(8))
@@ -48,11 +49,13 @@ def test_one_traceback_per_tp_rank_is_one_distinct_crash(eagle3_crash):
     assert report.missing_attribute == "set_eagle3_layers_to_capture"
 
 
+@pytest.mark.server
 def test_log_without_traceback_gives_no_report(eagle3_crash):
     text = eagle3_crash.outcome.log_text()
     assert crash_report(re.sub(r"(?m)^.*Traceback \(most recent call last\):.*$", "", text)) is None
 
 
+@pytest.mark.server
 def test_missing_driver_library_is_an_environment_problem(tmp_path, cpu_profile, tiny_models):
     """Without the stub libcuda the launcher dies importing sgl_kernel: a set-up problem, not the bug."""
     spec = server_spec(cpu_profile, tiny_models, speculative=True, port=free_port())
@@ -66,6 +69,7 @@ def test_missing_driver_library_is_an_environment_problem(tmp_path, cpu_profile,
     assert report.category == "environment", report.signature
 
 
+@pytest.mark.server
 def test_an_unrecognised_crash_is_unknown_and_verbatim(tmp_path, cpu_profile, tiny_models):
     broken = tmp_path / "broken-model"
     broken.mkdir()
