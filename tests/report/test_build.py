@@ -267,3 +267,12 @@ def test_evidence_round_trips_through_its_file(evidence, tmp_path, monkeypatch):
     path.write_text("{")
     with pytest.raises(PerfModelError, match="unreadable.*--no-run"):
         model_evidence.load("cpu")
+
+
+def test_capacity_sentence_names_what_limits_eagle3():
+    rtx = {**_prediction(2.9), "baseline_max_batch": 126, "spec_max_batch": 48}
+    capped = build._capacity_sentence(rtx, {**rtx, "spec_max_batch": 115})
+    assert "at most 48 requests unless `--max-running-requests` is set" in capped and "would hold 115" in capped
+    kv_bound = build._capacity_sentence(rtx, {**rtx, "spec_max_batch": 48})
+    assert "KV cache of target and drafter holds 48 requests" in kv_bound and "--max-running" not in kv_bound
+    assert "fits the KV cache of 126 requests" in kv_bound

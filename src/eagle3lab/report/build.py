@@ -222,6 +222,18 @@ def _cycle_sentence(breakdown: Sequence[Mapping[str, Any]], spec: Mapping[str, A
             f"verify vs plain, {experts} **[modelled]**.")
 
 
+def _capacity_sentence(rtx: Mapping[str, Any], uncapped: Optional[Mapping[str, Any]]) -> str:
+    """How many requests each side runs at peak, and whether sglang's cap or the KV cache is what limits EAGLE-3."""
+    base = (f"plain decoding fits the KV cache of {rtx['baseline_max_batch']} requests at the assumed context "
+            f"**[modelled]**.")
+    if uncapped and uncapped["spec_max_batch"] > rtx["spec_max_batch"]:
+        return (f"Under speculation sglang runs at most {rtx['spec_max_batch']} requests unless "
+                f"`--max-running-requests` is set (its KV cache, with the drafter's, would hold "
+                f"{uncapped['spec_max_batch']}), while {base}")
+    return (f"Under speculation the KV cache of target and drafter holds {rtx['spec_max_batch']} requests, while "
+            f"{base}")
+
+
 def _validation_rows(summary: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [{**row, "mape": _r(row["mape_pct"]), "worst": _r(row["max_abs_error_pct"]),
              "goal": "yes" if row["goal_met"] else "no"} for row in summary]
@@ -285,9 +297,7 @@ def _model_context(model: ModelEvidence, figures: Sequence[str], eagle3_note: Op
     single = data["side_by_side"]["single_stream_tok_s"]
     why = [
         _cycle_sentence(data["cycle_breakdown"], model.spec),
-        f"Under speculation sglang runs at most {rtx['spec_max_batch']} requests unless `--max-running-requests` is "
-        f"set, while plain decoding fits the KV cache of {rtx['baseline_max_batch']} requests at the assumed context "
-        f"**[modelled]**.",
+        _capacity_sentence(rtx, uncapped),
         f"At one request EAGLE-3 gains for any acceptance above {rtx['break_even_single_stream']:.2f} **[modelled]**.",
         f"At peak EAGLE-3 {peak_verdict(rtx)}"
         + (f"; without the request cap it {peak_verdict(uncapped)}" if uncapped else "") + " **[modelled]**.",
