@@ -172,13 +172,24 @@ def cpu_hardware(mem_bandwidth: Optional[float] = None) -> Hardware:
 
 
 # -------------------------------------------------------------------------------------------- the incident
-INCIDENT_CONTEXT_LEN = 1024 + 128
-INCIDENT_CONTEXT_SOURCE = ("assumption: mean context during decode of the blackwell-8x benchmark "
-                           "(params/blackwell-8x.yaml: 1024 prompt tokens + half of 256 output tokens); "
-                           "the engineer did not report the workload")
-INCIDENT_MEM_FRACTION = 0.9  # --mem-fraction-static 0.9 (params/blackwell-8x.yaml)
-INCIDENT_TP = 8
 INCIDENT_PROFILE = "blackwell-8x"
+
+
+def _incident_profile():
+    from eagle3lab.runtime.profiles import load_profile
+
+    return load_profile(INCIDENT_PROFILE)
+
+
+# The incident's launch settings and benchmark workload, read from its profile (params/blackwell-8x.yaml) so the
+# model and the launch can never disagree.
+_INCIDENT = _incident_profile()
+INCIDENT_TP = _INCIDENT.tp_size
+INCIDENT_MEM_FRACTION = _INCIDENT.mem_fraction_static
+INCIDENT_CONTEXT_LEN = _INCIDENT.bench_input_len + _INCIDENT.bench_output_len / 2
+INCIDENT_CONTEXT_SOURCE = (f"assumption: mean context during decode of the {_INCIDENT.name} benchmark "
+                           f"(params/{_INCIDENT.name}.yaml: {_INCIDENT.bench_input_len} prompt tokens + half of "
+                           f"{_INCIDENT.bench_output_len} output tokens); the engineer did not report the workload")
 DEFAULT_ACCEPT_LENGTHS = (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0)
 
 
