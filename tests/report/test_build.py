@@ -173,6 +173,9 @@ def test_summary_states_the_model_thresholds_and_what_was_not_reported(sources):
     assert f"between {min(r['break_even_at_peak'] for r in rows):.2f} and " \
            f"{max(r['break_even_at_peak'] for r in rows):.2f}" in verdict
     assert f"gains above {rtx['break_even_single_stream']:.2f}" in verdict
+    match = sources.model.incident["context_matching_reported_peak"]
+    assert f"reproduces the reported peak ({match['context_len']:,.0f} tokens) it {peak_verdict(match['predicted'])}" \
+        in verdict
     assert all(item in verdict for item in incident.NOT_REPORTED)
     trust = next(line for line in lines if line.startswith("Out of sample"))
     for row in sources.model.validation:
@@ -238,12 +241,14 @@ def test_run_check_context_with_and_without_measured_speedups():
                   "baseline_error_pct": 20.0, "baseline_role": "predicted"}]
     check = {"rows": base_rows, "baseline_mape_pct": 20.0, "speedup_mape_pct": None,
              "baseline_trend": {"measured": "rises", "predicted": "rises"},
-             "single_stream_pct_by_part": {"launch": 80.0, "weights": 5.0, "gemm_compute": 15.0}}
+             "single_stream_pct_by_part": {"launch": 80.0, "weights": 5.0, "gemm_compute": 15.0, "sampling": 0.4},
+             "context": 48.0}
     ctx = build._run_check_context(check, None, "EAGLE is not supported on CPU")
     assert [r["error"] for r in ctx["rows"]] == ["calibration", "20.0"] and not ctx["has_speedup"]
     assert any("MAPE 20.0%" in line and "rises as measured and rises as predicted" in line for line in ctx["lines"])
     assert any("(EAGLE is not supported on CPU)" in line and "not checked" in line for line in ctx["lines"])
-    assert any("80% launch and 15% gemm compute" in line for line in ctx["lines"])
+    assert any("80.0% kernel launches (fixed), 15.0% GEMM compute beyond weights, 5.0% weights read" in line
+               for line in ctx["lines"])
     with_speedup = {**check, "speedup_mape_pct": 12.5, "speedup_trend": {"measured": "falls", "predicted": "flat"},
                     "rows": [{**base_rows[1], "measured_eagle3_tok_s": 55.0, "accept_length": 1.5,
                               "measured_speedup": 1.1, "predicted_speedup": 1.2, "speedup_error_pct": 9.09}]}

@@ -269,12 +269,15 @@ def _run_check_context(check: Optional[Mapping[str, Any]], missing: Optional[str
         lines.append("The EAGLE-3 arm has no measured point on this profile"
                      + (f" ({eagle3_note})" if eagle3_note else "")
                      + ", so the model's speedup prediction is not checked on this run.")
-    share = check.get("single_stream_pct_by_part") or {}
+    share = {k: v for k, v in (check.get("single_stream_pct_by_part") or {}).items() if v >= 1.0}
     if share:
-        top = sorted(share.items(), key=lambda kv: -kv[1])[:2]
+        from eagle3lab.report.plots.model import COMPONENT_LABELS
+
+        parts = sorted(share.items(), key=lambda kv: -kv[1])
         lines.append("In the calibrated model a single-stream step on this machine is "
-                     + " and ".join(f"{_r(v, 0)}% {k.replace('_', ' ')}" for k, v in top) + " **[modelled]**.")
-    return {**check, "rows": rows, "lines": lines, "missing": None,
+                     + ", ".join(f"{_r(v)}% {COMPONENT_LABELS.get(k, k)}" for k, v in parts)
+                     + " (parts of at least 1% shown) **[modelled]**.")
+    return {**check, "context": f"{check['context']:g}", "rows": rows, "lines": lines, "missing": None,
             "has_speedup": check.get("speedup_mape_pct") is not None}
 
 
@@ -340,16 +343,18 @@ def _summary(crash: dict | None, trace: dict | None, fix: dict | None, model: di
     rows = evidence.incident["sensitivity"]
     low = min(r["break_even_at_peak"] for r in rows)
     high = max(r["break_even_at_peak"] for r in rows)
+    match = evidence.incident.get("context_matching_reported_peak")
+    at_match = (f"; at the context that reproduces the reported peak ({_r(match['context_len'], 0)} tokens) it "
+                f"{peak_verdict(match['predicted'])}" if match else "")
     lines.append(
         f"EAGLE-3 gave no throughput gain **[reported]** by the engineer. The cost model says when that holds: at "
         f"peak EAGLE-3 matches the baseline only above acceptance {model['break_even_peak']} (context "
         f"{model['context']} tokens assumed, sglang's {model['spec_max_batch']}-request cap), and between "
-        f"{low:.2f} and {high:.2f} across the sensitivity table; at one request it gains above "
+        f"{low:.2f} and {high:.2f} across the sensitivity table{at_match}; at one request it gains above "
         f"{model['break_even_1']} **[modelled]**. Not reported: {incident['not_reported']}; so which side of these "
         f"thresholds the incident fell on is open.")
     trust = "; ".join(f"{row['source']} MAPE {row['mape']}% with {row['trends_right']} trends right (goal "
                       f"{'met' if row['goal_met'] else 'not met'})" for row in model["validation"])
-    match = evidence.incident.get("context_matching_reported_peak")
     closes = f" (a context of {_r(match['context_len'], 0)} tokens closes the gap)" if match else ""
     lines.append(f"Out of sample, the model's baseline peak is {model['peak_error']}% {model['peak_direction']} the "
                  f"reported one at the assumed context{closes}; on published speedup-vs-batch data it was not fitted "
