@@ -83,9 +83,14 @@ def test_notebook_03_chain_capture_and_arms(full_report):
     assert [row["concurrency"] for row in baseline] == data["profile_values"]["bench_concurrency"]
     bench = BenchReport.load(Path(data["bench_report"]))
     assert data["arms"] == json.loads(json.dumps(point_rows(bench.arms)))  # the sidecar shows the bench's own numbers
-    cross = data["cross_check"]
+    cross, profile = data["cross_check"], data["profile_values"]
+    assert cross["ours_output_tok_per_s"] == pytest.approx(sum(cross["ours_before_after"]) / 2)
+    assert cross["theirs_output_tok_per_s"] == cross["theirs"]["output_throughput"]
     assert cross["ratio"] == pytest.approx(cross["ours_output_tok_per_s"] / cross["theirs_output_tok_per_s"])
-    assert 0.5 < cross["ratio"] < 2  # two clients on one server and workload agree within a factor of two
+    # bench_serving ran the same workload to the end (the ratio itself is a timing on a shared box: not asserted)
+    assert cross["theirs"]["completed"] == cross["num_prompts"]
+    assert cross["theirs"]["total_input_tokens"] == cross["num_prompts"] * profile["bench_input_len"]
+    assert cross["theirs"]["total_output_tokens"] == cross["num_prompts"] * profile["bench_output_len"]
 
 
 def test_installed_sglang_is_pristine_after_the_report(full_report):
