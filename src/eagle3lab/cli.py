@@ -67,6 +67,18 @@ def cmd_patch(args: argparse.Namespace) -> None:
     run_cli(args)
 
 
+def cmd_preflight_model(args: argparse.Namespace) -> None:
+    from eagle3lab.fix.preflight_model import run_cli
+
+    run_cli(args)
+
+
+def cmd_upstream_fixes(args: argparse.Namespace) -> None:
+    from eagle3lab.fix.fixgen import run_cli
+
+    run_cli(args)
+
+
 def cmd_predict(args: argparse.Namespace) -> None:
     from eagle3lab.report.predict_cli import run
 
@@ -102,7 +114,23 @@ def build_parser() -> argparse.ArgumentParser:
     add_cli_arguments(patch)
     patch.set_defaults(func=cmd_patch)
 
-    from eagle3lab.report.predict_cli import add_arguments as add_predict_arguments, one_line_errors
+    from eagle3lab.fix.preflight_model import add_cli_arguments as preflight_model_arguments
+    from eagle3lab.report.predict_cli import one_line_errors
+
+    preflight = one_line_errors(sub.add_parser(
+        "preflight-model", help="will an EAGLE-3 launch of this model crash on this sglang release? (from sglang's "
+                                "source, offline once cached)"))
+    preflight_model_arguments(preflight)
+    preflight.set_defaults(func=cmd_preflight_model)
+
+    from eagle3lab.fix.fixgen import add_cli_arguments as upstream_fixes_arguments
+
+    fixes = one_line_errors(sub.add_parser("upstream-fixes", help="generate and check a delegation patch for every "
+                                                                  "wrapper a release's audit finds lacking"))
+    upstream_fixes_arguments(fixes)
+    fixes.set_defaults(func=cmd_upstream_fixes)
+
+    from eagle3lab.report.predict_cli import add_arguments as add_predict_arguments
 
     predict = one_line_errors(sub.add_parser("predict", help="cost model: plain vs EAGLE-3 throughput per batch size"))
     add_predict_arguments(predict)

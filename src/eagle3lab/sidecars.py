@@ -145,10 +145,52 @@ class LayerIdTable(Record):
 
 
 class ConformanceRecord(Record):
+    """The audit of one release: every registered entry class classified, counts that add up, reasons."""
+
     sglang_version: str
+    provenance: str = ""
+    members: list[str] = Field(default_factory=list)  # contract members checked
+    every_module_has: list[str] = Field(default_factory=list)  # used by the runtime, left out of the contract
+    counts: dict[str, int] = Field(default_factory=dict)
     entry_classes: Optional[int] = None
-    rows: list[dict[str, Any]] = Field(default_factory=list)
+    rows: list[dict[str, Any]] = Field(default_factory=list)  # wrappers of EAGLE-3-capable models
+    lacking: list[dict[str, Any]] = Field(default_factory=list)  # those that lack part of the contract
+    unresolved: list[dict[str, Any]] = Field(default_factory=list)  # entry, file, kind, reason
+    entries: list[dict[str, Any]] = Field(default_factory=list)  # every entry class
     seconds: Optional[float] = None
+
+
+class FixRecord(Record):
+    """One generated delegation patch and its checks (``ok``), or why it was refused."""
+
+    name: str
+    release: str
+    file: str
+    owner: str
+    attr: str
+    members: list[str] = Field(default_factory=list)
+    entries: list[str] = Field(default_factory=list)
+    ok: bool
+    refused: str = ""
+    checks: dict[str, Any] = Field(default_factory=dict)
+    committed: str = ""  # identical / differs: regenerate / not committed / refused
+
+
+class ReleaseFixesRecord(Record):
+    release: str
+    provenance: str = ""
+    fixes: list[FixRecord] = Field(default_factory=list)
+    series: dict[str, Any] = Field(default_factory=dict)  # the whole series applied: who conforms
+    checked: int = 0
+    refused: list[dict[str, Any]] = Field(default_factory=list)
+    seconds: Optional[float] = None
+
+
+class FixesRecord(Record):
+    """Generated fixes per release and their run-time verification (imports, capture through ModelRunner)."""
+
+    releases: dict[str, ReleaseFixesRecord] = Field(default_factory=dict)
+    verification: dict[str, Any] = Field(default_factory=dict)
 
 
 class BisectRecord(Record):
@@ -176,6 +218,7 @@ class InterfaceTraceSidecar(Sidecar):
     draft: dict[str, Any] = Field(default_factory=dict)
     layer_ids: list[LayerIdTable] = Field(default_factory=list)
     conformance: dict[str, ConformanceRecord] = Field(default_factory=dict)
+    fixes: FixesRecord = Field(default_factory=FixesRecord)
     bisect: BisectRecord = Field(default_factory=BisectRecord)
     timings: TraceTimings = Field(default_factory=TraceTimings)
     figures: list[str] = Field(default_factory=list)

@@ -21,6 +21,7 @@ from eagle3lab.fix.patching import FULL_DELEGATION_PATCH, ONE_METHOD_PATCH, patc
 from eagle3lab.runtime.profiles import Profile
 from eagle3lab.runtime.server import launch
 from eagle3lab.sidecars import ChainStepRecord
+from eagle3lab.trace.hooks import SET_LAYERS_TO_CAPTURE
 
 CPU_LIMIT_RULE = "eagle_backend_cpu"
 
@@ -115,7 +116,7 @@ def expect_chain(results: Sequence[StepResult], profile: Profile, contract_membe
             story.append("one-method patch: the server came up (the one method was enough here)")
         elif _is_wrapper_gap(middle.report, wrapper):
             member = middle.report.missing_attribute
-            if member == "set_eagle3_layers_to_capture":
+            if member == SET_LAYERS_TO_CAPTURE:
                 raise ExpectationError("the one-method patch did not take effect: the same member is still missing")
             if member not in contract_members:
                 raise ExpectationError(f"the one-method patch stops at '{member}', which the traced contract does "

@@ -113,8 +113,63 @@ def _trace_context(s02: InterfaceTraceSidecar | None) -> dict | None:
         "gained": ", ".join(f"`{m}` in {v}" for m, v in bisect.member_gained.items()),
         "newest": newest.sglang_version if newest else None,
         "still_missing": [row for row in (newest.rows if newest else []) if row.get("missing")],
+        "audits": _audit_contexts(s02),
+        "fixes": _fixes_context(s02),
         "figures": [Path(f).name for f in s02.figures],
     }
+
+
+def _audit_contexts(s02: InterfaceTraceSidecar) -> list[dict[str, Any]]:
+    """The conformance audit of the traced and the newest release: counts, lacking wrappers, unresolved ones."""
+    from eagle3lab.trace import audit
+
+    out, seen = [], set()
+    for key in ("traced", "newest"):
+        conf = s02.conformance.get(key)
+        if conf is None or conf.sglang_version in seen or not conf.counts:
+            continue
+        seen.add(conf.sglang_version)
+        counts = conf.counts
+        rows = [{"group": kind, "count": counts.get(kind, 0)} for kind in audit.KINDS]
+        rows += [{"group": f"wrappers {v}", "count": counts.get(f"wrappers {v}", 0)} for v in audit.VERDICTS]
+        out.append({"version": conf.sglang_version, "provenance": conf.provenance, "total": counts.get("entry_classes"),
+                    "rows": rows, "members": ", ".join(f"`{m}`" for m in conf.members),
+                    "left_out": ", ".join(f"`{m}`" for m in conf.every_module_has),
+                    "lacking": [{"file": r["file"], "entry": r["entry"], "inner": f"self.{r['inner_attr']}",
+                                 "classes": ", ".join((o["class"] or "?").rsplit(".", 1)[-1]
+                                                      for o in r.get("inner_options", [])),
+                                 "missing": ", ".join(r["missing"])} for r in conf.lacking],
+                    "unresolved": conf.unresolved})
+    return out
+
+
+def _fixes_context(s02: InterfaceTraceSidecar) -> dict[str, Any] | None:
+    """Generated fixes per release and their verification, as table rows."""
+    record = s02.fixes
+    if not record.releases:
+        return None
+    releases = [{"release": r.release, "checked": r.checked, "total": len(r.fixes),
+                 "series": r.series.get("detail", ""), "refused": r.refused,
+                 "stale": [f.name for f in r.fixes if f.ok and f.committed != "identical"]}
+                for r in record.releases.values()]
+    verification = record.verification or {}
+    capture = []
+    for item in verification.get("capture", []):
+        before, after = item["unpatched"] or {}, item["patched"]
+        hook = next((h for h in before.get("hooks", []) if not h["ok"]), None)
+        capture.append({"entry": item["entry"], "patch": item["patch"], "inner": item["inner"],
+                        "unpatched": f"{hook['error_type']} at `{hook['raised_at']}`" if hook
+                        else before.get("outcome", "not run"),
+                        "patched": after["outcome"], "layers": after.get("layers_to_capture"),
+                        "ids": after.get("drafter_layer_ids"),
+                        "shapes": ", ".join(f"{f['phase']} {f['shape']}" for f in after.get("forwards", [])),
+                        "verified": item["verified"], "reason": item["reason"], "provenance": item["provenance"]})
+    imports = [{"release": release, "where": check["where"], "imported": check.get("imported", 0),
+                "of": check.get("of", 0), "ok": check["ok"],
+                "failures": sorted({row["pristine"] for row in check["modules"].values() if row["pristine"] != "ok"})}
+               for release, check in verification.get("imports", {}).items()]
+    return {"releases": releases, "ran": verification.get("ran", False), "capture": capture, "imports": imports,
+            "date": s02.date}
 
 
 def _fix_context(s03: PatchBenchSidecar | None) -> tuple[dict | None, dict | None]:

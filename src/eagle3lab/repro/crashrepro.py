@@ -19,6 +19,7 @@ from eagle3lab.runtime.deployment import Models, server_spec
 from eagle3lab.errors import ExpectationError, ServerDiedError
 from eagle3lab.runtime.profiles import Profile
 from eagle3lab.runtime.server import LaunchOutcome, launch, running_server
+from eagle3lab.trace.hooks import SET_LAYERS_TO_CAPTURE
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class ExpectedCrash:
 
     exc_type: str = "AttributeError"
     object_class: str = "KimiK25ForConditionalGeneration"
-    missing_attribute: str = "set_eagle3_layers_to_capture"
+    missing_attribute: str = SET_LAYERS_TO_CAPTURE
 
     def describe(self) -> str:
         return f"{self.exc_type}: '{self.object_class}' object has no attribute '{self.missing_attribute}'"

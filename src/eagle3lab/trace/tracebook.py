@@ -122,3 +122,34 @@ def figures(conf_here: dict, conf_newest: Optional[dict], bis: dict) -> list[Pat
     paths = [plots_trace.conformance_matrix(c, out / f"02_matrix_{c['sglang_version']}.png") for c in confs]
     paths.append(plots_trace.bisect_timeline(bis, out / "02_bisect_timeline.png"))
     return paths
+
+
+def audit_summary(conf: dict[str, Any]) -> str:
+    """The audit's counts in one sentence, every number computed from the conformance result."""
+    c = conf["counts"]
+    return (f"sglang {conf['sglang_version']} [traced]: {c['entry_classes']} registered entry classes; "
+            f"{c[audit.WRAPPER]} wrap an EAGLE-3-capable model ({c['wrappers conforming']} conforming, "
+            f"{c['wrappers lacking']} lacking, {c['wrappers unresolved']} unresolved); "
+            f"{c[audit.OTHER_WRAPPER]} wrap a model without EAGLE-3; {c[audit.PLAIN]} are not wrappers; "
+            f"{c[audit.DRAFT]} are draft heads; {c[audit.UNRESOLVED]} could not be resolved. Contract members: "
+            f"{', '.join(conf['members'])} (left out, every nn.Module has them: "
+            f"{', '.join(conf['every_module_has']) or 'none'}). Audited in {conf['seconds']} s [measured].")
+
+
+def count_rows(conf: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per kind and per wrapper verdict, with the counts that add up to the entry classes."""
+    c = conf["counts"]
+    rows = [{"release": conf["sglang_version"], "group": kind, "count": c[kind]} for kind in audit.KINDS]
+    rows += [{"release": conf["sglang_version"], "group": f"  of which {v}", "count": c[f"wrappers {v}"]}
+             for v in audit.VERDICTS]
+    rows.append({"release": conf["sglang_version"], "group": "entry classes (total)", "count": c["entry_classes"]})
+    return rows
+
+
+def lacking_rows(conf: dict[str, Any]) -> list[dict[str, Any]]:
+    """Wrappers that lack part of the contract: what they hold, through what, and what is missing."""
+    return [{"entry": r["entry"], "file": r["file"], "inner": f"self.{r['inner_attr']}",
+             "inner classes": ", ".join(f"{(o['class'] or '?').rsplit('.', 1)[-1]}{'' if o['eagle3'] else ' (no EAGLE-3)'}"
+                                        for o in r["inner_options"]),
+             "via": " / ".join(r["via"]), "missing": r["missing"], "gaps": sorted(set(r["gaps"].values()))}
+            for r in conf["lacking"]]
