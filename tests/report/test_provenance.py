@@ -98,3 +98,12 @@ def test_untagged_blocks_accept_a_tag_in_the_block_the_header_each_row_or_the_ca
     assert [b.first_line for b in untagged_blocks("No number here.\n\nIt took 12.5 s.\n\nIt took 3 s **[measured]**.")] \
         == [3]
     assert untagged_blocks("## 3. Section\n\nSee notebook 02.", structural_numbers(["02_x"])) == []
+
+
+def test_a_list_is_covered_by_the_tagged_paragraph_that_introduces_it_and_only_by_that():
+    introduced = "Checks **[traced]**:\n\n- release 1: 25 of 26 pass\n  - refused 1\n- release 2: 28 of 30 pass\n"
+    assert untagged_blocks(introduced) == []
+    after_a_table = "Rows **[modelled]**:\n\n| x |\n| --- |\n| 1 |\n\n- then 12 more\n"
+    assert [b.kind for b in untagged_blocks(after_a_table)] == ["item"]
+    after_a_heading = "Intro **[traced]**.\n\n## Next\n- item 7\n"
+    assert [b.kind for b in untagged_blocks(after_a_heading)] == ["item"]

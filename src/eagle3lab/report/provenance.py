@@ -193,7 +193,8 @@ def unsourced_numbers(text: str, evidence: Evidence, structural: Iterable[str] =
 # ------------------------------------------------------------------------------------------------ tags
 @dataclass(frozen=True)
 class Block:
-    """A paragraph, a list item or a table (with the paragraph that introduces it), as lines of the text."""
+    """A paragraph, a list item or a table, as lines of the text; a table, or the items of a list, that a paragraph
+    introduces (directly after it) carry that paragraph as their caption."""
 
     kind: str  # paragraph | item | table | heading
     first_line: int
@@ -207,6 +208,12 @@ def blocks(text: str) -> list[Block]:
     lines = prose(text).splitlines()
     i = 0
     last_paragraph = ""
+
+    def introduced() -> str:  # the caption of what follows: the paragraph just before, or the list's caption
+        if not out or out[-1].kind == "heading":
+            return ""
+        return out[-1].text if out[-1].kind == "paragraph" else out[-1].caption if out[-1].kind == "item" else ""
+
     while i < len(lines):
         line = lines[i]
         if not line.strip():
@@ -226,7 +233,7 @@ def blocks(text: str) -> list[Block]:
             while i < len(lines) and lines[i].startswith("  ") and lines[i].strip() and \
                     not re.match(r"^\s*[-*] ", lines[i]):
                 i += 1
-            out.append(Block("item", start + 1, "\n".join(lines[start:i])))
+            out.append(Block("item", start + 1, "\n".join(lines[start:i]), introduced()))
         else:
             while i < len(lines) and lines[i].strip() and not lines[i].startswith(("#", "|")) and \
                     not re.match(r"^\s*[-*] ", lines[i]):
@@ -238,7 +245,8 @@ def blocks(text: str) -> list[Block]:
 
 def untagged_blocks(text: str, structural: Iterable[str] = ()) -> list[Block]:
     """Blocks that show a number but say nowhere where it comes from. A table may carry its tag in its header,
-    in each row, or in the paragraph that introduces it."""
+    in each row, or in the paragraph that introduces it; a list item in itself or in the paragraph that introduces
+    its list."""
     allowed = set(structural)
     out = []
     for block in blocks(text):
@@ -253,7 +261,7 @@ def untagged_blocks(text: str, structural: Iterable[str] = ()) -> list[Block]:
             header_tagged = bool(_TAG.search(rows[0]))
             if header_tagged or all(_TAG.search(r) for r in rows[2:] if numeric_tokens(r)):
                 continue
-        if block.kind == "table" and _TAG.search(block.caption):
+        if block.kind in ("table", "item") and _TAG.search(block.caption):
             continue
         out.append(block)
     return out
