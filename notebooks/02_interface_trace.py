@@ -29,18 +29,15 @@ nbparams.begin(globals())
 
 # %% tags=["parameters"]
 profile: str = "cpu"  # parameter profile (params/<profile>.yaml); the trace covers both profiles' start-up paths
-overrides: dict = {}  # profile keys to override (accepted for a uniform run command; the trace reads none)
+overrides: dict = {}  # profile keys to override; the trace reads the profile's drafter config for layer ids
 sglang_source: str = "installed"  # "installed" or a release version such as "0.5.9"
 entry_class: str = "KimiK25ForConditionalGeneration"  # entry model class to audit
 bisect_versions: list = []  # releases to bisect (empty: every release from 0.5.6 to the newest)
-model_depth: int = 61  # decoder layers of the real target (Kimi-K2.5)
-aux_layer_ids: list = [2, 30, 58]  # drafter eagle_aux_hidden_state_layer_ids (AQ-MedAI/Kimi-K25-eagle3)
-tiny_model_depth: int = 4  # decoder layers of the tiny cpu-profile target
-tiny_aux_layer_ids: list = [0, 1, 2]  # drafter layer ids of the tiny cpu-profile drafter
 verify_fixes: bool = True  # run the generated fixes' import and ModelRunner capture checks (minutes on CPU)
 
 # %%
 params = nbparams.resolve(globals())  # a mistyped or unknown parameter stops here with one line
+P = params.profile
 src, source_info = tracebook.release_source(sglang_source)
 show.table(source_info)
 
@@ -78,14 +75,25 @@ show.table(list(draft["class_report"]["members"].values()), ["member", "status",
 
 # %% [markdown]
 # ## 4. Layer ids captured by each `set_eagle3_layers_to_capture` call, in start-up order
+# The target's depth and the drafter's `eagle_aux_hidden_state_layer_ids` are read from the models' own
+# config.json files, as sglang reads them: the GPU deployment's (its hub snapshot; "not fetched" until
+# `python -m eagle3lab fetch-models --profile blackwell-8x --configs-only` has run) and the CPU profile's. A drafter
+# that names no ids gets sglang's defaults everywhere.
+
+# %%
+layer_setups = tracebook.layer_setups(P)
+show.table([setup.row() for setup in layer_setups])
+
+# %% [markdown]
 # The hook's own source runs on a stand-in `self`; rank None means the profile never reaches that call.
 
 # %%
-layer_ids = tracebook.layer_ids(src, entry_class, model_depth, aux_layer_ids, tiny_model_depth, tiny_aux_layer_ids)
+layer_ids = tracebook.layer_ids(src, entry_class, layer_setups)
 print(tracebook.layer_text(layer_ids))
 
 # %%
-show.table(tracebook.layer_rows(layer_ids), ["profile", "startup_rank", "certain", "where", "args", "result", "uses"])
+show.table(tracebook.layer_rows(layer_ids),
+           ["profile", "deployment", "depth", "drafter ids", "startup_rank", "certain", "where", "args", "result", "uses"])
 
 # %% [markdown]
 # ## 5. Conformance audit over every registered entry class (this release)
@@ -166,11 +174,10 @@ for path in figure_paths:
 
 # %%
 sidecar_file = sidecars.write(sidecars.InterfaceTraceSidecar(
-    profile=params.profile.name,
+    profile=P.name,
     parameters={"sglang_source": sglang_source, "entry_class": entry_class, "bisect_versions": versions,
-                "model_depth": model_depth, "aux_layer_ids": aux_layer_ids,
-                "tiny_model_depth": tiny_model_depth, "tiny_aux_layer_ids": tiny_aux_layer_ids,
                 "verify_fixes": verify_fixes},
+    layer_setups=[setup.to_dict() for setup in layer_setups],
     source=source_info,
     environment=envinfo.environment_table(),
     grep=grep_hits,

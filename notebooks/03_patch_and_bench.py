@@ -171,7 +171,7 @@ show.table([{"quantity": key, **values} for key, values in prediction["side_by_s
 show.table(prediction["break_even_accept_length"], ["break-even acceptance length"])
 
 # %%
-show.images(model_figures(P.name))
+show.images(model_figures(P.name, params.profile_overrides))
 
 # %% [markdown]
 # ### Is the cost model right? Published measurements it was not fitted to

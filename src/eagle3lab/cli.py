@@ -44,8 +44,9 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 
 def cmd_setup(args: argparse.Namespace) -> None:
-    """Everything a profile needs before its first launch: the sglang check, the stub driver, the tiny model."""
-    from eagle3lab.runtime.deployment import resolve_models
+    """Everything a profile needs before its first launch: the sglang check, the stub driver, the tiny model.
+    Hub checkpoints are only located here (fetch-models downloads them), so set-up never starts a 547 GB download."""
+    from eagle3lab.runtime.deployment import fetch_command, locate_models
     from eagle3lab.runtime.envinfo import check_sglang
     from eagle3lab.runtime.profiles import load_profile
 
@@ -55,10 +56,35 @@ def cmd_setup(args: argparse.Namespace) -> None:
         from eagle3lab.runtime.cpu_harness import build_libcuda_stub
 
         print(f"stub libcuda: {build_libcuda_stub()}")
-    models = resolve_models(profile)
-    print(f"target model: {models.target}\ndraft model:  {models.draft}")
-    if models.cache_key:
-        print(f"tiny model cache key: {models.cache_key}")
+    target, draft, cache_key = locate_models(profile)
+    for ckpt in (target, draft):
+        where = ckpt.path or f"not on this machine (fetch with: {fetch_command(profile)})"
+        print(f"{ckpt.role} model: {ckpt.source} -> {where}")
+    if cache_key:
+        print(f"tiny model cache key: {cache_key}")
+
+
+def cmd_preflight(args: argparse.Namespace) -> None:
+    """Every check of a deployment, without launching anything; exit 2 on the first problem."""
+    from eagle3lab.errors import PreflightFailed
+    from eagle3lab.runtime import preflight
+    from eagle3lab.runtime.profiles import load_profile
+
+    profile = load_profile(args.profile, overrides=_overrides(args.set))
+    result = preflight.run_preflight(profile, quick=args.quick)
+    preflight.save(result)
+    print(preflight.as_json(result) if args.json else result.text())
+    if not result.ok:
+        raise PreflightFailed(result.problem_line())
+
+
+def cmd_fetch_models(args: argparse.Namespace) -> None:
+    from eagle3lab.runtime.fetch import fetch_models
+    from eagle3lab.runtime.profiles import load_profile
+
+    profile = load_profile(args.profile, overrides=_overrides(args.set))
+    fetch_models(profile, endpoint=args.endpoint, local_dir=args.local_dir, configs_only=args.configs_only,
+                 max_workers=args.max_workers)
 
 
 def cmd_patch(args: argparse.Namespace) -> None:
@@ -107,6 +133,24 @@ def build_parser() -> argparse.ArgumentParser:
     setup.add_argument("--profile", default="cpu")
     setup.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a profile key")
     setup.set_defaults(func=cmd_setup)
+
+    check = sub.add_parser("preflight", help="check GPUs, sglang, checkpoints, disk, server flags and layer ids "
+                                             "of a deployment without launching")
+    check.add_argument("--profile", default="blackwell-8x", help="params/<profile>.yaml (default: blackwell-8x)")
+    check.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a profile key")
+    check.add_argument("--json", action="store_true", help="print every check and its outcome as JSON")
+    check.add_argument("--quick", action="store_true", help="skip sglang's parser once a check has failed")
+    check.set_defaults(func=cmd_preflight)
+
+    fetch = sub.add_parser("fetch-models", help="download (or resume) a profile's checkpoints before any launch")
+    fetch.add_argument("--profile", default="blackwell-8x", help="params/<profile>.yaml (default: blackwell-8x)")
+    fetch.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a profile key")
+    fetch.add_argument("--endpoint", default=None, help="a hub mirror (default: HF_ENDPOINT or huggingface.co)")
+    fetch.add_argument("--local-dir", default=None, help="download into DIR/<org>/<name> instead of the HF cache")
+    fetch.add_argument("--configs-only", action="store_true",
+                       help="only configs, tokenizers and code (enough for notebook 02's layer ids)")
+    fetch.add_argument("--max-workers", type=int, default=8, help="parallel file downloads (default 8)")
+    fetch.set_defaults(func=cmd_fetch_models)
 
     from eagle3lab.fix.patching import add_cli_arguments
 

@@ -83,5 +83,13 @@ class OutputWriteError(Eagle3LabError):
     """An output (sidecar, figure, report, patched file) could not be written; the previous one is kept."""
 
 
+class PreflightFailed(Eagle3LabError):
+    """A deployment check found a problem before anything was launched (GPUs, sglang, checkpoints, flags)."""
+
+
+class FetchError(Eagle3LabError):
+    """A checkpoint could not be listed or downloaded from the hub or the mirror."""
+
+
 class SidecarError(Eagle3LabError):
     """A notebook's JSON sidecar is missing, unreadable, of another schema version or does not match its schema."""

@@ -60,7 +60,20 @@ def run_notebook(name: str, profile: str = "cpu", parameters: dict[str, Any] | N
     return output
 
 
+def profile_overrides(parameters: dict[str, Any] | None) -> dict[str, Any]:
+    """The profile keys among notebook parameters: ``overrides`` and any profile key passed directly."""
+    from eagle3lab.runtime.profiles import Profile
+
+    parameters = parameters or {}
+    return {**parameters.get("overrides", {}), **{k: v for k, v in parameters.items() if k in Profile.model_fields}}
+
+
 def run_all(profile: str = "cpu", names: Sequence[str] | None = None,
             parameters: dict[str, Any] | None = None) -> list[Path]:
-    """Run the given notebooks (default: every notebook that exists), in order."""
+    """Run the given notebooks (default: every notebook that exists), in order, after the deployment's preflight
+    (a GPU profile stops here, in seconds, instead of after loading its checkpoints)."""
+    from eagle3lab.runtime import preflight
+    from eagle3lab.runtime.profiles import load_profile
+
+    preflight.require(load_profile(profile, overrides=profile_overrides(parameters)), quick=True)
     return [run_notebook(name, profile, parameters) for name in (names or available_notebooks())]

@@ -339,13 +339,14 @@ def test_engine_constants_carry_their_justification():
 
 # ------------------------------------------------------------------------------------------------ the incident
 def test_incident_flags_come_from_the_launch_spec():
-    from eagle3lab.runtime.deployment import resolve_models, server_spec
+    from eagle3lab.runtime.deployment import Models, server_spec
     from eagle3lab.runtime.profiles import load_profile
 
     profile = load_profile("blackwell-8x")
-    launch = server_spec(profile, resolve_models(profile), speculative=True).speculative
+    models = Models(profile.target_model, profile.draft_model)  # flags only: no checkpoint needed on disk
+    launch = server_spec(profile, models, speculative=True).speculative
     assert incident_spec() == launch
-    assert "--speculative-num-steps" in server_spec(profile, resolve_models(profile), speculative=True).argv()
+    assert "--speculative-num-steps" in server_spec(profile, models, speculative=True).argv()
 
 
 def test_incident_prediction_is_calibrated_on_the_reported_rate_and_capped_under_speculation():

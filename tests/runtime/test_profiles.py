@@ -34,7 +34,15 @@ def test_blackwell_profile_is_the_incident_deployment():
     assert profile.draft_model == "AQ-MedAI/Kimi-K25-eagle3"
     assert (profile.tp_size, profile.speculative_num_steps, profile.speculative_eagle_topk,
             profile.speculative_num_draft_tokens) == (8, 3, 1, 4)
-    assert profile.mem_fraction_static == 0.9 and profile.trust_remote_code and not profile.cpu_harness
+    assert profile.mem_fraction_static is None, "sglang sizes it (0.9 left too little room on 96 GB cards)"
+    assert profile.trust_remote_code and not profile.cpu_harness
+
+
+def test_gpu_1x_profile_is_the_tiny_pair_on_one_gpu_with_graphs():
+    profile = load_profile("gpu-1x")
+    assert (profile.device, profile.tp_size, profile.disable_cuda_graph, profile.cpu_harness) == ("cuda", 1, False, False)
+    assert profile.uses_tiny_model and profile.draft_model == "tiny"
+    assert profile.model_num_layers == load_profile("cpu").model_num_layers
 
 
 def test_both_profiles_define_the_same_keys():

@@ -183,7 +183,9 @@ def test_notebook_02_runs_and_writes_the_sidecar_notebook_03_reads(tmp_path: Pat
     assert {"missing_members", "delegation_gaps", "first_raise", "one_method_enough"} <= set(verdict)
     assert set(verdict["first_raise"]) == {"cpu", "gpu"}
     assert "set_eagle3_layers_to_capture" in verdict["missing_members"]
-    assert side["layer_ids"] and all(t["rows"] for t in side["layer_ids"])
+    assert side["layer_ids"] and all(t["rows"] for t in side["layer_ids"] if t["status"] == "read")
+    assert {t["profile"]: t["status"] for t in side["layer_ids"]}["cpu"] == "read"
+    assert [s["deployment"] for s in side["layer_setups"]] == ["blackwell-8x", "cpu"]
     assert side["timings"]["bisect_releases"] == 2
     assert (tmp_path / "figures" / "02_bisect_timeline.png").stat().st_size > 0
     # every lacking wrapper, in the traced and the newest release (0.5.10 here), with counts that add up

@@ -41,9 +41,10 @@ def expect_patch_covers_trace(patch_name: str, missing_members: Sequence[str]) -
 
 
 def sweep_config(profile: Profile, models: Models, prompt_kind: str) -> SweepConfig:
-    """The profile's sweep on this model's vocabulary (text prompts need its tokenizer)."""
+    """The profile's sweep on this model's vocabulary (text prompts need its tokenizer); ``models.target`` is the
+    local directory (a hub id is resolved to its snapshot by ``deployment.resolve_models``)."""
     return SweepConfig.from_profile(profile, vocab_size=model_vocab_size(models.target), prompt_kind=prompt_kind,
-                                    tokenizer_dir=models.target)
+                                    tokenizer_dir=models.target, trust_remote_code=profile.trust_remote_code)
 
 
 def run_server_arm(name: str, profile: Profile, models: Models, config: SweepConfig, out_dir: Path,

@@ -79,7 +79,7 @@ def run_step(step: ChainStep, profile: Profile, models: Models, logs_dir: Path, 
         for patch in step.patches:
             stack.enter_context(patched(resolve_patch(patch)))
         outcome = launch(spec, log, timeout_s=profile.ready_timeout_s)
-    report = crash_report(outcome.log_text()) if outcome.status != "ready" else None
+    report = crash_report(outcome.log_text(), profile.name) if outcome.status != "ready" else None
     return StepResult(step, outcome.status, outcome.seconds, report, log, spec.argv())
 
 

@@ -94,7 +94,8 @@ def _trace_context(s02: InterfaceTraceSidecar | None) -> dict | None:
     newest = s02.conformance.get("newest")
     next_raise = verdict.next_raise_after_one_method.get("cpu")
     layers = [{"profile": table.profile, "depth": table.depth, "aux": table.aux_layer_ids,
-               "eager": table.captured("eager"), "graphs": table.captured("graphs"), "conflict": table.conflict}
+               "eager": table.captured("eager"), "graphs": table.captured("graphs"), "conflict": table.conflict,
+               "deployment": table.deployment, "fetched": table.status != "not fetched", "fix": table.fix}
               for table in s02.layer_ids]
     return {
         "version": verdict.sglang_version, "sites": len(s02.contract), "site_counts": _site_counts(s02.contract),
@@ -456,7 +457,8 @@ def gather_sources(profile: str = "cpu", figures: Sequence[Path] = (),
     s02 = read_if_present(InterfaceTraceSidecar, profile)
     s03 = read_if_present(PatchBenchSidecar, profile)
     if model is None:
-        model = model_evidence.gather(profile, s03.bench_report if s03 else None)
+        model = model_evidence.gather(profile, s03.bench_report if s03 else None,
+                                      s03.profile_values if s03 else None)
     return ReportSources(profile=profile, generated=model.computed_on,
                          environment=s01.environment if s01 else environment_table(), crash=s01, trace=s02,
                          patch=s03, model=model, incident=incident.facts(), figures=[Path(f).name for f in figures])
@@ -487,7 +489,7 @@ def render_report(profile: str = "cpu", model_figures: Sequence[Path] = ()) -> s
     return render(gather_sources(profile, model_figures))
 
 
-def model_figures(profile: str) -> list[Path]:
+def model_figures(profile: str, overrides: dict[str, Any] | None = None) -> list[Path]:
     """The cost model's figures, with this profile's measured points wherever its run produced them, and the
     validation figure.
 
@@ -501,7 +503,7 @@ def model_figures(profile: str) -> list[Path]:
 
     bench_path = repo_dir("artifacts") / f"03_bench.{profile}" / "bench_report.json"
     bench = BenchReport.load(bench_path) if bench_path.is_file() else None
-    on_cpu = load_profile(profile).device == "cpu"
+    on_cpu = load_profile(profile, overrides=overrides).device == "cpu"  # a GPU profile rehearsed on CPU too
     measured = measured_points_from_bench(bench) if bench is not None and not on_cpu else ()
     figures = dict(incident_figures(measured=measured))
     figures["validation"] = validation_figure()
@@ -518,18 +520,18 @@ def report_path() -> Path:
 def build_report(profile: str = "cpu", run: bool = True, hide_code: bool = False,
                  notebooks: Sequence[str] | None = None, parameters: dict[str, Any] | None = None) -> ReportOutputs:
     """Run the notebooks (unless ``run=False``), export HTML, draw the model's figures, write REPORT.md."""
-    from eagle3lab.report.html import export_html
-    from eagle3lab.runbook import available_notebooks, executed_path, run_all
+    from eagle3lab.runbook import available_notebooks, executed_path, profile_overrides, run_all
 
     out = ReportOutputs()
     names = list(notebooks or available_notebooks())
     out.executed = run_all(profile, names, parameters) if run else \
         [executed_path(n, profile) for n in names if executed_path(n, profile).is_file()]
+    from eagle3lab.report.html import export_html  # nbconvert costs seconds: after the preflight has passed
     for path in out.executed:
         out.html.append(export_html(path))
         if hide_code:
             out.html.append(export_html(path, hide_code=True))
-    out.figures = model_figures(profile)
+    out.figures = model_figures(profile, profile_overrides(parameters))
     sources = gather_sources(profile, out.figures)
     model_evidence.save(sources.model, profile)
     out.report_md = write_text_atomic(report_path(), render(sources))

@@ -136,11 +136,12 @@ def speculative_flags(steps: int, topk: int, draft_tokens: int, draft_model_path
 
 def profile_speculative_spec(profile_name: str):
     """The speculative flags of a profile, built by the same function that builds its server launch."""
-    from eagle3lab.runtime.deployment import resolve_models, server_spec
+    from eagle3lab.runtime.deployment import Models, server_spec
     from eagle3lab.runtime.profiles import load_profile
 
     profile = load_profile(profile_name)
-    return server_spec(profile, resolve_models(profile), speculative=True).speculative
+    # flags only: the checkpoints need not be on disk (a GPU profile's are fetched separately, with fetch-models)
+    return server_spec(profile, Models(profile.target_model, profile.draft_model), speculative=True).speculative
 
 
 # ------------------------------------------------------------------------------------------- the cpu profile

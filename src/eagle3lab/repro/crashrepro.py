@@ -83,7 +83,7 @@ def reproduce_crash(profile: Profile, models: Models, logs_dir: Path, shims: Seq
     """Launch the real server with EAGLE-3 and read the crash out of its log."""
     spec = server_spec(profile, models, speculative=True, shims=shims, port=port)
     outcome = launch(spec, log_path(logs_dir, run, profile), timeout_s=profile.ready_timeout_s)
-    return CrashRun(spec.argv(), outcome, crash_report(outcome.log_text()))
+    return CrashRun(spec.argv(), outcome, crash_report(outcome.log_text(), profile.name))
 
 
 def expect_signature(run: CrashRun, expected: ExpectedCrash) -> CrashReport:
@@ -126,8 +126,8 @@ def control_run(profile: Profile, models: Models, logs_dir: Path, shims: Sequenc
             body, seconds = generate(spec.base_url, prompt, max_new_tokens)
             peak = max(server.peak_rss_bytes, server.tree_rss_bytes())
     except ServerDiedError as exc:
-        report = crash_report(path.read_text(encoding="utf-8", errors="replace"))
-        detail = f": {report.signature}" if report else ""
+        report = crash_report(path.read_text(encoding="utf-8", errors="replace"), profile.name)
+        detail = f": {report.signature}" + (f" (fix: {report.fix})" if report.fix else "") if report else ""
         raise ServerDiedError(f"{exc}{detail}") from None
     meta = body.get("meta_info", {})
     return ControlRun(spec.argv(), round(ready_s, 2), peak, prompt, body.get("text", ""),
@@ -137,9 +137,11 @@ def control_run(profile: Profile, models: Models, logs_dir: Path, shims: Sequenc
 def crash_table(report: CrashReport) -> dict[str, Any]:
     """The crash report as rows for display."""
     return {"exception": report.exc_type, "message": report.message, "category": report.category,
-            "explanation": report.explanation, "object class": report.object_class,
+            "explanation": report.explanation, "fix": report.fix, "object class": report.object_class,
             "missing attribute": report.missing_attribute, "runtime call site": str(report.call_site),
-            "frames": len(report.frames), "tracebacks in log": report.tracebacks_found}
+            "frames": len(report.frames), "tracebacks in log": report.tracebacks_found,
+            "chain": " <- ".join(entry["exc_type"] for entry in reversed(report.chain)) if len(report.chain) > 1
+            else None}
 
 
 def timings_table(crash: CrashRun, control: ControlRun) -> list[dict[str, Any]]:
