@@ -140,26 +140,36 @@ def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None) -
     return out
 
 
-def _run_check(profile_name: str, bench_report_path: Optional[str]) -> tuple[Optional[dict], Optional[str]]:
-    """The run check of a profile's own benchmark, or why there is none (one line)."""
+def _run_check(profile_name: str, bench_report_path: Optional[str],
+               profile_values: Optional[dict[str, Any]] = None) -> tuple[Optional[dict], Optional[str]]:
+    """The run check of a profile's own benchmark, or why there is none (one line). ``profile_values`` is the
+    profile exactly as notebook 03 ran it (its sidecar's ``profile_values``, overrides included)."""
+    from pydantic import ValidationError
+
     from eagle3lab.bench.sweep import BenchReport
     from eagle3lab.errors import BenchError
-    from eagle3lab.runtime.profiles import load_profile
+    from eagle3lab.runtime.profiles import Profile, load_profile
 
     if not bench_report_path:
         return None, "notebook 03 ran no benchmark on this profile"
     if not Path(bench_report_path).is_file():
         return None, f"the benchmark report {Path(bench_report_path).name} of notebook 03 is missing"
     try:
-        report = BenchReport.load(Path(bench_report_path))
-        return measured_run_check(load_profile(profile_name), report), None
+        profile = Profile.model_validate(profile_values) if profile_values else load_profile(profile_name)
+    except ValidationError as exc:
+        return None, (f"notebook 03's profile values no longer match the profile schema "
+                      f"({exc.errors()[0]['loc']}); rerun notebook 03")
+    try:
+        return measured_run_check(profile, BenchReport.load(Path(bench_report_path))), None
     except (PerfModelError, BenchError) as exc:
         return None, str(exc)
 
 
 # ------------------------------------------------------------------------------------------------ all of it
-def gather(profile: str, bench_report_path: Optional[str] = None) -> ModelEvidence:
-    """Everything the report says about the cost model, computed now."""
+def gather(profile: str, bench_report_path: Optional[str] = None,
+           profile_values: Optional[dict[str, Any]] = None) -> ModelEvidence:
+    """Everything the report says about the cost model, computed now; the run check from notebook 03's benchmark
+    report and the profile values it ran with, when there are any."""
     from eagle3lab.report.costmodel.validation import GOAL_MAPE_PCT, context_sensitivity, validate, validation_summary
     from eagle3lab.report.presets import incident_report, incident_spec
 
@@ -167,7 +177,7 @@ def gather(profile: str, bench_report_path: Optional[str] = None) -> ModelEviden
 
     spec = incident_spec()
     results = validate()
-    run_check, missing = _run_check(profile, bench_report_path)
+    run_check, missing = _run_check(profile, bench_report_path, profile_values)
     return ModelEvidence(
         computed_on=today(),
         incident=incident_report(),
