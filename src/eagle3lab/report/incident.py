@@ -32,8 +32,11 @@ EAGLE3_GAIN = ReportedFigure("eagle3_throughput_gain", 1.0, "x", "EAGLE-3 throug
 # No public source gives the on-disk size of this checkpoint; the engineer's figure is the only one.
 CHECKPOINT = ReportedFigure("checkpoint_gb", 547.0, "GB", "size of the Kimi-K2.5 INT4 checkpoint")
 GPUS = ReportedFigure("gpus", 8.0, "GPUs", "RTX PRO 6000 Blackwell cards, PCIe only (no NVLink), one TP rank each")
+# The launch flag the cost model's KV capacity rests on. The blackwell-8x profile now leaves the fraction to sglang
+# (our own GPU launches); the incident's model keeps the engineer's value.
+MEM_FRACTION = ReportedFigure("mem_fraction_static", 0.9, "", "--mem-fraction-static of the engineer's launch")
 
-REPORTED: tuple[ReportedFigure, ...] = (SINGLE_STREAM, PEAK, EAGLE3_GAIN, CHECKPOINT, GPUS)
+REPORTED: tuple[ReportedFigure, ...] = (SINGLE_STREAM, PEAK, EAGLE3_GAIN, CHECKPOINT, GPUS, MEM_FRACTION)
 
 # What the write-up did not say, and every conclusion about the incident therefore has to leave open.
 NOT_REPORTED: tuple[str, ...] = ("the acceptance length EAGLE-3 reached", "the workload (prompt and output lengths)",

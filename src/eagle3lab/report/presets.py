@@ -176,17 +176,23 @@ def cpu_hardware(mem_bandwidth: Optional[float] = None) -> Hardware:
 INCIDENT_PROFILE = "blackwell-8x"
 
 
+def _reported_mem_fraction() -> float:
+    from eagle3lab.report import incident
+
+    return incident.MEM_FRACTION.value
+
+
 def _incident_profile():
     from eagle3lab.runtime.profiles import load_profile
 
     return load_profile(INCIDENT_PROFILE)
 
 
-# The incident's launch settings and benchmark workload, read from its profile (params/blackwell-8x.yaml) so the
-# model and the launch can never disagree.
+# The incident's TP and benchmark workload, read from its profile (params/blackwell-8x.yaml) so the model and the
+# launch can never disagree; the memory fraction is the engineer's reported flag (incident.MEM_FRACTION).
 _INCIDENT = _incident_profile()
 INCIDENT_TP = _INCIDENT.tp_size
-INCIDENT_MEM_FRACTION = _INCIDENT.mem_fraction_static
+INCIDENT_MEM_FRACTION = _reported_mem_fraction()
 INCIDENT_CONTEXT_LEN = _INCIDENT.bench_input_len + _INCIDENT.bench_output_len / 2
 INCIDENT_CONTEXT_SOURCE = (f"assumption: mean context during decode of the {_INCIDENT.name} benchmark "
                            f"(params/{_INCIDENT.name}.yaml: {_INCIDENT.bench_input_len} prompt tokens + half of "
