@@ -183,7 +183,7 @@ def test_layer_table_missing_or_malformed():
 
 
 def test_layer_table_from_the_real_trace_of_sglang_0_5_9():
-    audit = pytest.importorskip("eagle3lab.trace.audit")
+    from eagle3lab.trace import audit
     from eagle3lab.trace.sources import installed_source
     from eagle3lab.trace.startup import StartupProfile
 

@@ -360,6 +360,46 @@ def test_incident_prediction_is_calibrated_on_the_reported_rate_and_capped_under
     assert math.isfinite(pcie.baseline_peak_tok_s)
 
 
+def test_break_even_at_peak_is_where_eagle3s_best_rate_meets_the_baselines():
+    from eagle3lab.report.perfmodel import plain_tok_s, predict_capacity_limited
+
+    dep, spec = incident_deployment(), incident_spec()
+    for cap in (None, 0):  # sglang's 48-request cap, and none (--max-running-requests set)
+        p = predict_capacity_limited(dep, spec, 0.9, (2.0, 4.0), spec_max_running_requests=cap)
+        assert spec_tok_s(dep, spec, p.spec_peak_batch, 1.0) * p.break_even_at_peak == \
+            pytest.approx(p.baseline_peak_tok_s)
+        assert p.baseline_peak_tok_s == pytest.approx(plain_tok_s(dep, p.baseline_peak_batch))
+        best = max(range(1, p.spec_max_batch + 1), key=lambda b: spec_tok_s(dep, spec, b, 2.0))
+        assert p.spec_peak_tok_s[0] == pytest.approx(spec_tok_s(dep, spec, best, 2.0))
+        assert p.max_accept_length == spec.num_steps + 1
+    capped = predict_capacity_limited(dep, spec, 0.9, (2.0,))
+    free = predict_capacity_limited(dep, spec, 0.9, (2.0,), spec_max_running_requests=0)
+    assert capped.spec_max_batch == 48 < free.spec_max_batch and free.break_even_at_peak < capped.break_even_at_peak
+
+
+def test_the_context_matching_the_reported_peak_is_the_boundary_of_the_bisection():
+    from eagle3lab.report.presets import _baseline_peak_at, context_matching_reported_peak
+
+    match = context_matching_reported_peak()
+    context = match["context_len"]
+    assert _baseline_peak_at(context)[0] >= incident.PEAK.value > _baseline_peak_at(context + 1)[0]
+    assert match["predicted"]["context_len"] == context and match["predicted"]["spec_max_batch"] == 48
+    assert match["predicted_without_request_cap"]["spec_max_batch"] > 48
+    assert context_matching_reported_peak(low=128, high=256) is None  # the reported peak lies outside
+
+
+def test_sensitivity_labels_are_made_from_the_values_changed():
+    from eagle3lab.report.presets import INCIDENT_VARIATIONS, describe_change, incident_sensitivity
+
+    assert describe_change({}) == "as stated"
+    assert describe_change({"allreduce_latency_s": 15e-6, "context_len": 512}) == \
+        "all-reduce latency 15 us, context 512 tokens"
+    assert describe_change({"spec_max_running_requests": 0}).startswith("no request cap")
+    assert all(describe_change(change) == name for name, change in INCIDENT_VARIATIONS.items())
+    rows = incident_sensitivity({"x": {"spec_max_running_requests": 0}})
+    assert rows[0]["changed"] == {"spec_max_running_requests": 0} and rows[0]["spec_max_batch"] > 48
+
+
 def test_incident_verify_touches_many_more_experts_than_a_plain_step():
     dep = incident_deployment()
     plain = plain_step(dep, 1).target

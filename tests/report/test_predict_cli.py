@@ -103,7 +103,10 @@ def test_predict_from_config_takes_any_hardware_and_calibrates_on_a_measured_rat
     p = predict_from_config(tiny, cpu_hardware(mem_bandwidth=5e9), 1, 3, 1, 4, 1.5, 48, [1, 2, 4],
                             baseline_tok_s=100.0, draft_vocab=1024)
     assert p.points[0].baseline_tok_s == pytest.approx(100.0, rel=1e-6)
-    assert p.hardware == "this machine (cpu)" and p.points[0].speedup > 0
+    assert p.hardware == "this machine (cpu)"
+    for point in p.points:  # acceptance 1.5 per cycle against the cycle's cost in plain steps
+        assert point.speedup == pytest.approx(point.eagle3_tok_s / point.baseline_tok_s)
+        assert point.speedup == pytest.approx(1.5 / point.break_even_accept_length)
 
 
 def test_a_drafter_config_replaces_the_default_layout(tmp_path, capsys):

@@ -13,6 +13,7 @@ from eagle3lab.runtime.crashlog import crash_report, extract_tracebacks, sglang_
 from eagle3lab.runtime.deployment import server_spec
 from eagle3lab.runtime.server import free_port, launch
 
+
 @pytest.mark.server
 def test_eagle3_crash_is_an_interface_gap_on_the_wrapper(eagle3_crash):
     report = eagle3_crash.report

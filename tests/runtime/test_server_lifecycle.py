@@ -18,8 +18,6 @@ from eagle3lab.runtime.deployment import server_spec
 from eagle3lab.errors import ModelPathError, PortInUseError, ServerTimeoutError
 from eagle3lab.runtime.server import ServerProcess, check_port_free, free_port, launch, running_server
 
-pytestmark = pytest.mark.server
-
 
 def group_members(pgid: int) -> list[psutil.Process]:
     """Live processes of the server's process group. Zombies are dead already: they only wait to be reaped by
@@ -61,6 +59,7 @@ def test_port_in_use_is_one_line_naming_the_port(tmp_path, cpu_profile, tiny_mod
     assert "\n" not in str(err.value) and server.proc is None
 
 
+@pytest.mark.server
 def test_server_that_is_not_ready_in_time_is_killed(tmp_path, cpu_profile, tiny_models):
     port = free_port()
     spec = server_spec(cpu_profile, tiny_models, speculative=False, shims=("mla_torch_native",), port=port)
@@ -73,6 +72,7 @@ def test_server_that_is_not_ready_in_time_is_killed(tmp_path, cpu_profile, tiny_
     assert_gone(outcome.pid, port)
 
 
+@pytest.mark.server
 def test_ready_server_answers_and_its_whole_tree_is_stopped(tmp_path, cpu_profile, tiny_models):
     port = free_port()
     spec = server_spec(cpu_profile, tiny_models, speculative=False, shims=("mla_torch_native",), port=port)
@@ -85,6 +85,7 @@ def test_ready_server_answers_and_its_whole_tree_is_stopped(tmp_path, cpu_profil
     assert not any(child.is_running() and child.status() != psutil.STATUS_ZOMBIE for child in children)
 
 
+@pytest.mark.server
 def test_ctrl_c_while_the_server_starts_leaves_nothing_behind(tmp_path, cpu_profile, tiny_models):
     port = free_port()
     # A shell's background job inherits SIGINT ignored; restore Python's handler, as an interactive run has it.

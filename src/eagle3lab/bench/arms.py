@@ -106,6 +106,20 @@ def cross_check_row(check: CrossCheck) -> dict[str, Any]:
             "ratio (ours / bench_serving)": round(check.ratio, 3)}
 
 
+def run_break_even_or_none(profile: Profile, report: BenchReport | None) -> tuple[float | None, str]:
+    """The cost model's break-even acceptance for this run (``presets.run_break_even``), so the acceptance rule can
+    judge the measured acceptance; (None, why) when the run gives the model nothing to calibrate on."""
+    from eagle3lab.errors import PerfModelError
+    from eagle3lab.report.presets import run_break_even
+
+    if report is None:
+        return None, "no benchmark report"
+    try:
+        return run_break_even(profile, report)
+    except PerfModelError as exc:
+        return None, str(exc)
+
+
 def diagnose_run(profile: Profile, report: BenchReport | None, bench_dir: Path,
                  logs_dir: Path) -> list[dict[str, Any]]:
     """Every known cause of a missing EAGLE-3 speedup that this run's evidence shows, with its evidence line."""
@@ -119,9 +133,11 @@ def diagnose_run(profile: Profile, report: BenchReport | None, bench_dir: Path,
 
     spec_log = existing(Path(logs_dir) / f"03_eagle3.{profile.name}.log") or \
         existing(Path(logs_dir) / f"03_chain_full_delegation_patch.{profile.name}.log")
+    break_even, break_even_where = run_break_even_or_none(profile, report)
     evidence = evidence_from_artifacts(
         bench_report=report, requests_dir=bench_dir if report else None, spec_log=spec_log,
         baseline_log=existing(Path(logs_dir) / f"03_baseline.{profile.name}.log"),
         layer_tables=[table.model_dump() for table in trace.layer_ids] if trace is not None else None,
-        layer_profile="cpu" if profile.device == "cpu" else "gpu")
+        layer_profile="cpu" if profile.device == "cpu" else "gpu",
+        break_even=break_even, break_even_where=break_even_where)
     return findings_table(diagnose(evidence))

@@ -1,25 +1,29 @@
 """One command for the shareable result: run 01 -> 02 -> 03, export HTML, draw the model's figures, write REPORT.md.
 
-REPORT.md is rendered from the notebooks' JSON sidecars and the cost model, never typed by hand, so each number
-in it is the one a run produced, with its provenance: measured here, reported by the engineer, or modelled.
+REPORT.md is rendered from ``ReportSources`` -- the notebooks' typed sidecars, the cost model's evidence
+(``model_evidence``) and the incident's reported facts -- never typed by hand: each number in it is one a run or the
+model produced, with its provenance (measured here, reported, modelled, traced), and each conclusion is said with the
+condition under which it holds. ``provenance`` checks the rendered text against exactly these sources.
 Every input is checked (``report.inputs``) before the first output is written, and every output is written
 atomically, so a failed or refused build never replaces a good REPORT.md, HTML page or figure.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import jinja2
 
 from eagle3lab.atomic import write_text_atomic
-from eagle3lab.runtime.envinfo import environment_table
 from eagle3lab.paths import REPO_ROOT, repo_dir
-from eagle3lab.sidecars import CrashReproSidecar, InterfaceTraceSidecar, PatchBenchSidecar, read_if_present
+from eagle3lab.report import model_evidence, provenance
+from eagle3lab.report.model_evidence import ModelEvidence
+from eagle3lab.runtime.envinfo import environment_table
+from eagle3lab.sidecars import (SCHEMAS, CrashReproSidecar, InterfaceTraceSidecar, PatchBenchSidecar,
+                                read_if_present)
 
 TEMPLATE = "REPORT.md.jinja"
 
@@ -198,83 +202,300 @@ def _fix_context(s03: PatchBenchSidecar | None) -> tuple[dict | None, dict | Non
     return fix, bench
 
 
-def _model_context(figures: Sequence[Path]) -> dict[str, Any]:
-    from eagle3lab.report.presets import incident_report
+# ------------------------------------------------------------------------------------------------ the incident
+def _incident_context(facts: Mapping[str, Any]) -> dict[str, Any]:
+    """Section 1: the incident as the engineer reported it (every number a reported figure)."""
+    reported = facts["reported"]
+    return {**facts, "checkpoint_gb": _r(reported["checkpoint_gb"]["value"], 0),
+            "gpus": _r(reported["gpus"]["value"], 0), "single": _r(reported["single_stream_tok_s"]["value"]),
+            "peak": _r(reported["peak_tok_s"]["value"], 0),
+            "not_reported": "; ".join(facts["not_reported"])}
 
-    data = incident_report()
+
+# ------------------------------------------------------------------------------------------------ the model
+def _accepts(values: Sequence[float]) -> str:
+    return " / ".join(f"{a:g}" for a in values)
+
+
+def _rates(values: Sequence[float], digits: int) -> str:
+    return " / ".join(_r(v, digits) for v in values)
+
+
+def peak_verdict(pred: Mapping[str, Any]) -> str:
+    """Whether EAGLE-3 can beat plain decoding at peak for one prediction, and the acceptance it takes."""
+    need, top = pred["break_even_at_peak"], pred["max_accept_length"]
+    if need > top:
+        return f"cannot gain at any acceptance (needs {need:.2f}, at most {top} possible)"
+    return f"gains only above acceptance {need:.2f} (at most {top} possible)"
+
+
+def sensitivity_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The sensitivity table's rows: each changed assumption and what it does to capacity, break-even and the
+    verdict at peak."""
+    return [{"variation": r["variation"], "context": _r(r["context_len"], 0),
+             "base_peak": _r(r["baseline_peak_tok_s"], 0), "base_batch": r["baseline_peak_batch"],
+             "spec_max": r["spec_max_batch"], "be_1": _r(r["break_even_single_stream"], 2),
+             "be_max": _r(r["break_even_at_spec_max_batch"], 2), "be_peak": _r(r["break_even_at_peak"], 2),
+             "verdict": peak_verdict(r)} for r in rows]
+
+
+def flip_sentence(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Where the verdict at peak moves across the sensitivity table, said from the rows themselves."""
+    low = min(rows, key=lambda r: r["break_even_at_peak"])
+    high = max(rows, key=lambda r: r["break_even_at_peak"])
+    text = (f"Across these assumptions the acceptance EAGLE-3 needs to reach the baseline's peak runs from "
+            f"{low['break_even_at_peak']:.2f} ({low['variation']}) to {high['break_even_at_peak']:.2f} "
+            f"({high['variation']})")
+    impossible = [r for r in rows if r["break_even_at_peak"] > r["max_accept_length"]]
+    if impossible:
+        text += (f"; in {len(impossible)} of {len(rows)} no acceptance can reach it "
+                 f"({', '.join(r['variation'] for r in impossible)})")
+    else:
+        text += f"; in all {len(rows)} some acceptance up to the maximum reaches it"
+    return text + " **[modelled]**."
+
+
+def matching_sentence(match: Optional[Mapping[str, Any]], assumed_context: float) -> Optional[str]:
+    """What the model says at the context where it reproduces the reported peak (None if no context does)."""
+    if not match:
+        return None
+    capped, uncapped = match["predicted"], match["predicted_without_request_cap"]
+    return (f"The model reproduces the reported peak of {_r(match['reported_peak_tok_s'], 0)} tok/s **[reported]** "
+            f"at a mean decode context of {_r(match['context_len'], 0)} tokens instead of the assumed "
+            f"{_r(assumed_context, 0)} (it predicts {_r(capped['baseline_peak_tok_s'], 0)} tok/s at "
+            f"{capped['baseline_peak_batch']} requests there). At that context EAGLE-3 under the "
+            f"{capped['spec_max_batch']}-request cap {peak_verdict(capped)}; without the cap "
+            f"({uncapped['spec_max_batch']} requests fit) it {peak_verdict(uncapped)} **[modelled]**.")
+
+
+def _cycle_sentence(breakdown: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> str:
+    costs = ", ".join(f"{row['cycle_over_plain_step']:.2f} at {row['batch']} request{'s' if row['batch'] > 1 else ''}"
+                      for row in breakdown)
+    experts = "; ".join(f"{row['verify_distinct_experts_per_layer']:.1f} vs {row['plain_distinct_experts_per_layer']:.1f}"
+                        f" at {row['batch']}" for row in breakdown)
+    return (f"One EAGLE-3 cycle (draft passes, one verify pass over {spec['verify_tokens']} tokens per request, a "
+            f"draft extend, CPU work the overlap scheduler no longer hides) costs as much as this many plain decode "
+            f"steps: {costs} **[modelled]**. A cycle pays only if it emits more tokens per request than that. The "
+            f"verify pass reads more expert weights than a plain step: distinct experts touched per MoE layer, "
+            f"verify vs plain, {experts} **[modelled]**.")
+
+
+def _capacity_sentence(rtx: Mapping[str, Any], uncapped: Optional[Mapping[str, Any]]) -> str:
+    """How many requests each side runs at peak, and whether sglang's cap or the KV cache is what limits EAGLE-3."""
+    base = (f"plain decoding fits the KV cache of {rtx['baseline_max_batch']} requests at the assumed context "
+            f"**[modelled]**.")
+    if uncapped and uncapped["spec_max_batch"] > rtx["spec_max_batch"]:
+        return (f"Under speculation sglang runs at most {rtx['spec_max_batch']} requests unless "
+                f"`--max-running-requests` is set (its KV cache, with the drafter's, would hold "
+                f"{uncapped['spec_max_batch']}), while {base}")
+    return (f"Under speculation the KV cache of target and drafter holds {rtx['spec_max_batch']} requests, while "
+            f"{base}")
+
+
+def _validation_rows(summary: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [{**row, "mape": _r(row["mape_pct"]), "worst": _r(row["max_abs_error_pct"]),
+             "goal": "yes" if row["goal_met"] else "no"} for row in summary]
+
+
+def _run_check_context(check: Optional[Mapping[str, Any]], missing: Optional[str],
+                       eagle3_note: Optional[str]) -> dict[str, Any]:
+    """The model against this run: rows, MAPE and trends, and a sentence for what could not be checked."""
+    if not check:
+        return {"rows": [], "missing": missing}
+    rows = []
+    for row in check["rows"]:
+        rows.append({"concurrency": row["concurrency"], "measured": _r(row["measured_baseline_tok_s"]),
+                     "predicted": _r(row["predicted_baseline_tok_s"]),
+                     "error": "calibration" if row["baseline_role"] == "calibration" else _r(row["baseline_error_pct"]),
+                     "eagle3": _r(row.get("measured_eagle3_tok_s")) if "measured_eagle3_tok_s" in row else "--",
+                     "accept": _r(row.get("accept_length"), 2) if "accept_length" in row else "--",
+                     "measured_speedup": _r(row.get("measured_speedup"), 2) if "measured_speedup" in row else "--",
+                     "predicted_speedup": _r(row.get("predicted_speedup"), 2) if "predicted_speedup" in row else "--",
+                     "speedup_error": _r(row.get("speedup_error_pct")) if "speedup_error_pct" in row else "--"})
+    lines = []
+    if check.get("baseline_mape_pct") is not None:
+        trend = check.get("baseline_trend") or {}
+        lines.append(f"Plain decode rate: MAPE {_r(check['baseline_mape_pct'])}% over the concurrencies it was not "
+                     f"calibrated on; with concurrency it {trend.get('measured', '?')} as measured and "
+                     f"{trend.get('predicted', '?')} as predicted **[modelled]** vs **[measured]**.")
+    if check.get("speedup_mape_pct") is not None:
+        trend = check.get("speedup_trend") or {}
+        lines.append(f"EAGLE-3 speedup from the measured acceptance: MAPE {_r(check['speedup_mape_pct'])}%"
+                     + (f"; with concurrency it {trend['measured']} as measured and {trend['predicted']} as predicted"
+                        if trend else "") + " **[modelled]** vs **[measured]**.")
+    else:
+        lines.append("The EAGLE-3 arm has no measured point on this profile"
+                     + (f" ({eagle3_note})" if eagle3_note else "")
+                     + ", so the model's speedup prediction is not checked on this run.")
+    share = {k: v for k, v in (check.get("single_stream_pct_by_part") or {}).items() if v >= 1.0}
+    if share:
+        from eagle3lab.report.plots.model import COMPONENT_LABELS
+
+        parts = sorted(share.items(), key=lambda kv: -kv[1])
+        lines.append("In the calibrated model a single-stream step on this machine is "
+                     + ", ".join(f"{_r(v)}% {COMPONENT_LABELS.get(k, k)}" for k, v in parts)
+                     + " (parts of at least 1% shown) **[modelled]**.")
+    return {**check, "context": f"{check['context']:g}", "rows": rows, "lines": lines, "missing": None,
+            "has_speedup": check.get("speedup_mape_pct") is not None}
+
+
+def _eagle3_note(s03: Optional[PatchBenchSidecar]) -> Optional[str]:
+    """Why the EAGLE-3 arm has no measured point, in the arm's own words (None if it has one or did not run)."""
+    for row in (s03.arms if s03 else []):
+        if row.get("arm") == "eagle3" and row.get("status") != "measured" and row.get("note"):
+            return str(row["note"]).splitlines()[0]
+    return None
+
+
+def _model_context(model: ModelEvidence, figures: Sequence[str], eagle3_note: Optional[str] = None) -> dict[str, Any]:
+    """Section 6 from the model's evidence: predictions, why, where the verdict flips, out-of-sample errors."""
+    data = model.incident
     rtx = data["predicted"]["rtx_pro_6000_x8"]
-    by_accept = dict(zip(rtx["accept_lengths"], rtx["spec_peak_tok_s"]))
-    single = dict(zip(rtx["accept_lengths"], rtx["spec_single_stream_tok_s"]))
-    reasons = [
-        f"Speculative decoding caps sglang at {rtx['spec_max_batch']} running requests, while the baseline "
-        f"reaches {rtx['baseline_peak_batch']} before the KV cache fills **[modelled]**; at peak, EAGLE-3 only "
-        f"matches the baseline with perfect acceptance (4 of 4 draft tokens).",
-        "A verify pass of 4 tokens per request touches many more distinct experts per MoE layer than one token "
-        "does, so on PCIe-only GPUs it costs close to several plain steps at high concurrency **[modelled]**.",
-        f"At one request EAGLE-3 should pay: {_r(single.get(3.0))} tok/s at acceptance 3 vs "
-        f"{rtx['single_stream_tok_s']} baseline **[modelled]**. 'No gain' was a peak-throughput observation.",
+    rows = data["sensitivity"]
+    stated = next(r for r in rows if not r["changed"])
+    uncapped = next((r for r in rows if r["changed"] == {"spec_max_running_requests": 0}), None)
+    peak = data["side_by_side"]["peak_tok_s"]
+    single = data["side_by_side"]["single_stream_tok_s"]
+    why = [
+        _cycle_sentence(data["cycle_breakdown"], model.spec),
+        _capacity_sentence(rtx, uncapped),
+        f"At one request EAGLE-3 gains for any acceptance above {rtx['break_even_single_stream']:.2f} **[modelled]**.",
+        f"At peak EAGLE-3 {peak_verdict(rtx)}"
+        + (f"; without the request cap it {peak_verdict(uncapped)}" if uncapped else "") + " **[modelled]**.",
     ]
     return {
-        "context": data["context_len"], "context_source": data["context_source"],
-        "single": _r(rtx["single_stream_tok_s"]), "floor": _r(rtx["floor_single_stream_tok_s"]),
+        "target": rtx["model"], "hardware": rtx["hardware"], "tp": rtx["tp"], "spec": model.spec,
+        "context": _r(data["context_len"], 0), "context_source": data["context_source"],
+        "single": _r(rtx["single_stream_tok_s"]), "floor": _r(single["bandwidth_and_allreduce_floor"]),
         "peak": _r(rtx["baseline_peak_tok_s"], 0), "peak_batch": rtx["baseline_peak_batch"],
-        "spec_peak": " / ".join(_r(by_accept.get(a), 0) for a in (2.0, 3.0, 4.0)),
-        "spec_single": _r(single.get(3.0)), "spec_max_batch": rtx["spec_max_batch"],
+        "peak_error": _r(abs(peak["error_pct"])), "peak_direction": "below" if peak["error_pct"] < 0 else "above",
+        "accepts": _accepts(stated["accept_lengths"]),
+        "spec_peak": _rates(stated["spec_peak_tok_s"], 0), "spec_single": _rates(stated["spec_single_stream_tok_s"], 1),
+        "spec_max_batch": rtx["spec_max_batch"], "spec_peak_batch": rtx["spec_peak_batch"],
         "break_even_1": _r(rtx["break_even_single_stream"], 2), "break_even_max": _r(rtx["break_even_at_spec_max_batch"], 2),
-        "reasons": reasons, "figures": [Path(f).name for f in figures],
+        "break_even_peak": _r(rtx["break_even_at_peak"], 2), "max_accept": rtx["max_accept_length"],
+        "why": why, "sensitivity": sensitivity_rows(rows), "flip": flip_sentence(rows),
+        "matching": matching_sentence(data.get("context_matching_reported_peak"), data["context_len"]),
+        "validation": _validation_rows(model.validation), "goal_mape": f"{model.validation_goal_mape_pct:g}",
+        "validation_context": [{**row, "ctx": _r(row["context"], 0), "mape": _r(row["mape_pct"]),
+                                "goal": "yes" if row["goal_met"] else "no"} for row in model.validation_context],
+        "published_acceptance": [{**row, "low": _r(row["min"], 2), "high": _r(row["max"], 2)}
+                                 for row in model.published_acceptance],
+        "run": _run_check_context(model.run_check, model.run_check_missing, eagle3_note),
+        "figures": list(figures),
     }
 
 
-def _summary(crash: dict | None, trace: dict | None, fix: dict | None, bench: dict | None,
-             model: dict[str, Any]) -> list[str]:
+def _summary(crash: dict | None, trace: dict | None, fix: dict | None, model: dict[str, Any],
+             incident: Mapping[str, Any], evidence: ModelEvidence) -> list[str]:
+    """The report's opening lines, each from its section's computed context and carrying its provenance."""
     lines = []
     if crash:
         lines.append(f"Reproduced on real sglang: `{crash['signature']}` in {crash['seconds']} s **[measured]**.")
     if trace:
-        lines.append(f"The runtime needs {trace['missing']} from the wrapper; the one-method fix is "
-                     f"{'enough' if trace['one_method_enough'] else 'not enough'}. Fixed upstream in "
-                     f"sglang {trace['first_fixed']}.")
+        lines.append(f"The runtime needs {trace['missing']} from the wrapper **[traced]**; the one-method fix is "
+                     f"{'enough' if trace['one_method_enough'] else 'not enough'} **[traced]**. Fixed upstream in "
+                     f"sglang {trace['first_fixed']} **[traced]**.")
     if fix and fix["story"]:
         lines.append(fix["story"][-1][0].upper() + fix["story"][-1][1:] + " **[measured]**.")
-    lines.append(f"No EAGLE-3 gain at peak is what the cost model predicts for 8x RTX PRO 6000 over PCIe: "
-                 f"break-even acceptance {model['break_even_max']} at {model['spec_max_batch']} requests, and "
-                 f"speculative decoding caps the batch at {model['spec_max_batch']} requests where the baseline "
-                 f"reaches {model['peak_batch']} **[modelled]**.")
+    rows = evidence.incident["sensitivity"]
+    low = min(r["break_even_at_peak"] for r in rows)
+    high = max(r["break_even_at_peak"] for r in rows)
+    match = evidence.incident.get("context_matching_reported_peak")
+    at_match = (f"; at the context that reproduces the reported peak ({_r(match['context_len'], 0)} tokens) it "
+                f"{peak_verdict(match['predicted'])}" if match else "")
+    lines.append(
+        f"EAGLE-3 gave no throughput gain **[reported]** by the engineer. The cost model says when that holds: at "
+        f"peak EAGLE-3 matches the baseline only above acceptance {model['break_even_peak']} (context "
+        f"{model['context']} tokens assumed, sglang's {model['spec_max_batch']}-request cap), and between "
+        f"{low:.2f} and {high:.2f} across the sensitivity table{at_match}; at one request it gains above "
+        f"{model['break_even_1']} **[modelled]**. Not reported: {incident['not_reported']}; so which side of these "
+        f"thresholds the incident fell on is open.")
+    trust = "; ".join(f"{row['source']} MAPE {row['mape']}% with {row['trends_right']} trends right (goal "
+                      f"{'met' if row['goal_met'] else 'not met'})" for row in model["validation"])
+    closes = f" (a context of {_r(match['context_len'], 0)} tokens closes the gap)" if match else ""
+    lines.append(f"Out of sample, the model's baseline peak is {model['peak_error']}% {model['peak_direction']} the "
+                 f"reported one at the assumed context{closes}; on published speedup-vs-batch data it was not fitted "
+                 f"to: {trust} **[modelled]** vs **[reported]**.")
+    run = model["run"]
+    if run.get("has_speedup"):
+        lines.append(f"On this run, EAGLE-3's speedup predicted from the measured acceptance: MAPE "
+                     f"{_r(run['speedup_mape_pct'])}% **[modelled]** vs **[measured]**.")
     return lines
 
 
-def render_report(profile: str = "cpu", model_figures: Sequence[Path] = ()) -> str:
-    """REPORT.md's text from the sidecars that exist (missing notebooks are said to be missing)."""
+# ------------------------------------------------------------------------------------------------ rendering
+@dataclass
+class ReportSources:
+    """Everything REPORT.md is rendered from, and nothing else: the typed sidecars, the model's evidence, the
+    incident's reported facts. Tests check every number of the rendered text against exactly these."""
+
+    profile: str
+    generated: str
+    environment: dict[str, Any]
+    crash: Optional[CrashReproSidecar]
+    trace: Optional[InterfaceTraceSidecar]
+    patch: Optional[PatchBenchSidecar]
+    model: ModelEvidence
+    incident: dict[str, Any]
+    figures: list[str] = field(default_factory=list)
+
+    def evidence(self) -> "provenance.Evidence":
+        return provenance.Evidence.of(self.generated, self.environment, self.crash, self.trace, self.patch,
+                                      self.model.to_dict(), self.incident, self.figures)
+
+    @staticmethod
+    def structural() -> set[str]:
+        return provenance.structural_numbers(schema.NOTEBOOK for schema in SCHEMAS)
+
+
+def gather_sources(profile: str = "cpu", figures: Sequence[Path] = (),
+                   model: Optional[ModelEvidence] = None) -> ReportSources:
+    """Read the sidecars that exist (missing notebooks are said to be missing) and compute the model's evidence
+    (or take ``model``, e.g. the evidence file a report was rendered from: ``model_evidence.load``)."""
+    from eagle3lab.report import incident, model_evidence
+
     s01 = read_if_present(CrashReproSidecar, profile)
     s02 = read_if_present(InterfaceTraceSidecar, profile)
     s03 = read_if_present(PatchBenchSidecar, profile)
-    s03_diag = s03.diagnostics if s03 else []
-    crash, control = _crash_context(s01)
-    trace = _trace_context(s02)
-    fix, bench = _fix_context(s03)
-    model = _model_context(model_figures)
-    env = s01.environment if s01 else environment_table()
-    from eagle3lab.report.incident import PEAK, SINGLE_STREAM
+    if model is None:
+        model = model_evidence.gather(profile, s03.bench_report if s03 else None,
+                                      s03.profile_values if s03 else None)
+    return ReportSources(profile=profile, generated=model.computed_on,
+                         environment=s01.environment if s01 else environment_table(), crash=s01, trace=s02,
+                         patch=s03, model=model, incident=incident.facts(), figures=[Path(f).name for f in figures])
 
-    env_loader = jinja2.Environment(loader=jinja2.PackageLoader("eagle3lab.report", "templates"),
-                                    undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    return env_loader.get_template(TEMPLATE).render(
-        profile=profile, generated=dt.date.today().isoformat(),
-        where=f"{profile} profile, {env.get('machine')}, accelerators: {env.get('accelerators')}, "
-              f"{s01.date if s01 else dt.date.today().isoformat()}",
-        reported={"single": SINGLE_STREAM.value, "peak": f"{PEAK.value:,.0f}"},
-        crash=crash, control=control, trace=trace, fix=fix, bench=bench, model=model,
-        diagnostics=s03_diag, summary=_summary(crash, trace, fix, bench, model))
+
+def render(sources: ReportSources) -> str:
+    """REPORT.md's text from its sources."""
+    s01, s03 = sources.crash, sources.patch
+    crash, control = _crash_context(s01)
+    trace = _trace_context(sources.trace)
+    fix, bench = _fix_context(s03)
+    model = _model_context(sources.model, sources.figures, _eagle3_note(s03))
+    incident = _incident_context(sources.incident)
+    env = sources.environment
+    loader = jinja2.Environment(loader=jinja2.PackageLoader("eagle3lab.report", "templates"),
+                                undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    return loader.get_template(TEMPLATE).render(
+        profile=sources.profile, generated=sources.generated,
+        where=f"{sources.profile} profile, {env.get('machine')}, accelerators: {env.get('accelerators')}, "
+              f"{s01.date if s01 else sources.generated}",
+        incident=incident, crash=crash, control=control, trace=trace, fix=fix, bench=bench, model=model,
+        diagnostics=s03.diagnostics if s03 else [],
+        summary=_summary(crash, trace, fix, model, incident, sources.model))
 
 
 def model_figures(profile: str, overrides: dict[str, Any] | None = None) -> list[Path]:
-    """The cost model's figures, with this profile's measured points wherever its run produced them.
+    """The cost model's figures, with this profile's measured points wherever its run produced them, and the
+    validation figure.
 
     A gpu-profile run is the incident's deployment, so its points go on the incident's figures; a cpu-profile
     run is drawn against the model calibrated on this machine's own baseline (never on the incident's axes).
     """
     from eagle3lab.bench.sweep import BenchReport
-    from eagle3lab.report.plots.model import cpu_profile_figures, incident_figures, measured_points_from_bench
+    from eagle3lab.report.plots.model import (cpu_profile_figures, incident_figures, measured_points_from_bench,
+                                              validation_figure)
     from eagle3lab.runtime.profiles import load_profile
 
     loaded = load_profile(profile, overrides=overrides)
@@ -283,6 +504,7 @@ def model_figures(profile: str, overrides: dict[str, Any] | None = None) -> list
     on_cpu = loaded.device == "cpu"  # a GPU profile rehearsed on CPU too
     measured = measured_points_from_bench(bench) if bench is not None and not on_cpu else ()
     figures = dict(incident_figures(measured=measured))
+    figures["validation"] = validation_figure()
     if bench is not None and on_cpu:
         figures.update({f"cpu_{kind}": path for kind, path in cpu_profile_figures(bench).items()})
     return list(figures.values())
@@ -321,6 +543,8 @@ def build_report(profile: str = "cpu", run: bool = True, hide_code: bool = False
         if hide_code:
             out.html.append(export_html(path, hide_code=True))
     out.figures = model_figures(profile, profile_overrides(parameters))
+    sources = gather_sources(label, out.figures)
+    model_evidence.save(sources.model, label)
     out.report_md = report_path()
-    write_text_atomic(out.report_md, render_report(label, out.figures))
+    write_text_atomic(out.report_md, render(sources))
     return out

@@ -7,6 +7,7 @@ file next to where it came from. Derived numbers say how they were derived; assu
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -172,13 +173,30 @@ def cpu_hardware(mem_bandwidth: Optional[float] = None) -> Hardware:
 
 
 # -------------------------------------------------------------------------------------------- the incident
-INCIDENT_CONTEXT_LEN = 1024 + 128
-INCIDENT_CONTEXT_SOURCE = ("assumption: mean context during decode of the blackwell-8x benchmark "
-                           "(params/blackwell-8x.yaml: 1024 prompt tokens + half of 256 output tokens); "
-                           "the engineer did not report the workload")
-INCIDENT_MEM_FRACTION = 0.9  # --mem-fraction-static 0.9 (params/blackwell-8x.yaml)
-INCIDENT_TP = 8
 INCIDENT_PROFILE = "blackwell-8x"
+
+
+def _reported_mem_fraction() -> float:
+    from eagle3lab.report import incident
+
+    return incident.MEM_FRACTION.value
+
+
+def _incident_profile():
+    from eagle3lab.runtime.profiles import load_profile
+
+    return load_profile(INCIDENT_PROFILE)
+
+
+# The incident's TP and benchmark workload, read from its profile (params/blackwell-8x.yaml) so the model and the
+# launch can never disagree; the memory fraction is the engineer's reported flag (incident.MEM_FRACTION).
+_INCIDENT = _incident_profile()
+INCIDENT_TP = _INCIDENT.tp_size
+INCIDENT_MEM_FRACTION = _reported_mem_fraction()
+INCIDENT_CONTEXT_LEN = _INCIDENT.bench_input_len + _INCIDENT.bench_output_len / 2
+INCIDENT_CONTEXT_SOURCE = (f"assumption: mean context during decode of the {_INCIDENT.name} benchmark "
+                           f"(params/{_INCIDENT.name}.yaml: {_INCIDENT.bench_input_len} prompt tokens + half of "
+                           f"{_INCIDENT.bench_output_len} output tokens); the engineer did not report the workload")
 DEFAULT_ACCEPT_LENGTHS = (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0)
 
 
@@ -216,23 +234,45 @@ def predict_incident(context_len: float = INCIDENT_CONTEXT_LEN,
 
 
 # ------------------------------------------------------------------------------------------- sensitivity
-INCIDENT_VARIATIONS: dict[str, dict[str, float]] = {
-    "as stated": {},
-    "context 512": {"context_len": 512},
-    "context 2048": {"context_len": 2048},
-    "all-reduce latency 15 us": {"allreduce_latency_s": 15e-6},
-    "all-reduce latency 60 us": {"allreduce_latency_s": 60e-6},
-    "bandwidth efficiency 0.6": {"bandwidth_efficiency": 0.6},
-    "bandwidth efficiency 0.95": {"bandwidth_efficiency": 0.95},
-    "CPU prep per pass 1 ms": {"cpu_forward_prep_s": 1e-3},
-    "spec cycle extra 3 ms": {"spec_cycle_extra_s": 3e-3},
+# How each changeable assumption is named in a table: label, the factor to its display unit, the unit.
+_CHANGE_LABELS: dict[str, tuple[str, float, str]] = {
+    "context_len": ("context", 1.0, "tokens"),
+    "allreduce_latency_s": ("all-reduce latency", 1e6, "us"),
+    "bandwidth_efficiency": ("bandwidth efficiency", 1.0, ""),
+    "cpu_forward_prep_s": ("CPU prep per pass", 1e3, "ms"),
+    "spec_cycle_extra_s": ("extra time per EAGLE cycle", 1e3, "ms"),
+    "spec_max_running_requests": ("request cap under speculation", 1.0, "requests"),
 }
+
+
+def describe_change(change: Mapping[str, float]) -> str:
+    """A variation's name, made from its own values (so a label can never disagree with what was changed)."""
+    if not change:
+        return "as stated"
+    parts = []
+    for key, value in change.items():
+        if key == "spec_max_running_requests" and not value:
+            parts.append("no request cap under speculation (--max-running-requests set)")
+            continue
+        label, factor, unit = _CHANGE_LABELS.get(key, (key, 1.0, ""))
+        parts.append(f"{label} {value * factor:g}{' ' + unit if unit else ''}")
+    return ", ".join(parts)
+
+
+INCIDENT_CHANGES: tuple[dict[str, float], ...] = (
+    {}, {"context_len": 512}, {"context_len": 2048}, {"spec_max_running_requests": 0},
+    {"context_len": 512, "spec_max_running_requests": 0}, {"context_len": 2048, "spec_max_running_requests": 0},
+    {"allreduce_latency_s": 15e-6}, {"allreduce_latency_s": 60e-6},
+    {"bandwidth_efficiency": 0.6}, {"bandwidth_efficiency": 0.95},
+    {"cpu_forward_prep_s": 1e-3}, {"spec_cycle_extra_s": 3e-3},
+)
+INCIDENT_VARIATIONS: dict[str, dict[str, float]] = {describe_change(c): c for c in INCIDENT_CHANGES}
 
 
 def incident_sensitivity(variations: Mapping[str, Mapping[str, float]] = INCIDENT_VARIATIONS,
                          accept_lengths: Sequence[float] = (2.0, 3.0, 4.0)) -> list[dict[str, Any]]:
     """The incident prediction again with one assumption changed at a time (re-calibrated on 63.6 tok/s each
-    time), so a reader sees which conclusions survive the assumptions."""
+    time), so a reader sees which conclusions survive the assumptions and where they flip."""
     from eagle3lab.report import incident
 
     hw_fields = set(Hardware.__dataclass_fields__)
@@ -256,8 +296,41 @@ def incident_sensitivity(variations: Mapping[str, Mapping[str, float]] = INCIDEN
         dep = Deployment(kimi_k25(), kimi_k25_eagle3_drafter(), hw, INCIDENT_TP, engine, context)
         dep = calibrate_baseline(dep, incident.SINGLE_STREAM.value, f"{incident.SOURCE}; {name}")
         p = predict_capacity_limited(dep, spec, INCIDENT_MEM_FRACTION, accept_lengths)
-        rows.append({"variation": name, **p.to_dict()})
+        rows.append({"variation": name, "changed": dict(variations[name]), **p.to_dict()})
     return rows
+
+
+def _baseline_peak_at(context_len: float) -> tuple[float, int]:
+    from eagle3lab.report.costmodel.capacity import kv_capacity_requests, peak
+    from eagle3lab.report.costmodel.cycle import plain_step
+
+    dep = incident_deployment("rtx-pro-6000-blackwell", context_len)
+    limit = kv_capacity_requests(dep, INCIDENT_MEM_FRACTION)
+    return peak(lambda b: b / plain_step(dep, b).total_s, max(1, limit))
+
+
+def context_matching_reported_peak(low: float = 128, high: float = 16384) -> Optional[dict[str, Any]]:
+    """The mean decode context at which the model's baseline peak equals the engineer's reported peak, and the
+    whole incident prediction there. The reported peak is the one incident number the calibration did not use;
+    the context is the assumption it depends on most (more context, fewer requests fit). None if no context in
+    [low, high] gives the reported peak."""
+    from eagle3lab.report import incident
+
+    target = incident.PEAK.value
+    if not _baseline_peak_at(low)[0] >= target >= _baseline_peak_at(high)[0]:
+        return None
+    for _ in range(40):  # the peak falls as the context grows: bisect to one token
+        if high - low <= 1:
+            break
+        mid = (low + high) / 2
+        low, high = (mid, high) if _baseline_peak_at(mid)[0] >= target else (low, mid)
+    context = float(math.floor(low))
+    dep, spec = incident_deployment("rtx-pro-6000-blackwell", context), incident_spec()
+    capped = predict_capacity_limited(dep, spec, INCIDENT_MEM_FRACTION, (2.0, 3.0, 4.0))
+    uncapped = predict_capacity_limited(dep, spec, INCIDENT_MEM_FRACTION, (2.0, 3.0, 4.0), spec_max_running_requests=0)
+    return {"context_len": context, "reported_peak_tok_s": target,
+            "note": "the context at which the modelled baseline peak reaches the reported peak",
+            "predicted": capped.to_dict(), "predicted_without_request_cap": uncapped.to_dict()}
 
 
 def incident_cycle_breakdown(context_len: float = INCIDENT_CONTEXT_LEN,
@@ -298,12 +371,15 @@ def incident_report(context_len: float = INCIDENT_CONTEXT_LEN) -> dict[str, Any]
                                     "bandwidth_and_allreduce_floor": pcie.floor_single_stream_tok_s},
             "peak_tok_s": {"reported": incident.PEAK.value, "predicted": pcie.baseline_peak_tok_s,
                            "predicted_at_requests": pcie.baseline_peak_batch,
+                           "error_pct": (pcie.baseline_peak_tok_s - incident.PEAK.value) / incident.PEAK.value * 100,
                            "note": "out of sample: KV-limited batch at the assumed context"},
         },
         "break_even_accept_length": {"single_stream": pcie.break_even_single_stream,
-                                     f"at_{pcie.spec_max_batch}_requests": pcie.break_even_at_spec_max_batch},
+                                     f"at_{pcie.spec_max_batch}_requests": pcie.break_even_at_spec_max_batch,
+                                     "at_peak": pcie.break_even_at_peak},
         "cycle_breakdown": incident_cycle_breakdown(context_len),
         "sensitivity": incident_sensitivity(),
+        "context_matching_reported_peak": context_matching_reported_peak(),
         "sources": {"model": dep.target.source, "drafter": dep.drafter.source,
                     "rtx_pro_6000_x8": dict(dep.hardware.sources), "engine": dict(dep.engine.sources),
                     "h200_x8": dict(hardware_preset("h200").sources)},

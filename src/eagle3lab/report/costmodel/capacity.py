@@ -11,8 +11,8 @@ from typing import Callable, Optional, Sequence
 
 from eagle3lab.errors import PerfModelError
 from eagle3lab.report.costmodel.arch import kv_capacity_tokens
-from eagle3lab.report.costmodel.cycle import (Deployment, SpeculativeFlags, break_even_accept_length, plain_step,
-                                              spec_tok_s)
+from eagle3lab.report.costmodel.cycle import (Deployment, SpeculativeFlags, break_even_accept_length,
+                                              max_accept_length, plain_step, spec_tok_s)
 
 
 def kv_capacity_requests(dep: Deployment, mem_fraction_static: float, with_drafter: bool = False) -> int:
@@ -50,11 +50,16 @@ class DeploymentPrediction:
     baseline_peak_tok_s: float
     baseline_peak_batch: int
     spec_max_batch: int
+    spec_peak_batch: int  # the running requests giving EAGLE-3's best rate (the same for every acceptance)
+    max_accept_length: int  # every drafted token accepted plus the bonus token
     accept_lengths: tuple[float, ...]
     spec_single_stream_tok_s: tuple[float, ...]
     spec_peak_tok_s: tuple[float, ...]
     break_even_single_stream: float
     break_even_at_spec_max_batch: float
+    # acceptance at which EAGLE-3's best rate (within its request limit) equals plain decoding's best rate (within
+    # its KV limit); above max_accept_length no drafter can make speculation pay at peak
+    break_even_at_peak: float
 
     def to_dict(self) -> dict[str, object]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -70,14 +75,18 @@ def predict_capacity_limited(dep: Deployment, spec: SpeculativeFlags, mem_fracti
     base_max = max(1, min(base_cap, baseline_max_running_requests or base_cap))
     spec_max = max(1, min(spec_fit, cap) if cap else spec_fit)
     base_peak, base_batch = peak(lambda b: b / plain_step(dep, b).total_s, base_max)
+    # spec tok/s = batch * acceptance / cycle time: linear in acceptance, so one search finds the best batch
+    per_accept, spec_batch = peak(lambda b: spec_tok_s(dep, spec, b, 1.0), spec_max)
     accepts = tuple(float(a) for a in accept_lengths)
     one = plain_step(dep, 1)
     return DeploymentPrediction(
         model=dep.target.name, hardware=dep.hardware.name, tp=dep.tp, context_len=dep.context,
         kernel_overhead_s=dep.engine.kernel_overhead_s, floor_single_stream_tok_s=1.0 / one.target.gpu_work_s,
         single_stream_tok_s=one.tok_s, baseline_max_batch=base_max, baseline_peak_tok_s=base_peak,
-        baseline_peak_batch=base_batch, spec_max_batch=spec_max, accept_lengths=accepts,
+        baseline_peak_batch=base_batch, spec_max_batch=spec_max, spec_peak_batch=spec_batch,
+        max_accept_length=max_accept_length(spec), accept_lengths=accepts,
         spec_single_stream_tok_s=tuple(spec_tok_s(dep, spec, 1, a) for a in accepts),
-        spec_peak_tok_s=tuple(peak(lambda b, a=a: spec_tok_s(dep, spec, b, a), spec_max)[0] for a in accepts),
+        spec_peak_tok_s=tuple(a * spec_tok_s(dep, spec, spec_batch, 1.0) for a in accepts),
         break_even_single_stream=break_even_accept_length(dep, spec, 1),
-        break_even_at_spec_max_batch=break_even_accept_length(dep, spec, spec_max))
+        break_even_at_spec_max_batch=break_even_accept_length(dep, spec, spec_max),
+        break_even_at_peak=base_peak / per_accept)

@@ -1,0 +1,188 @@
+"""The cost model's evidence for the report, in one object: what it predicts for the incident, where its verdict
+flips, how far it missed data it was not fitted to, and how it fares against this machine's own run.
+
+Why one object: the report must not carry a number or a verdict that was typed in. Every value here is the direct
+output of a model function (``presets``, ``costmodel.validation``) or a measurement read through the bench's own
+metrics; ``report.build`` only formats it, and the report's tests check that every number REPORT.md prints is one
+of these (or a sidecar's). ``build_report`` writes it next to the sidecars, so a reader can trace each number.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from eagle3lab.atomic import write_json_atomic
+from eagle3lab.errors import PerfModelError
+from eagle3lab.paths import repo_dir
+
+
+@dataclass
+class ModelEvidence:
+    """Plain JSON data, each part from one model function (named in the comment)."""
+
+    incident: dict[str, Any]  # presets.incident_report(): predictions, break-evens, sensitivity, cycle breakdown
+    spec: dict[str, Any]  # the incident's EAGLE flags (presets.incident_spec(), the launch's own object)
+    validation: list[dict[str, Any]]  # costmodel.validation.validation_summary(validate()): MAPE, trends per source
+    validation_goal_mape_pct: float  # costmodel.validation.GOAL_MAPE_PCT
+    validation_context: list[dict[str, Any]]  # costmodel.validation.context_sensitivity()
+    published_acceptance: list[dict[str, Any]]  # published_acceptance(validate()): the sources' drafters
+    computed_on: str = ""  # UTC date the model was run (the report's "generated on")
+    run_check: Optional[dict[str, Any]] = None  # measured_run_check(profile, bench report) when this run measured
+    run_check_missing: Optional[str] = None  # why there is no run check (one line), if there is none
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ModelEvidence":
+        return cls(**data)
+
+
+def evidence_path(profile: str) -> Path:
+    """``artifacts/report_model_evidence.<profile>.json``: the model's numbers behind that profile's REPORT.md."""
+    return repo_dir("artifacts") / f"report_model_evidence.{profile}.json"
+
+
+def save(evidence: ModelEvidence, profile: str) -> Path:
+    return write_json_atomic(evidence_path(profile), evidence.to_dict())
+
+
+def load(profile: str, path: Optional[Path] = None) -> ModelEvidence:
+    path = Path(path) if path is not None else evidence_path(profile)
+    try:
+        return ModelEvidence.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        raise PerfModelError(f"model evidence {path} is missing; write it with: python -m eagle3lab report "
+                             f"--profile {profile} --no-run") from None
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise PerfModelError(f"model evidence {path} is unreadable ({type(exc).__name__}: {exc}); rewrite it with: "
+                             f"python -m eagle3lab report --profile {profile} --no-run") from None
+
+
+# ------------------------------------------------------------------------------------------ published sources
+def published_acceptance(results) -> list[dict[str, Any]]:
+    """Per validation source: the range of acceptance lengths its EAGLE drafters ran at (published, or fitted to
+    the published single-stream speedup): a reference for what acceptance real drafters reach."""
+    rows = []
+    for src in results:
+        values = [s.points[0].accept_length for s in src.series if s.points]
+        if values:
+            rows.append({"source": src.source, "series": len(values), "min": min(values), "max": max(values)})
+    return rows
+
+
+# ------------------------------------------------------------------------------------------ a measured run
+def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None) -> dict[str, Any]:
+    """The cost model against a run measured here: calibrated on the run's own plain single-stream decode step
+    (nothing else), it predicts the plain decode rate at every other concurrency and, where the EAGLE-3 arm was
+    measured, the speedup at that concurrency from the measured acceptance. Rates are decode-only (the bench's
+    ``decode_tok_per_s``), the rate the model predicts.
+
+    ``profile`` is the run's ``runtime.profiles.Profile``, ``report`` its ``bench.sweep.BenchReport``.
+    """
+    from eagle3lab.report.costmodel.cycle import check_accept_length, plain_step, plain_tok_s, speedup
+    from eagle3lab.report.costmodel.validation import trend
+    from eagle3lab.report.plots.model import measured_points_from_bench
+    from eagle3lab.report.presets import run_deployment
+    from eagle3lab.runtime.speculative import SpeculativeSpec
+
+    dep, calibrated = run_deployment(profile, report, mem_bandwidth)
+    spec = SpeculativeSpec.from_profile(profile, profile.draft_model)
+    points = measured_points_from_bench(report, rate="decode")
+    base = {p.batch: p for p in points if p.arm == "baseline"}
+    eagle = {p.batch: p for p in points if p.arm == "eagle3"}
+    rows = []
+    for batch in sorted(base):
+        measured = base[batch].tok_s
+        predicted = plain_tok_s(dep, batch)
+        row: dict[str, Any] = {"concurrency": batch, "measured_baseline_tok_s": measured,
+                               "predicted_baseline_tok_s": predicted,
+                               "baseline_error_pct": (predicted - measured) / measured * 100,
+                               "baseline_role": "calibration" if batch == 1 else "predicted"}
+        other = eagle.get(batch)
+        if other is not None and other.accept_length is not None:
+            row.update(measured_eagle3_tok_s=other.tok_s, accept_length=other.accept_length,
+                       measured_speedup=other.tok_s / measured)
+            try:
+                check_accept_length(other.accept_length, spec)
+            except PerfModelError as exc:
+                row["note"] = str(exc)
+            else:
+                row["predicted_speedup"] = speedup(dep, spec, batch, other.accept_length)
+                row["speedup_error_pct"] = (row["predicted_speedup"] - row["measured_speedup"]) / \
+                    row["measured_speedup"] * 100
+        rows.append(row)
+    predicted_base = [r for r in rows if r["baseline_role"] == "predicted"]
+    with_speedup = [r for r in rows if "predicted_speedup" in r]
+    one = plain_step(dep, 1)
+    parts = one.target.breakdown()
+    out: dict[str, Any] = {
+        "profile": report.profile, "date": report.date, "calibrated_on": calibrated, "rate": "decode",
+        "target": dep.target.name, "hardware": dep.hardware.name, "context": dep.context, "rows": rows,
+        "single_stream_pct_by_part": {k: v / one.target.total_s * 100 for k, v in parts.items()},
+        "baseline_mape_pct": statistics.fmean(abs(r["baseline_error_pct"]) for r in predicted_base)
+        if predicted_base else None,
+        "speedup_mape_pct": statistics.fmean(abs(r["speedup_error_pct"]) for r in with_speedup)
+        if with_speedup else None,
+    }
+    if len(predicted_base) >= 1:
+        batches = [r["concurrency"] for r in rows]
+        out["baseline_trend"] = {"measured": trend(batches, [r["measured_baseline_tok_s"] for r in rows]),
+                                 "predicted": trend(batches, [r["predicted_baseline_tok_s"] for r in rows])}
+    if len(with_speedup) >= 2:
+        batches = [r["concurrency"] for r in with_speedup]
+        out["speedup_trend"] = {"measured": trend(batches, [r["measured_speedup"] for r in with_speedup]),
+                                "predicted": trend(batches, [r["predicted_speedup"] for r in with_speedup])}
+    return out
+
+
+def _run_check(profile_name: str, bench_report_path: Optional[str],
+               profile_values: Optional[dict[str, Any]] = None) -> tuple[Optional[dict], Optional[str]]:
+    """The run check of a profile's own benchmark, or why there is none (one line). ``profile_values`` is the
+    profile exactly as notebook 03 ran it (its sidecar's ``profile_values``, overrides included)."""
+    from pydantic import ValidationError
+
+    from eagle3lab.bench.sweep import BenchReport
+    from eagle3lab.errors import BenchError
+    from eagle3lab.runtime.profiles import Profile, load_profile
+
+    if not bench_report_path:
+        return None, "notebook 03 ran no benchmark on this profile"
+    if not Path(bench_report_path).is_file():
+        return None, f"the benchmark report {Path(bench_report_path).name} of notebook 03 is missing"
+    try:
+        profile = Profile.model_validate(profile_values) if profile_values else load_profile(profile_name)
+    except ValidationError as exc:
+        return None, (f"notebook 03's profile values no longer match the profile schema "
+                      f"({exc.errors()[0]['loc']}); rerun notebook 03")
+    try:
+        return measured_run_check(profile, BenchReport.load(Path(bench_report_path))), None
+    except (PerfModelError, BenchError) as exc:
+        return None, str(exc)
+
+
+# ------------------------------------------------------------------------------------------------ all of it
+def gather(profile: str, bench_report_path: Optional[str] = None,
+           profile_values: Optional[dict[str, Any]] = None) -> ModelEvidence:
+    """Everything the report says about the cost model, computed now; the run check from notebook 03's benchmark
+    report and the profile values it ran with, when there are any."""
+    from eagle3lab.report.costmodel.validation import GOAL_MAPE_PCT, context_sensitivity, validate, validation_summary
+    from eagle3lab.report.presets import incident_report, incident_spec
+
+    from eagle3lab.sidecars import today
+
+    spec = incident_spec()
+    results = validate()
+    run_check, missing = _run_check(profile, bench_report_path, profile_values)
+    return ModelEvidence(
+        computed_on=today(),
+        incident=incident_report(),
+        spec={"num_steps": spec.num_steps, "eagle_topk": spec.eagle_topk, "num_draft_tokens": spec.num_draft_tokens,
+              "verify_tokens": spec.verify_tokens},
+        validation=validation_summary(results), validation_goal_mape_pct=GOAL_MAPE_PCT,
+        validation_context=context_sensitivity(), published_acceptance=published_acceptance(results),
+        run_check=run_check, run_check_missing=missing)

@@ -1,0 +1,106 @@
+"""The model's evidence for the report, and the model against a run measured here (the CPU check): calibrated on
+the run's plain single-stream step only, it predicts the rest; the numbers it reports are the model's own."""
+
+from __future__ import annotations
+
+import pytest
+
+from eagle3lab.bench.metrics import RequestRecord, compute_point_metrics
+from eagle3lab.bench.sweep import ARM_MEASURED, ArmResult, BenchReport, PointResult
+from eagle3lab.report import model_evidence
+from eagle3lab.report.costmodel.cycle import plain_tok_s, speedup
+from eagle3lab.report.model_evidence import measured_run_check, published_acceptance
+from eagle3lab.report.presets import run_deployment
+from eagle3lab.runtime.profiles import load_profile
+from eagle3lab.runtime.speculative import SpeculativeSpec
+
+BANDWIDTH = 5e9  # fixed instead of probed, so two calls build the same deployment
+
+
+def arm(name: str, concurrencies, step_s: float, verify_ct: int | None = None) -> ArmResult:
+    """An arm whose requests each emit 9 tokens, one every ``step_s`` after the first (``verify_ct`` verifies)."""
+    points = []
+    for conc in concurrencies:
+        records = [RequestRecord(request_id=f"{name}{conc}-{i}", concurrency=conc, phase="measure", ok=True,
+                                 t_scheduled=0.0, t_sent=0.0, token_times=[0.05 + k * step_s for k in range(9)],
+                                 t_end=0.05 + 8 * step_s, prompt_len=32, prompt_tokens=32, completion_tokens=9,
+                                 spec_verify_ct=verify_ct, finish_reason="length") for i in range(conc)]
+        points.append(PointResult(conc, "ok", None, compute_point_metrics(records), None, conc, 0, 0, True, "now"))
+    return ArmResult(name=name, status=ARM_MEASURED, points=points)
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    return load_profile("cpu")
+
+
+def test_run_check_calibrates_on_the_single_stream_step_and_predicts_the_rest(cpu):
+    report = BenchReport.create("cpu", [arm("baseline", (1, 4), 0.02), arm("eagle3", (1, 4), 0.04, verify_ct=6)])
+    check = measured_run_check(cpu, report, mem_bandwidth=BANDWIDTH)
+    dep, calibrated = run_deployment(cpu, report, mem_bandwidth=BANDWIDTH)
+    spec = SpeculativeSpec.from_profile(cpu, cpu.draft_model)
+    one, four = check["rows"]
+    assert (one["baseline_role"], four["baseline_role"]) == ("calibration", "predicted")
+    assert one["measured_baseline_tok_s"] == pytest.approx(50.0) and one["baseline_error_pct"] == pytest.approx(0, abs=1e-6)
+    assert four["predicted_baseline_tok_s"] == pytest.approx(plain_tok_s(dep, 4))
+    assert four["baseline_error_pct"] == pytest.approx((plain_tok_s(dep, 4) - 200.0) / 200.0 * 100)
+    assert check["baseline_mape_pct"] == pytest.approx(abs(four["baseline_error_pct"]))
+    for row in (one, four):  # EAGLE-3 decodes at half the baseline's rate with acceptance 9/6
+        assert row["accept_length"] == pytest.approx(1.5) and row["measured_speedup"] == pytest.approx(0.5)
+        assert row["predicted_speedup"] == pytest.approx(speedup(dep, spec, row["concurrency"], 1.5))
+    assert check["speedup_mape_pct"] == pytest.approx(
+        (abs(one["speedup_error_pct"]) + abs(four["speedup_error_pct"])) / 2)
+    assert set(check["speedup_trend"]) == {"measured", "predicted"} and check["speedup_trend"]["measured"] == "flat"
+    assert check["calibrated_on"] == calibrated and "measured plain single-stream step" in calibrated
+    assert sum(check["single_stream_pct_by_part"].values()) == pytest.approx(100)
+
+
+def test_run_check_without_eagle3_points_checks_only_the_baseline(cpu):
+    check = measured_run_check(cpu, BenchReport.create("cpu", [arm("baseline", (1, 2, 4), 0.02)]),
+                               mem_bandwidth=BANDWIDTH)
+    assert [r["concurrency"] for r in check["rows"]] == [1, 2, 4]
+    assert not any("predicted_speedup" in r for r in check["rows"]) and check["speedup_mape_pct"] is None
+    assert "speedup_trend" not in check and check["baseline_trend"]["measured"] == "rises"
+
+
+def test_run_check_says_why_an_impossible_acceptance_is_not_predicted(cpu):
+    report = BenchReport.create("cpu", [arm("baseline", (1,), 0.02), arm("eagle3", (1,), 0.04, verify_ct=1)])
+    (row,) = measured_run_check(cpu, report, mem_bandwidth=BANDWIDTH)["rows"]
+    assert row["accept_length"] == 9 and "predicted_speedup" not in row and "acceptance length must be in" in row["note"]
+
+
+@pytest.fixture
+def fixed_bandwidth(monkeypatch):
+    from eagle3lab.report import presets
+
+    monkeypatch.setattr(presets, "measure_copy_bandwidth", lambda *a, **k: BANDWIDTH)  # no 0.5 GB probe per call
+
+
+def test_run_check_missing_says_why(tmp_path, fixed_bandwidth):
+    assert model_evidence._run_check("cpu", None) == (None, "notebook 03 ran no benchmark on this profile")
+    check, why = model_evidence._run_check("cpu", str(tmp_path / "bench_report.json"))
+    assert check is None and "bench_report.json of notebook 03 is missing" in why
+    path = BenchReport.create("cpu", [arm("baseline", (2,), 0.02)]).save(tmp_path / "bench_report.json")
+    check, why = model_evidence._run_check("cpu", str(path))
+    assert check is None and "concurrency 1" in why
+    check, why = model_evidence._run_check("cpu", str(path), {"name": "cpu", "no_such_key": 1})
+    assert check is None and "rerun notebook 03" in why
+
+
+def test_run_check_uses_the_profile_values_notebook_03_ran_with(tmp_path, cpu, fixed_bandwidth):
+    report = BenchReport.create("cpu", [arm("baseline", (1, 2), 0.02)])
+    path = report.save(tmp_path / "bench_report.json")
+    ran_with = cpu.model_copy(update={"bench_input_len": 200}).model_dump(mode="json")
+    check, why = model_evidence._run_check("cpu", str(path), ran_with)
+    assert why is None and check["context"] == 200 + cpu.bench_output_len / 2
+
+
+def test_published_acceptance_spans_each_sources_calibration_points():
+    from eagle3lab.report.costmodel.validation import validate
+
+    results = validate()
+    rows = {r["source"]: r for r in published_acceptance(results)}
+    for src in results:
+        values = [s.points[0].accept_length for s in src.series]
+        assert rows[src.source] == {"source": src.source, "series": len(values), "min": min(values),
+                                    "max": max(values)}
