@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
+from eagle3lab import resultcache
 from eagle3lab.fix import fixgen, fixverify
 from eagle3lab.trace import sources
 
@@ -40,22 +41,32 @@ def verify(results: dict[str, dict[str, Any]], run: bool = True, entries: Option
            ) -> dict[str, Any]:
     """Run-time checks: the patched modules import (every release), and, for the installed release, the capture
     check through sglang's ModelRunner for the wrappers with a tiny config. ``run=False`` records that they
-    were skipped, never that they passed."""
+    were skipped, never that they passed. Passing checks are kept by key (``resultcache``): a warm run shows
+    them with the date they were measured on."""
     from eagle3lab.runtime.tinymodel.wrappers import WRAPPER_CONFIGS
 
     out: dict[str, Any] = {"ran": run, "imports": {}, "capture": [], "refused": []}
     if not run:
         return out
-    installed = sources.open_source(sources.INSTALLED).version
+    installed_src = sources.open_source(sources.INSTALLED)
+    installed = installed_src.version
+    # the checks depend only on the patches, the installed packages and this project's fix/harness/model code
+    basis = (resultcache.environment_key(), installed_src.modified,
+             resultcache.code_hash(["fix", "runtime/cpu_harness", "runtime/tinymodel"]))
     for release, result in results.items():
-        out["imports"][release] = fixverify.import_check(release, result["_objects"])
+        texts = sorted(f.text for f in result["_objects"] if f.ok)
+        out["imports"][release] = resultcache.cached_result(
+            "fix-verifications", resultcache.key_of("imports", release, texts, basis),
+            lambda: fixverify.import_check(release, result["_objects"]), keep=lambda r: bool(r["ok"]))
     result = results.get(installed)
     for entry in entries or sorted(WRAPPER_CONFIGS):
         fix = next((f for f in (result or {}).get("_objects", []) if entry in f.entries), None)
         if fix is None or not fix.ok:
             out["refused"].append({"entry": entry, "reason": "no checked patch for it in the installed release"})
             continue
-        out["capture"].append(fixverify.capture_verify(fix, entry))
+        out["capture"].append(resultcache.cached_result(
+            "fix-verifications", resultcache.key_of("capture", entry, fix.text, basis),
+            lambda: fixverify.capture_verify(fix, entry), keep=lambda r: bool(r["verified"])))
     return out
 
 
@@ -64,7 +75,7 @@ def import_rows(verification: dict[str, Any]) -> list[dict[str, Any]]:
     for release, check in verification["imports"].items():
         for module, row in check["modules"].items():
             rows.append({"release": release, "module": module, "pristine": row["pristine"], "patched": row["patched"],
-                         "verdict": row["verdict"], "where": check["where"]})
+                         "verdict": row["verdict"], "where": check["where"], "measured": resultcache.measured_label(check)})
     return rows
 
 
@@ -72,3 +83,4 @@ def stored(results: dict[str, dict[str, Any]], verification: dict[str, Any]) -> 
     """What the sidecar keeps: everything but the in-memory Fix objects."""
     return {"releases": {v: {k: x for k, x in r.items() if not k.startswith("_")} for v, r in results.items()},
             "verification": verification}
+

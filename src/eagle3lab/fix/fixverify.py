@@ -26,6 +26,7 @@ import zipfile
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from eagle3lab import resultcache
 from eagle3lab.errors import CaptureCheckError
 from eagle3lab.fix import patching
 from eagle3lab.fix.fixgen import Fix
@@ -172,7 +173,7 @@ def capture_rows(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             "drafter ids": after.get("drafter_layer_ids"),
             "aux shapes": [f["shape"] for f in after.get("forwards", [])],
             "matched layers": [f["matched_layers"] for f in after.get("forwards", [])],
-            "verified": r["verified"], "reason": r["reason"],
+            "verified": r["verified"], "reason": r["reason"], "measured": resultcache.measured_label(r),
         })
     return rows
 
