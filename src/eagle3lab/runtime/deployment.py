@@ -35,13 +35,14 @@ def resolve_models(profile: Profile) -> Models:
     return Models(str(tiny.target_dir), draft, tiny.cache_key, tuple(tiny.aux_layer_ids))
 
 
-def harness_env(profile: Profile, shims: Sequence[str]) -> dict[str, str]:
-    """The CPU harness variables for the cpu profile; nothing for a GPU deployment."""
+def harness_env(profile: Profile, shims: Sequence[str], speculative: bool = False) -> dict[str, str]:
+    """The CPU harness variables for the cpu profile (a speculative server also gets Triton's interpreter);
+    nothing for a GPU deployment."""
     if not profile.cpu_harness:
         return {}
     from eagle3lab.runtime.cpu_harness import cpu_environment
 
-    return cpu_environment(shims=tuple(shims))
+    return cpu_environment(shims=tuple(shims), speculative=speculative)
 
 
 def server_spec(profile: Profile, models: Models, *, speculative: bool, shims: Sequence[str] = (),
@@ -58,4 +59,4 @@ def server_spec(profile: Profile, models: Models, *, speculative: bool, shims: S
         attention_backend=profile.attention_backend, disable_cuda_graph=profile.disable_cuda_graph,
         context_length=profile.context_length, max_total_tokens=profile.max_total_tokens,
         max_running_requests=profile.max_running_requests, mem_fraction_static=profile.mem_fraction_static,
-        speculative=spec, extra_args=tuple(profile.extra_server_args), env=harness_env(profile, shims))
+        speculative=spec, extra_args=tuple(profile.extra_server_args), env=harness_env(profile, shims, speculative))
