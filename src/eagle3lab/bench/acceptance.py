@@ -1,0 +1,128 @@
+"""Acceptance of the speculative arms, read three ways and checked against each other, and the layer-mismatch
+experiment (the same trained drafter fed aux states at the layers it was trained on vs one layer early).
+
+The three readings (sglang 0.5.9, see ``bench.metrics``):
+- ours: completion tokens / verify steps, per point, from the server's per-request counts;
+- sglang's per-request ``meta_info.spec_accept_length`` (the same ratio, computed by the server: must agree);
+- sglang's lifetime ``/get_server_info`` ``avg_spec_accept_length`` (reset by the flush before each point): tokens
+  per verify step without the prefill token and before the ``max_new_tokens`` cut, refreshed only every
+  ``decode_log_interval`` steps; it is compared with the same quantity rebuilt from the per-request histograms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from eagle3lab.bench.sweep import ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_SHIFTED, ArmResult
+from eagle3lab.errors import ExpectationError
+
+
+def _round(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def acceptance_rows(arms: Sequence[ArmResult]) -> list[dict[str, Any]]:
+    """One row per measured point of a speculative arm: every reading of its acceptance side by side."""
+    rows = []
+    for arm in arms:
+        if not arm.speculative:
+            continue
+        for point in arm.measured_points():
+            m = point.metrics
+            assert m is not None
+            server_avg, per_step = point.server_avg_accept_length, m.accept_length_per_step
+            rows.append({
+                "arm": arm.name, "kind": arm.kind, "concurrency": point.concurrency,
+                "accept length (tokens / verify step)": _round(m.accept_length),
+                "per-request mean": _round(m.accept_length_mean),
+                "server per-request mean (meta_info)": _round(m.server_accept_length_mean),
+                "requests disagreeing with the server": m.accept_length_disagreements,
+                "accepted draft tokens per verify step: histogram": m.accepted_per_verify_histogram,
+                "tokens per verify step from histogram": _round(per_step),
+                "server avg_spec_accept_length (/get_server_info)": _round(server_avg),
+                "server avg minus histogram": None if server_avg is None or per_step is None
+                else _round(server_avg - per_step),
+            })
+    return rows
+
+
+def expect_acceptance_consistent(arms: Sequence[ArmResult]) -> None:
+    """Our per-request acceptance must equal the server's own on every request; the histograms must cover every
+    verify step. (The lifetime counter is only reported: it lags by up to ``decode_log_interval`` steps.)"""
+    for row in acceptance_rows(arms):
+        if row["requests disagreeing with the server"]:
+            raise ExpectationError(f"arm '{row['arm']}' at concurrency {row['concurrency']}: "
+                                   f"{row['requests disagreeing with the server']} requests where completion tokens "
+                                   f"/ spec_verify_ct differs from the server's spec_accept_length")
+        if row["server per-request mean (meta_info)"] is None:
+            raise ExpectationError(f"arm '{row['arm']}' at concurrency {row['concurrency']}: the server reported no "
+                                   f"spec_accept_length; was speculation on?")
+
+
+@dataclass
+class LayerMismatch:
+    """Acceptance of the trained drafter with the aux layer ids it was trained on vs the ids shifted by one."""
+
+    aligned_arm: str
+    shifted_arm: str
+    aligned_layer_ids: list[int] | None
+    shifted_layer_ids: list[int] | None
+    target_layers: int | None
+    concurrency: list[int]
+    aligned_accept_length: list[float]
+    shifted_accept_length: list[float]
+
+    @property
+    def drop(self) -> list[float]:
+        return [a - s for a, s in zip(self.aligned_accept_length, self.shifted_accept_length)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"aligned_arm": self.aligned_arm, "shifted_arm": self.shifted_arm,
+                "aligned_layer_ids": self.aligned_layer_ids, "shifted_layer_ids": self.shifted_layer_ids,
+                "target_layers": self.target_layers, "concurrency": self.concurrency,
+                "aligned_accept_length": self.aligned_accept_length,
+                "shifted_accept_length": self.shifted_accept_length, "drop": self.drop,
+                "relative_drop": [d / a if a else None for d, a in zip(self.drop, self.aligned_accept_length)]}
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [{"concurrency": c, f"aligned {self.aligned_layer_ids}": round(a, 3),
+                 f"shifted {self.shifted_layer_ids}": round(s, 3), "drop": round(a - s, 3)}
+                for c, a, s in zip(self.concurrency, self.aligned_accept_length, self.shifted_accept_length)]
+
+
+def layer_mismatch(arms: Sequence[ArmResult], target_layers: int | None,
+                   layer_ids: dict[str, Sequence[int] | None]) -> LayerMismatch | None:
+    """Aligned (kind eagle3) vs shifted (kind eagle3_shifted) acceptance at every concurrency both measured;
+    None if either arm is missing or has no measured point. ``layer_ids`` maps arm name -> aux ids served."""
+    aligned = next((a for a in arms if a.kind == ARM_KIND_EAGLE3), None)
+    shifted = next((a for a in arms if a.kind == ARM_KIND_EAGLE3_SHIFTED), None)
+    if aligned is None or shifted is None:
+        return None
+    a_points = {p.concurrency: p.metrics.accept_length for p in aligned.measured_points() if p.metrics}
+    s_points = {p.concurrency: p.metrics.accept_length for p in shifted.measured_points() if p.metrics}
+    common = sorted(c for c in a_points.keys() & s_points.keys()
+                    if a_points[c] is not None and s_points[c] is not None)
+    if not common:
+        return None
+    ids = {name: list(value) if value is not None else None for name, value in layer_ids.items()}
+    return LayerMismatch(aligned.name, shifted.name, ids.get(aligned.name), ids.get(shifted.name), target_layers,
+                         common, [float(a_points[c]) for c in common],  # type: ignore[arg-type]
+                         [float(s_points[c]) for c in common])  # type: ignore[arg-type]
+
+
+def speedup_rows(arms: Sequence[ArmResult]) -> list[dict[str, Any]]:
+    """EAGLE-3 (headline arm) over baseline output throughput at every concurrency both measured."""
+    base = {p.concurrency: p.metrics.output_tok_per_s for a in arms if not a.speculative
+            for p in a.measured_points() if p.metrics}
+    rows = []
+    for arm in arms:
+        if arm.kind != ARM_KIND_EAGLE3:
+            continue
+        for p in arm.measured_points():
+            if p.metrics and base.get(p.concurrency):
+                rows.append({"concurrency": p.concurrency, "baseline out tok/s": round(base[p.concurrency], 1),
+                             "eagle3 out tok/s": round(p.metrics.output_tok_per_s, 1),
+                             "speedup": round(p.metrics.output_tok_per_s / base[p.concurrency], 3),
+                             "accept length": _round(p.metrics.accept_length)})
+    return rows
