@@ -203,7 +203,8 @@ def draw_throughput(m: MoEModelConfig, d: DraftModelConfig, hw: Hardware, spec: 
 
 # ---------------------------------------------------------------------------------------- from bench sidecars
 def measured_points_from_bench(report, rate: str = "output") -> list[MeasuredPoint]:
-    """Measured points of a ``bench.BenchReport``; an arm whose name mentions 'eagle' is the speculative arm.
+    """Measured points of a ``bench.BenchReport``: the baseline arm and the headline EAGLE-3 arm (by their
+    ``kind``; the EAGLE-3 experiments -- control drafter, shifted layers -- are not the comparison the model makes).
 
     rate 'output': output tok/s as a client saw it (prefill and TTFT included). rate 'decode': concurrency /
     mean TPOT, the decode-only rate the cost model predicts.
@@ -212,8 +213,12 @@ def measured_points_from_bench(report, rate: str = "output") -> list[MeasuredPoi
         raise PerfModelError(f"measured points: rate must be 'output' or 'decode', got {rate!r}")
     points = []
     label = f"measured here ({report.profile}, {report.date}){', decode rate' if rate == 'decode' else ''}"
+    from eagle3lab.bench.sweep import ARM_KIND_BASELINE, ARM_KIND_EAGLE3
+
     for arm in report.arms:
-        kind = "eagle3" if "eagle" in arm.name.lower() else "baseline"
+        if arm.kind not in (ARM_KIND_BASELINE, ARM_KIND_EAGLE3):
+            continue
+        kind = arm.kind
         for point in arm.measured_points():
             metrics = point.metrics
             value = metrics.output_tok_per_s
@@ -229,7 +234,7 @@ def single_stream_step_s(report) -> Optional[float]:
     """Mean time per output token of the baseline at concurrency 1 (TPOT): the step time the cost model's
     fixed overhead is calibrated on. None if that point was not measured."""
     for arm in report.arms:
-        if "eagle" in arm.name.lower():
+        if arm.speculative:
             continue
         for point in arm.measured_points():
             if point.concurrency == 1 and point.metrics.tpot_s.mean:
