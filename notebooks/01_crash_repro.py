@@ -25,7 +25,7 @@
 # %%
 from eagle3lab.repro import crashrepro
 from eagle3lab.runtime import deployment, envinfo
-from eagle3lab import nbparams, show, sidecar
+from eagle3lab import nbparams, show, sidecars
 from eagle3lab.report.plots import launch as plots_launch
 from eagle3lab.runtime.cpu_harness import CONTROL_SHIMS
 from eagle3lab.paths import repo_dir
@@ -112,12 +112,11 @@ show.table(timings)
 
 # %%
 timings_png = repo_dir("figures") / f"01_launch_timings_{P.name}.png"
-plots_launch.draw_launch_timings(timings, P.name, sidecar.today()).savefig(timings_png, dpi=110)
+plots_launch.draw_launch_timings(timings, P.name, sidecars.today()).savefig(timings_png, dpi=110)
 show.images([timings_png])
 
 # %%
-sidecar.write_sidecar("01_crash_repro", P.name, {
-    "parameters": params.values, "profile_values": P.model_dump(), "environment": environment, "models": vars(models),
-    "crash": {**crash.summary(), "argv": crash.argv, "report": report.to_dict()},
-    "control": {**control.summary(), "argv": control.argv},
-})
+sidecars.write(sidecars.CrashReproSidecar(
+    profile=P.name, parameters=params.values, profile_values=P.model_dump(), environment=environment,
+    models=vars(models), crash={**crash.summary(), "argv": crash.argv, "report": report.to_dict()},
+    control={**control.summary(), "argv": control.argv}))

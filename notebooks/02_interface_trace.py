@@ -21,7 +21,7 @@ from IPython.display import Image, display
 
 from eagle3lab.trace import audit, sources, tracebook
 from eagle3lab.runtime import envinfo
-from eagle3lab import nbparams, show
+from eagle3lab import nbparams, show, sidecars
 
 nbparams.begin(globals())
 
@@ -37,7 +37,7 @@ tiny_model_depth: int = 4  # decoder layers of the tiny cpu-profile target
 tiny_aux_layer_ids: list = [0, 1, 2]  # drafter layer ids of the tiny cpu-profile drafter
 
 # %%
-nbparams.resolve(globals())  # a mistyped or unknown parameter stops here with one line
+params = nbparams.resolve(globals())  # a mistyped or unknown parameter stops here with one line
 src, source_info = tracebook.release_source(sglang_source)
 show.table(source_info)
 
@@ -117,21 +117,22 @@ for path in figure_paths:
     display(Image(filename=str(path)))
 
 # %%
-sidecar = tracebook.write_sidecar({
-    "parameters": {"sglang_source": sglang_source, "entry_class": entry_class, "bisect_versions": versions,
-                   "model_depth": model_depth, "aux_layer_ids": aux_layer_ids,
-                   "tiny_model_depth": tiny_model_depth, "tiny_aux_layer_ids": tiny_aux_layer_ids},
-    "source": source_info,
-    "environment": envinfo.environment_table(),
-    "grep": grep_hits,
-    "contract": contract_sites,
-    "verdict": verdict,
-    "draft": draft,
-    "layer_ids": layer_ids,
-    "conformance": {"traced": conf_here, "newest": conf_newest},
-    "bisect": bisect,
-    "timings": {"verdict_seconds": verdict_seconds, "audit_seconds_one_release": conf_here["seconds"],
-                "bisect_seconds_warm_cache": bisect["seconds"], "bisect_releases": len(versions)},
-    "figures": [p.name for p in figure_paths],
-})
-print(sidecar)
+sidecar_file = sidecars.write(sidecars.InterfaceTraceSidecar(
+    profile=params.profile.name,
+    parameters={"sglang_source": sglang_source, "entry_class": entry_class, "bisect_versions": versions,
+                "model_depth": model_depth, "aux_layer_ids": aux_layer_ids,
+                "tiny_model_depth": tiny_model_depth, "tiny_aux_layer_ids": tiny_aux_layer_ids},
+    source=source_info,
+    environment=envinfo.environment_table(),
+    grep=grep_hits,
+    contract=contract_sites,
+    verdict=verdict,
+    draft=draft,
+    layer_ids=layer_ids,
+    conformance={"traced": conf_here, "newest": conf_newest},
+    bisect=bisect,
+    timings={"verdict_seconds": verdict_seconds, "audit_seconds_one_release": conf_here["seconds"],
+             "bisect_seconds_warm_cache": bisect["seconds"], "bisect_releases": len(versions)},
+    figures=[p.name for p in figure_paths],
+))
+print(sidecar_file)

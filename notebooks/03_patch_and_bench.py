@@ -21,8 +21,8 @@
 
 # %%
 from eagle3lab.fix import capture_check, relaunch
-from eagle3lab.runtime import deployment
-from eagle3lab import nbparams, show, sidecar
+from eagle3lab.runtime import deployment, envinfo
+from eagle3lab import nbparams, show, sidecars
 from eagle3lab.bench import arms as patchbench
 from eagle3lab.bench.sweep import BenchReport, point_rows
 from eagle3lab.runtime.cpu_harness import CONTROL_SHIMS, SPEC_SHIMS
@@ -56,11 +56,11 @@ show.table({"profile": P.name, "target": models.target, "draft": models.draft, "
 # ## What notebook 02 says the patch must delegate
 
 # %%
-trace = capture_check.load_trace()
-verdict = trace["verdict"]
-show.table({"missing members": ", ".join(verdict["missing_members"]),
-            "delegation gaps": ", ".join(verdict["delegation_gaps"]),
-            "one method enough?": verdict["one_method_enough"]})
+trace = capture_check.load_trace(P.name)
+verdict = trace.verdict
+show.table({"missing members": ", ".join(verdict.missing_members),
+            "delegation gaps": ", ".join(verdict.delegation_gaps),
+            "one method enough?": verdict.one_method_enough})
 
 # %% [markdown]
 # ## The patches
@@ -71,7 +71,7 @@ show.table({"missing members": ", ".join(verdict["missing_members"]),
 show.table(patchbench.patch_table([relaunch.ONE_METHOD_PATCH, patch]))
 
 # %%
-delegated = patchbench.expect_patch_covers_trace(patch, verdict["missing_members"])
+delegated = patchbench.expect_patch_covers_trace(patch, verdict.missing_members)
 print("the full patch delegates:", ", ".join(delegated))
 
 # %% [markdown]
@@ -91,7 +91,7 @@ show.table([step.row() for step in chain])
 # limitation of speculative decoding ever goes away (the EAGLE-3 arm could then be measured here).
 
 # %%
-story = relaunch.expect_chain(chain, P, verdict["missing_members"])
+story = relaunch.expect_chain(chain, P, verdict.missing_members)
 print("\n".join(story))
 
 # %% [markdown]
@@ -108,7 +108,7 @@ show.table(patchbench.capture_rows(captures)) if captures else "capture check sk
 
 # %%
 if captures:
-    patchbench.expect_capture(captures, verdict["first_raise"]["cpu"]["member"])
+    patchbench.expect_capture(captures, verdict.first_raise["cpu"].member)
 
 # %%
 agreement = capture_check.compare_with_trace(trace, captures, profile="cpu" if P.device == "cpu" else "gpu",
@@ -172,14 +172,15 @@ show.table(prediction["break_even_accept_length"], ["break-even acceptance lengt
 show.images(model_figures(P.name))
 
 # %%
-sidecar.write_sidecar("03_patch_and_bench", P.name, {
-    "parameters": params.values, "profile_values": P.model_dump(), "models": vars(models),
-    "delegated_members": delegated, "chain": [step.row() for step in chain], "story": story,
-    "capture": {str(key): result.to_dict() for key, result in captures.items()},
-    "agreement": [row.to_dict() for row in agreement],
-    "bench_report": str(bench_dir / "bench_report.json") if bench else None,
-    "arms": point_rows(report.arms) if bench else [],
-    "cross_check": patchbench.cross_check_row(crosscheck) if bench and crosscheck else None,
-    "figures": {kind: str(path) for kind, path in figures.items()},
-    "diagnostics": findings,
-})
+sidecars.write(sidecars.PatchBenchSidecar(
+    profile=P.name, parameters=params.values, profile_values=P.model_dump(), models=vars(models),
+    environment=envinfo.environment_table(), patch=patch, delegated_members=delegated,
+    chain=[step.record() for step in chain], story=story,
+    capture={str(key): result.to_dict() for key, result in captures.items()},
+    agreement=[row.to_dict() for row in agreement],
+    bench_report=str(bench_dir / "bench_report.json") if bench else None,
+    arms=point_rows(report.arms) if bench else [],
+    cross_check=crosscheck.to_dict() if bench and crosscheck else None,
+    figures={kind: str(path) for kind, path in figures.items()},
+    diagnostics=findings,
+))

@@ -81,3 +81,7 @@ class NotebookFailed(Eagle3LabError):
 
 class OutputWriteError(Eagle3LabError):
     """An output (sidecar, figure, report, patched file) could not be written; the previous one is kept."""
+
+
+class SidecarError(Eagle3LabError):
+    """A notebook's JSON sidecar is missing, unreadable, of another schema version or does not match its schema."""

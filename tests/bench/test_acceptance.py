@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from eagle3lab.bench.acceptance import (acceptance_rows, expect_acceptance_consistent, layer_mismatch,
-                                        speedup_rows)
+from eagle3lab.bench.acceptance import (acceptance_records, acceptance_table, expect_acceptance_consistent,
+                                        layer_mismatch, speedup_records)
 from eagle3lab.bench.arms import Drafters, check_greedy, drafter_layer_ids, eagle3_arm_plans
 from eagle3lab.bench.metrics import RequestRecord, compute_point_metrics
 from eagle3lab.bench.sweep import (ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_CONTROL,
@@ -38,16 +38,18 @@ def _arms() -> list[ArmResult]:
     ]
 
 
-def test_acceptance_rows_put_every_reading_of_each_speculative_point_side_by_side():
-    rows = acceptance_rows(_arms())
-    assert [(r["arm"], r["concurrency"]) for r in rows] == [("eagle3", 1), ("eagle3", 2), ("eagle3-shifted", 1),
-                                                          ("eagle3-untrained", 1)]
-    first = rows[0]
-    assert first["accept length (tokens / verify step)"] == pytest.approx(round(32 / 14, 3))
-    assert first["requests disagreeing with the server"] == 0
+def test_acceptance_records_put_every_reading_of_each_speculative_point_side_by_side():
+    records = acceptance_records(_arms())
+    assert [(r["arm"], r["concurrency"]) for r in records] == [("eagle3", 1), ("eagle3", 2), ("eagle3-shifted", 1),
+                                                             ("eagle3-untrained", 1)]
+    first = records[0]
+    assert first["accept_length"] == pytest.approx(32 / 14) and first["disagreements"] == 0
     # histogram [4, 3, 4, 3]: (1*4 + 2*3 + 3*4 + 4*3) / 14 tokens per verify step
-    assert first["tokens per verify step from histogram"] == pytest.approx(round(34 / 14, 3))
-    assert first["server avg minus histogram"] == pytest.approx(round(2.4 - 34 / 14, 3))
+    assert first["accept_length_per_step"] == pytest.approx(34 / 14)
+    assert first["server_minus_per_step"] == pytest.approx(2.4 - 34 / 14)
+    assert json.loads(json.dumps(records)) == records
+    table = acceptance_table(records)
+    assert table[0]["accept length (tokens / verify step)"] == round(32 / 14, 3)
     expect_acceptance_consistent(_arms())
 
 
@@ -70,10 +72,11 @@ def test_layer_mismatch_compares_aligned_and_shifted_where_both_were_measured():
     assert layer_mismatch(_arms()[:2], 8, {}) is None
 
 
-def test_speedup_rows_divide_the_headline_arm_by_the_baseline_only():
-    rows = speedup_rows(_arms())
+def test_speedup_records_divide_the_headline_arm_by_the_baseline_only():
+    records = speedup_records(_arms())
     # baseline: 32 tok in 1.0 s and 0.5 s; eagle3: 32 tok in 1.0 s and 0.8 s
-    assert [(r["concurrency"], r["speedup"]) for r in rows] == [(1, 1.0), (2, round(0.5 / 0.8, 3))]
+    assert [r["concurrency"] for r in records] == [1, 2]
+    assert [r["speedup"] for r in records] == pytest.approx([1.0, 0.5 / 0.8])
 
 
 def test_arm_plans_run_the_experiments_at_fewer_concurrencies():

@@ -10,7 +10,8 @@ import pytest
 
 from eagle3lab.fix import capture_check as cc
 from eagle3lab.fix import patching
-from eagle3lab.errors import CaptureCheckError
+from eagle3lab.errors import CaptureCheckError, SidecarError
+from eagle3lab.sidecars import InterfaceTraceSidecar
 
 KIMI = "sglang/srt/models/kimi_k25.py"
 
@@ -89,17 +90,16 @@ def _cpu_env() -> dict[str, str]:
     return cpu_environment(shims=cc.CPU_SHIMS)
 
 
-def trace(missing: list[str], first: str, after_one: str, layers: list[int]) -> dict:
-    """The parts of notebook 02's sidecar that the comparison reads."""
-    return {
-        "verdict": {
-            "missing_members": missing,
-            "first_raise": {"cpu": {"member": first}},
-            "next_raise_after_one_method": {"cpu": {"member": after_one}},
-        },
-        "layer_ids": [{"profile": "cpu", "aux_layer_ids": [0, 1, 2], "rows": [
+def trace(missing: list[str], first: str, after_one: str, layers: list[int]) -> InterfaceTraceSidecar:
+    """Notebook 02's typed sidecar, with the parts the comparison reads filled in."""
+    return InterfaceTraceSidecar(
+        profile="cpu",
+        verdict={"sglang_version": "0.5.9", "required_members": missing, "missing_members": missing,
+                 "one_method_enough": False, "first_raise": {"cpu": {"member": first}},
+                 "next_raise_after_one_method": {"cpu": {"member": after_one}}},
+        layer_ids=[{"profile": "cpu", "depth": 4, "aux_layer_ids": [0, 1, 2], "rows": [
             {"function": "ModelRunner.initialize", "result": {"self.model.layers_to_capture": layers}}]}],
-    }
+    )
 
 
 def run(hooks: list[tuple[str, bool]], layers=None) -> cc.CaptureResult:
@@ -125,14 +125,15 @@ def test_compare_with_trace_agrees_and_catches_disagreement():
                         "layers_to_capture after ModelRunner.initialize"}
 
 
-def test_compare_with_trace_rejects_a_trace_without_verdict():
-    with pytest.raises(CaptureCheckError, match="rerun notebook 02"):
-        cc.compare_with_trace({"layer_ids": []}, {})
+def test_compare_with_trace_rejects_a_trace_without_this_profiles_layer_table():
+    no_gpu_table = trace(["set_eagle3_layers_to_capture"], "set_eagle3_layers_to_capture", "x", [1, 2, 3])
+    with pytest.raises(CaptureCheckError, match="no layer-id table for profile gpu; rerun notebook 02"):
+        cc.compare_with_trace(no_gpu_table, {}, profile="gpu")
 
 
 def test_load_trace_missing_file_says_what_to_run(tmp_path):
-    with pytest.raises(CaptureCheckError, match="run notebook 02"):
-        cc.load_trace(tmp_path / "none.json")
+    with pytest.raises(SidecarError, match="none.json is missing .*--notebooks 02"):
+        cc.load_trace("cpu", tmp_path / "none.json")
 
 
 def test_missing_model_dir_is_one_line(tmp_path):

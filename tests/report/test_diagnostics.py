@@ -302,7 +302,6 @@ def _records(concurrency: int, verify_ct: int | None):
 
 
 def test_evidence_from_artifacts_reads_every_source(tmp_path, spec_default_limit, baseline_default_limit):
-    import json
 
     from eagle3lab.bench.sweep import BenchReport
     from eagle3lab.report.diagnostics import evidence_from_artifacts
@@ -316,8 +315,7 @@ def test_evidence_from_artifacts_reads_every_source(tmp_path, spec_default_limit
         _row("cuda_graph_runner.py:365", 0, [2, 30, 58], GRAPH, ["graphs on"]),
         _row("model_runner.py:622", 1, [3, 31, 59], EAGER, [])]}
     cpu_table = {**table, "profile": "cpu", "rows": table["rows"][1:]}
-    (tmp_path / "02.json").write_text(json.dumps({"layer_ids": [table, cpu_table]}), encoding="utf-8")
-    ev = evidence_from_artifacts(report, tmp_path, spec_log=tmp_path / "spec.log", trace_sidecar=tmp_path / "02.json",
+    ev = evidence_from_artifacts(report, tmp_path, spec_log=tmp_path / "spec.log", layer_tables=[table, cpu_table],
                                  layer_profile="cpu", break_even=1.8)
     assert ev.accept_lengths == [8 / 5] * 64 and ev.concurrency == 64 and ev.prompt_kind == "ids"
     assert ev.layer_table == [cpu_table]
@@ -327,6 +325,4 @@ def test_evidence_from_artifacts_reads_every_source(tmp_path, spec_default_limit
     assert not found["captured layers differ between CUDA-graph and eager forwards"].applies
     with pytest.raises(DiagnosticsError, match="does not exist"):
         evidence_from_artifacts(spec_log=tmp_path / "missing.log")
-    (tmp_path / "bad.json").write_text("[1, 2]", encoding="utf-8")
-    with pytest.raises(DiagnosticsError, match="not a JSON object"):
-        evidence_from_artifacts(trace_sidecar=tmp_path / "bad.json")
+    assert evidence_from_artifacts(layer_tables=[table], layer_profile="cpu").layer_table is None

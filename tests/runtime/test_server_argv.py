@@ -56,3 +56,25 @@ def test_missing_sglang_is_one_line(monkeypatch):
     monkeypatch.setattr(envinfo, "package_version", lambda name: None)
     with pytest.raises(EnvironmentProblem, match=r"sglang is not installed .*make setup"):
         envinfo.check_sglang("0.5.9")
+
+
+@pytest.mark.parametrize("name", ["cpu", "blackwell-8x"])
+@pytest.mark.parametrize("speculative", [True, False])
+def test_argv_is_server_args_through_sglangs_own_parser(name, speculative):
+    """argv() and server_args() are one fact: sglang's own argparse reads every field back unchanged."""
+    import argparse
+
+    from sglang.srt.server_args import ServerArgs
+
+    profile = load_profile(name)
+    models = TINY if profile.uses_tiny_model else Models(profile.target_model, profile.draft_model)
+    spec = server_spec(profile, models, speculative=speculative)
+    parser = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(parser)
+    parsed = vars(parser.parse_args(spec.argv()[3:]))
+    dest = {option: action.dest for action in parser._actions for option in action.option_strings}
+    for field_name, value in spec.server_args().items():
+        option = "--" + field_name.replace("_", "-")
+        assert option in dest, f"sglang has no flag {option}"
+        assert parsed[dest[option]] == value, field_name
+    assert ("speculative_algorithm" in spec.server_args()) is speculative

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import synthetic_sglang as syn
+from eagle3lab.sidecars import SCHEMA_VERSION
 from eagle3lab.trace import audit, sources
 from eagle3lab.errors import EntryClassError
 from eagle3lab.paths import REPO_ROOT
@@ -145,7 +146,8 @@ def test_notebook_02_runs_and_writes_the_sidecar_notebook_03_reads(tmp_path: Pat
            str(REPO_ROOT / "notebooks" / "02_interface_trace.ipynb"), str(tmp_path / "out.ipynb")]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    side = json.loads((tmp_path / "artifacts" / "02_interface_trace.json").read_text())
+    side = json.loads((tmp_path / "artifacts" / "02_interface_trace.cpu.json").read_text())
+    assert side["schema_version"] == SCHEMA_VERSION
     verdict = side["verdict"]
     assert {"missing_members", "delegation_gaps", "first_raise", "one_method_enough"} <= set(verdict)
     assert set(verdict["first_raise"]) == {"cpu", "gpu"}
@@ -153,3 +155,16 @@ def test_notebook_02_runs_and_writes_the_sidecar_notebook_03_reads(tmp_path: Pat
     assert side["layer_ids"] and all(t["rows"] for t in side["layer_ids"])
     assert side["timings"]["bisect_releases"] == 2
     assert (tmp_path / "figures" / "02_bisect_timeline.png").stat().st_size > 0
+
+
+def test_uncertain_first_raise_names_the_branch_that_decides_it():
+    """On 0.5.9's GPU path the first raise sits behind FlashInfer autotune, which the profile cannot decide: the
+    row must say which branch, what decides it, and where the raise happens otherwise."""
+    src = sources.open_source("installed")
+    gpu = audit.verdict(src, "KimiK25ForConditionalGeneration")["first_raise"]["gpu"]
+    assert src.version == "0.5.9" and gpu["certain"] is False
+    branch = gpu["undecided_branches"][0]
+    assert branch["test"] == "self._should_run_flashinfer_autotune()"
+    assert any("major < 9" in test for test in branch["decided_by"])
+    assert gpu["otherwise"]["where"].startswith("srt/model_executor/cuda_graph_runner.py")
+    assert gpu["otherwise"]["certain"] is True

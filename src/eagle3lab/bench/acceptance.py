@@ -22,9 +22,9 @@ def _round(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def acceptance_rows(arms: Sequence[ArmResult]) -> list[dict[str, Any]]:
-    """One row per measured point of a speculative arm: every reading of its acceptance side by side."""
-    rows = []
+def acceptance_records(arms: Sequence[ArmResult]) -> list[dict[str, Any]]:
+    """One record per measured point of a speculative arm: every reading of its acceptance side by side."""
+    records = []
     for arm in arms:
         if not arm.speculative:
             continue
@@ -32,31 +32,45 @@ def acceptance_rows(arms: Sequence[ArmResult]) -> list[dict[str, Any]]:
             m = point.metrics
             assert m is not None
             server_avg, per_step = point.server_avg_accept_length, m.accept_length_per_step
-            rows.append({
+            records.append({
                 "arm": arm.name, "kind": arm.kind, "concurrency": point.concurrency,
-                "accept length (tokens / verify step)": _round(m.accept_length),
-                "per-request mean": _round(m.accept_length_mean),
-                "server per-request mean (meta_info)": _round(m.server_accept_length_mean),
-                "requests disagreeing with the server": m.accept_length_disagreements,
-                "accepted draft tokens per verify step: histogram": m.accepted_per_verify_histogram,
-                "tokens per verify step from histogram": _round(per_step),
-                "server avg_spec_accept_length (/get_server_info)": _round(server_avg),
-                "server avg minus histogram": None if server_avg is None or per_step is None
-                else _round(server_avg - per_step),
+                "accept_length": m.accept_length, "accept_length_mean": m.accept_length_mean,
+                "server_accept_length_mean": m.server_accept_length_mean,
+                "disagreements": m.accept_length_disagreements,
+                "accepted_per_verify_histogram": m.accepted_per_verify_histogram,
+                "accept_length_per_step": per_step, "server_avg_accept_length": server_avg,
+                "server_minus_per_step": None if server_avg is None or per_step is None else server_avg - per_step,
             })
-    return rows
+    return records
+
+
+ACCEPTANCE_LABELS = {
+    "arm": "arm", "concurrency": "concurrency", "accept_length": "accept length (tokens / verify step)",
+    "accept_length_mean": "per-request mean", "server_accept_length_mean": "server per-request mean (meta_info)",
+    "disagreements": "requests disagreeing with the server",
+    "accepted_per_verify_histogram": "verify steps accepting 0, 1, ... draft tokens",
+    "accept_length_per_step": "tokens per verify step (histogram)",
+    "server_avg_accept_length": "server avg_spec_accept_length (/get_server_info)",
+    "server_minus_per_step": "server avg minus histogram",
+}
+
+
+def acceptance_table(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records labelled for people (numbers rounded; labels live only here)."""
+    return [{label: _round(r[key]) if isinstance(r[key], float) else r[key] for key, label in ACCEPTANCE_LABELS.items()}
+            for r in records]
 
 
 def expect_acceptance_consistent(arms: Sequence[ArmResult]) -> None:
-    """Our per-request acceptance must equal the server's own on every request; the histograms must cover every
-    verify step. (The lifetime counter is only reported: it lags by up to ``decode_log_interval`` steps.)"""
-    for row in acceptance_rows(arms):
-        if row["requests disagreeing with the server"]:
-            raise ExpectationError(f"arm '{row['arm']}' at concurrency {row['concurrency']}: "
-                                   f"{row['requests disagreeing with the server']} requests where completion tokens "
-                                   f"/ spec_verify_ct differs from the server's spec_accept_length")
-        if row["server per-request mean (meta_info)"] is None:
-            raise ExpectationError(f"arm '{row['arm']}' at concurrency {row['concurrency']}: the server reported no "
+    """Our per-request acceptance must equal the server's own on every request, and the server must report one.
+    (The lifetime counter is only reported: it lags by up to ``decode_log_interval`` steps.)"""
+    for r in acceptance_records(arms):
+        if r["disagreements"]:
+            raise ExpectationError(f"arm '{r['arm']}' at concurrency {r['concurrency']}: {r['disagreements']} "
+                                   f"requests where completion tokens / spec_verify_ct differs from the server's "
+                                   f"spec_accept_length")
+        if r["server_accept_length_mean"] is None:
+            raise ExpectationError(f"arm '{r['arm']}' at concurrency {r['concurrency']}: the server reported no "
                                    f"spec_accept_length; was speculation on?")
 
 
@@ -111,18 +125,18 @@ def layer_mismatch(arms: Sequence[ArmResult], target_layers: int | None,
                          [float(s_points[c]) for c in common])  # type: ignore[arg-type]
 
 
-def speedup_rows(arms: Sequence[ArmResult]) -> list[dict[str, Any]]:
+def speedup_records(arms: Sequence[ArmResult]) -> list[dict[str, Any]]:
     """EAGLE-3 (headline arm) over baseline output throughput at every concurrency both measured."""
     base = {p.concurrency: p.metrics.output_tok_per_s for a in arms if not a.speculative
             for p in a.measured_points() if p.metrics}
-    rows = []
+    records = []
     for arm in arms:
         if arm.kind != ARM_KIND_EAGLE3:
             continue
         for p in arm.measured_points():
             if p.metrics and base.get(p.concurrency):
-                rows.append({"concurrency": p.concurrency, "baseline out tok/s": round(base[p.concurrency], 1),
-                             "eagle3 out tok/s": round(p.metrics.output_tok_per_s, 1),
-                             "speedup": round(p.metrics.output_tok_per_s / base[p.concurrency], 3),
-                             "accept length": _round(p.metrics.accept_length)})
-    return rows
+                records.append({"concurrency": p.concurrency, "baseline_tok_s": base[p.concurrency],
+                                "eagle3_tok_s": p.metrics.output_tok_per_s,
+                                "speedup": p.metrics.output_tok_per_s / base[p.concurrency],
+                                "accept_length": p.metrics.accept_length})
+    return records

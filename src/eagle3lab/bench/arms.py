@@ -64,8 +64,10 @@ def run_server_arm(name: str, profile: Profile, models: Models, config: SweepCon
     spec = server_spec(profile, models, speculative=speculative, shims=shims)
     log = Path(logs_dir) / f"03_{name}.{profile.name}.log"
     check = None
-    with patched_server(spec, log, profile.ready_timeout_s, [patch] if patch else ()):
+    with patched_server(spec, log, profile.ready_timeout_s, [patch] if patch else ()) as server:
+        ready_s = round(server.elapsed(), 2)
         arm = run_arm(name, spec.base_url, config, out_dir, kind=kind)
+        arm.server_ready_seconds = ready_s
         measured = arm.measured_points()
         if with_cross_check and measured:
             check = cross_check(measured[-1].metrics, spec.base_url, models.target, config, out_dir)
@@ -114,7 +116,9 @@ def measure_chain_server(chain: Sequence[StepResult], plan: SpecArmPlan, config:
         if plan.draft != server.spec.speculative.draft_model_path:  # type: ignore[union-attr]
             raise BenchError(f"arm '{plan.name}' is planned with drafter {plan.draft} but the chain's server serves "
                              f"{server.spec.speculative.draft_model_path}; launch the chain with the arm's models")  # type: ignore[union-attr]
-        return run_arm(plan.name, server.spec.base_url, plan.config(config), out_dir, kind=plan.kind)
+        arm = run_arm(plan.name, server.spec.base_url, plan.config(config), out_dir, kind=plan.kind)
+        arm.server_ready_seconds = chain[-1].seconds  # the chain's last launch is this arm's server
+        return arm
     finally:
         stop_serving(chain)
 
@@ -165,7 +169,9 @@ def diagnose_run(profile: Profile, report: BenchReport | None, bench_dir: Path,
                  logs_dir: Path) -> list[dict[str, Any]]:
     """Every known cause of a missing EAGLE-3 speedup that this run's evidence shows, with its evidence line."""
     from eagle3lab.report.diagnostics import diagnose, evidence_from_artifacts, findings_table
-    from eagle3lab.paths import repo_dir
+    from eagle3lab.sidecars import InterfaceTraceSidecar, read_if_present
+
+    trace = read_if_present(InterfaceTraceSidecar, profile.name)
 
     def existing(path: Path) -> Path | None:
         return path if path.is_file() else None
@@ -175,7 +181,7 @@ def diagnose_run(profile: Profile, report: BenchReport | None, bench_dir: Path,
     evidence = evidence_from_artifacts(
         bench_report=report, requests_dir=bench_dir if report else None, spec_log=spec_log,
         baseline_log=existing(Path(logs_dir) / f"03_baseline.{profile.name}.log"),
-        trace_sidecar=existing(repo_dir("artifacts") / "02_interface_trace.json"),
+        layer_tables=[table.model_dump() for table in trace.layer_ids] if trace is not None else None,
         layer_profile="cpu" if profile.device == "cpu" else "gpu")
     return findings_table(diagnose(evidence))
 
@@ -206,6 +212,21 @@ def drafter_layer_ids(draft_dir: str | Path) -> tuple[int, ...] | None:
         raise BenchError(f"cannot read the drafter config {path} ({type(exc).__name__})") from None
     ids = (config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
     return tuple(int(i) for i in ids) if ids is not None else None
+
+
+def resolve_drafters(profile: Profile, models: Models) -> Drafters:
+    """The drafters of the EAGLE-3 arms. On the tiny-model profile: the drafter trained on the tiny target (built
+    once, cached by key), the generated untrained one as the control, and a copy of the trained one whose aux layer
+    ids are shifted one layer early. Elsewhere: the deployment's own drafter, with no experiments."""
+    if not profile.uses_tiny_model:
+        return Drafters(models.draft, models.aux_layer_ids)
+    from eagle3lab.runtime.tinymodel.drafter_training import build_trained_drafter, shifted_drafter
+
+    trained = build_trained_drafter(num_layers=profile.model_num_layers)
+    shifted = shifted_drafter(trained.path, SHIFT_ONE_LAYER_EARLY)
+    return Drafters(str(trained.path), tuple(trained.aux_layer_ids), control=models.draft,
+                    control_layer_ids=models.aux_layer_ids, shifted=str(shifted),
+                    shifted_layer_ids=drafter_layer_ids(shifted))
 
 
 def eagle3_arm_plans(drafters: Drafters, experiment_concurrency: Sequence[int] | None = (1,)) -> list[SpecArmPlan]:

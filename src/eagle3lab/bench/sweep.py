@@ -17,6 +17,7 @@ import concurrent.futures
 import json
 import os
 import platform
+import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -107,6 +108,8 @@ class ArmResult:
     requests_file: str | None = None  # JSONL of every request, relative to the arm's output folder
     started_at: str | None = None
     finished_at: str | None = None
+    sweep_seconds: float | None = None  # wall time of the whole sweep (warm-ups, flushes and measurements)
+    server_ready_seconds: float | None = None  # launch to ready of the server swept, where this run started it
 
     def __post_init__(self) -> None:
         check_kind(self.kind)
@@ -248,10 +251,12 @@ def run_arm(name: str, base_url: str, sweep_config: SweepConfig, out_dir: Path, 
         log(f"[{name}] {point.status:<6} {line}{busy}" + (f" | {point.reason}" if point.reason else ""))
 
     sink = JsonlSink(jsonl)
+    started = time.perf_counter()
     try:
         arm.points = run_async(lambda: run_sweep(base_url, sweep_config, sink, label=name, on_point=report))
     finally:
         sink.close()
+    arm.sweep_seconds = round(time.perf_counter() - started, 2)
     failed = [p for p in arm.points if p.status == POINT_FAILED]
     if failed:
         arm.status = ARM_FAILED

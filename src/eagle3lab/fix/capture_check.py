@@ -30,7 +30,9 @@ from typing import Any, Iterator, Sequence
 
 from eagle3lab.errors import CaptureCheckError
 from eagle3lab.fix.patching import FULL_DELEGATION_PATCH as FULL_PATCH, ONE_METHOD_PATCH
+from eagle3lab import sidecars
 from eagle3lab.runtime.server import free_port
+from eagle3lab.sidecars import InterfaceTraceSidecar
 
 # The draft worker's call, as EAGLEWorker.__init__ makes it on the target model (sglang 0.5.9).
 DRAFT_WORKER_HOOK = "get_embed_and_head"
@@ -242,9 +244,6 @@ def _run_child(argv: list[str], env: dict[str, str], timeout_s: float) -> Captur
 # ---------------------------------------------------------------------------------------------------------
 # Agreement with notebook 02's static trace
 
-TRACE_FILE = "02_interface_trace.json"
-
-
 @dataclass(frozen=True)
 class Agreement:
     """One claim of the static trace (notebook 02) next to what the patch or the live check shows."""
@@ -261,21 +260,13 @@ class Agreement:
         return {**asdict(self), "agree": self.agree}
 
 
-def load_trace(path: str | os.PathLike | None = None) -> dict[str, Any]:
-    """Notebook 02's sidecar (``artifacts/02_interface_trace.json`` unless a path is given)."""
-    from eagle3lab.paths import repo_dir
-
-    trace_path = Path(path) if path is not None else repo_dir("artifacts") / TRACE_FILE
-    try:
-        return json.loads(trace_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CaptureCheckError(f"{trace_path} not found; run notebook 02 (interface trace) first") from None
-    except json.JSONDecodeError as err:
-        raise CaptureCheckError(f"{trace_path} is not valid JSON ({err.msg}); rerun notebook 02") from None
+def load_trace(profile: str = "cpu", path: str | os.PathLike | None = None) -> InterfaceTraceSidecar:
+    """Notebook 02's typed sidecar for ``profile`` (one clear line if it is missing or unusable)."""
+    return sidecars.read(InterfaceTraceSidecar, profile, Path(path) if path is not None else None)
 
 
 def compare_with_trace(
-    trace: dict[str, Any],
+    trace: InterfaceTraceSidecar,
     results: dict[str | None, CaptureResult],
     *,
     profile: str = "cpu",
@@ -286,30 +277,28 @@ def compare_with_trace(
     the live runs in ``results`` (keyed by patch name, ``None`` for the unpatched run). Absent runs are skipped."""
     from eagle3lab.fix import patching
 
-    try:
-        verdict = trace["verdict"]
-        layer_table = next(row for row in trace["layer_ids"] if row["profile"] == profile)
-    except (KeyError, StopIteration, TypeError):
-        raise CaptureCheckError(f"the trace has no verdict or layer-id table for profile {profile}; "
-                                "rerun notebook 02") from None
+    verdict, layer_table = trace.verdict, trace.layer_table(profile)
+    if layer_table is None:
+        raise CaptureCheckError(f"the trace has no layer-id table for profile {profile}; rerun notebook 02")
     members = sorted(m.name for m in patching.added_members(full_patch, site_packages))
-    rows = [Agreement("members the full patch delegates", sorted(verdict["missing_members"]), members)]
+    rows = [Agreement("members the full patch delegates", sorted(verdict.missing_members), members)]
 
     def failed(key: str | None) -> str | None:
         hook = results[key].failed_hook
         return hook.hook if hook else None
 
     if None in results:
-        rows.append(Agreement("first missing hook, unpatched", verdict["first_raise"][profile].get("member"),
-                              failed(None)))
+        first = verdict.first_raise.get(profile)
+        rows.append(Agreement("first missing hook, unpatched", first.member if first else None, failed(None)))
     if ONE_METHOD_PATCH in results:
-        rows.append(Agreement("next missing hook, one-method patch",
-                              verdict["next_raise_after_one_method"][profile].get("member"), failed(ONE_METHOD_PATCH)))
+        after = verdict.next_raise_after_one_method.get(profile)
+        rows.append(Agreement("next missing hook, one-method patch", after.member if after else None,
+                              failed(ONE_METHOD_PATCH)))
     patched_runs = [r for key, r in results.items() if key is not None and r.layers_to_capture is not None]
     if patched_runs:
         run = patched_runs[0]
-        init_row = next((row for row in layer_table["rows"] if row["function"] == "ModelRunner.initialize"), None)
-        rows.append(Agreement("drafter aux layer ids", list(layer_table["aux_layer_ids"]), run.drafter_layer_ids))
+        init_row = next((row for row in layer_table.rows if row["function"] == "ModelRunner.initialize"), None)
+        rows.append(Agreement("drafter aux layer ids", list(layer_table.aux_layer_ids or []), run.drafter_layer_ids))
         if init_row is not None:
             rows.append(Agreement("layers_to_capture after ModelRunner.initialize",
                                   init_row["result"].get("self.model.layers_to_capture"), run.layers_to_capture))
@@ -334,23 +323,14 @@ def _hook_outcome(hook: str, caller: str, err: BaseException | None) -> HookOutc
 
 
 def _server_args(target: str, draft: str, load_format: str, profile_name: str) -> Any:
-    """The profile's EAGLE-3 launch flags as ServerArgs (what launch_server would parse), on fresh free ports."""
+    """The profile's EAGLE-3 launch as ServerArgs (exactly what launch_server would parse), on fresh free ports."""
     from sglang.srt.server_args import ServerArgs
 
+    from eagle3lab.runtime.deployment import Models, server_spec
     from eagle3lab.runtime.profiles import load_profile
 
-    profile = load_profile(profile_name)
-    return ServerArgs(
-        model_path=target, load_format=load_format, device=profile.device, tp_size=profile.tp_size,
-        dtype=profile.dtype, attention_backend=profile.attention_backend,
-        disable_cuda_graph=profile.disable_cuda_graph, context_length=profile.context_length,
-        max_total_tokens=profile.max_total_tokens, max_running_requests=profile.max_running_requests,
-        mem_fraction_static=profile.mem_fraction_static, trust_remote_code=profile.trust_remote_code,
-        port=free_port(), nccl_port=free_port(),
-        speculative_algorithm=profile.speculative_algorithm, speculative_draft_model_path=draft,
-        speculative_num_steps=profile.speculative_num_steps, speculative_eagle_topk=profile.speculative_eagle_topk,
-        speculative_num_draft_tokens=profile.speculative_num_draft_tokens,
-    )
+    spec = server_spec(load_profile(profile_name), Models(target, draft), speculative=True, port=free_port())
+    return ServerArgs(**spec.server_args(), load_format=load_format, nccl_port=free_port())
 
 
 def _build_runner(server_args: Any) -> Any:

@@ -24,6 +24,7 @@ from eagle3lab.runtime.crashlog import CrashReport, crash_report
 from eagle3lab.runtime.deployment import Models, server_spec
 from eagle3lab.runtime.profiles import Profile
 from eagle3lab.runtime.server import LaunchOutcome, ServerProcess, ServerSpec
+from eagle3lab.sidecars import ChainStepRecord, ProbeRecord
 
 CPU_LIMIT_RULE = "eagle_backend_cpu"  # sglang's own refusal: no EAGLE attention backend without a GPU
 HARNESS_LIMIT_RULE = "spec_harness_unsupported"  # the CPU harness's refusal: a setting it does not run (topk > 1)
@@ -92,20 +93,29 @@ class StepResult:
     probe: ServeProbe | None = None
     server: ServerProcess | None = field(default=None, repr=False, compare=False)  # kept serving, if asked
 
-    def row(self) -> dict[str, Any]:
+    def record(self) -> ChainStepRecord:
+        """The typed record notebook 03's sidecar keeps (and the report reads)."""
         report, probe = self.report, self.probe
-        return {"step": self.step.name, "patch": ", ".join(self.step.patches) or "none",
-                "outcome": self.status, "classified error": report.category if report else None,
-                "error": report.signature if report else None,
-                "runtime call site": str(report.call_site) if report and report.call_site else None,
-                "seconds to outcome": self.seconds,
-                "/generate": None if probe is None else ("ok" if probe.ok else f"failed: {probe.error}"),
-                "verify steps (probe)": probe.spec_verify_ct if probe else None,
-                "accept length (probe)": probe.spec_accept_length if probe else None}
+        return ChainStepRecord(
+            step=self.step.name, patches=list(self.step.patches), outcome=self.status,
+            category=report.category if report else None, error=report.signature if report else None,
+            call_site=str(report.call_site) if report and report.call_site else None, seconds=self.seconds,
+            probe=None if probe is None else ProbeRecord(**asdict(probe), ok=probe.ok, speculated=probe.speculated))
 
-    def probe_dict(self) -> dict[str, Any] | None:
-        return None if self.probe is None else {**asdict(self.probe), "ok": self.probe.ok,
-                                                "speculated": self.probe.speculated}
+    def row(self) -> dict[str, Any]:
+        """The same, labelled for people."""
+        return chain_row(self.record())
+
+
+def chain_row(record: ChainStepRecord) -> dict[str, Any]:
+    """One relaunch as a display row (labels live here only, never in the sidecar)."""
+    probe = record.probe
+    return {"step": record.step, "patch": ", ".join(record.patches) or "none", "outcome": record.outcome,
+            "classified error": record.category, "error": record.error, "runtime call site": record.call_site,
+            "seconds to outcome": record.seconds,
+            "/generate": None if probe is None else ("ok" if probe.ok else f"failed: {probe.error}"),
+            "verify steps (probe)": probe.spec_verify_ct if probe else None,
+            "accept length (probe)": probe.spec_accept_length if probe else None}
 
 
 def launch_patched(spec: ServerSpec, log: Path, timeout_s: float,

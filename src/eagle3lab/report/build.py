@@ -7,7 +7,6 @@ in it is the one a run produced, with its provenance: measured here, reported by
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +16,7 @@ import jinja2
 
 from eagle3lab.runtime.envinfo import environment_table
 from eagle3lab.paths import REPO_ROOT, repo_dir
-from eagle3lab.sidecar import sidecar_path
+from eagle3lab.sidecars import CrashReproSidecar, InterfaceTraceSidecar, PatchBenchSidecar, read_if_present
 
 TEMPLATE = "REPORT.md.jinja"
 
@@ -30,75 +29,113 @@ class ReportOutputs:
     report_md: Path | None = None
 
 
-def _load(path: Path) -> dict[str, Any] | None:
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-
-
 def _r(value: float | None, digits: int = 1) -> str:
     return "n/a" if value is None else f"{value:,.{digits}f}"
 
 
-def _crash_context(s01: dict[str, Any] | None) -> tuple[dict | None, dict | None]:
-    if not s01:
+def _crash_context(s01: CrashReproSidecar | None) -> tuple[dict | None, dict | None]:
+    if s01 is None:
         return None, None
-    crash, control = s01["crash"], s01["control"]
-    return ({"signature": crash["report"]["signature"], "call_site": crash["call_site"],
-             "category": crash["category"], "seconds": crash["seconds_to_outcome"], "rss": crash["peak_rss_gib"],
-             "sglang": s01["environment"].get("sglang")},
-            {"seconds": control["seconds_to_ready"], "tokens": control["completion_tokens"],
-             "generate": control["generate_seconds"]})
+    crash, control = s01.crash, s01.control
+    return ({"signature": crash.signature, "call_site": crash.call_site, "category": crash.category,
+             "seconds": crash.seconds_to_outcome, "rss": crash.peak_rss_gib,
+             "sglang": s01.environment.get("sglang")},
+            {"seconds": control.seconds_to_ready, "tokens": control.completion_tokens,
+             "generate": control.generate_seconds})
 
 
-def _trace_context(s02: dict[str, Any] | None) -> dict | None:
-    if not s02:
+ACCESS_KINDS = (("call", "calls"), ("read", "attribute reads"), ("check", "hasattr checks"), ("write", "writes"))
+
+
+def _site_counts(contract: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Contract sites by the object they touch and by kind of access (a call, a read and a hasattr check differ)."""
+    rows = []
+    for role in sorted({site.get("role", "?") for site in contract}):
+        on_role = [site for site in contract if site.get("role", "?") == role]
+        rows.append({"object": role, **{kind: sum(site.get("access") == kind for site in on_role)
+                                        for kind, _ in ACCESS_KINDS}, "total": len(on_role)})
+    return rows
+
+
+def _gap_sentence(missing: Sequence[str], gaps: Sequence[str], inner: str) -> str:
+    """Whether each missing member is a delegation gap, said from the verdict's own lists."""
+    real = [m for m in missing if m not in gaps]
+    if missing and not real:
+        return f"each is a *delegation gap*: the inner `{inner}` has it"
+    if not gaps:
+        return f"none is a delegation gap: the inner `{inner}` lacks them too"
+    return (f"delegation gaps (the inner `{inner}` has them): {', '.join(f'`{m}`' for m in gaps)}; "
+            f"lacking in the inner model too: {', '.join(f'`{m}`' for m in real)}")
+
+
+def _raise_row(profile: str, site: Any) -> dict[str, Any]:
+    """A first-raise site with its certainty: an uncertain one names the branch that decides it and the fallback."""
+    data = site.model_dump()
+    branches = data.get("undecided_branches") or []
+    other = data.get("otherwise") or {}
+    parts = [f"only if `{b['test']}` (`{b['where']}`) is true"
+             + (f", decided by {', '.join(f'`{c}`' for c in b['decided_by'])}" if b.get("decided_by") else "")
+             for b in branches]
+    if other.get("where"):
+        parts.append(f"otherwise `{other['where']}` ({other.get('function')}) raises first")
+    return {"profile": profile, **data, "certain": bool(data.get("certain", True)), "condition": "; ".join(parts)}
+
+
+def _trace_context(s02: InterfaceTraceSidecar | None) -> dict | None:
+    if s02 is None:
         return None
-    verdict, bisect = s02["verdict"], s02.get("bisect") or {}
-    report = verdict.get("class_report", {})
-    newest = (s02.get("conformance") or {}).get("newest") or {}
-    next_raise = (verdict.get("next_raise_after_one_method") or {}).get("cpu") or {}
-    layers = []
-    for table in s02.get("layer_ids", []):
-        eager = (table.get("eager_forwards_capture") or {}).get("self.model.layers_to_capture")
-        graphs = (table.get("cuda_graph_forwards_capture") or {}).get("self.model.layers_to_capture")
-        layers.append({"profile": table["profile"], "depth": table["depth"], "aux": table["aux_layer_ids"],
-                       "eager": eager, "graphs": graphs, "conflict": bool(table.get("conflict"))})
+    verdict, bisect, timings = s02.verdict, s02.bisect, s02.timings
+    inner = verdict.class_report.get("inner_class", "inner model")
+    newest = s02.conformance.get("newest")
+    next_raise = verdict.next_raise_after_one_method.get("cpu")
+    layers = [{"profile": table.profile, "depth": table.depth, "aux": table.aux_layer_ids,
+               "eager": table.captured("eager"), "graphs": table.captured("graphs"), "conflict": table.conflict}
+              for table in s02.layer_ids]
     return {
-        "version": verdict["sglang_version"], "sites": len(s02.get("contract", [])),
-        "required": ", ".join(f"`{m}`" for m in verdict["required_members"]),
-        "missing": ", ".join(f"`{m}`" for m in verdict["missing_members"]),
-        "inner": report.get("inner_class", "inner model"),
-        "first_raise": [{"profile": name, **row} for name, row in verdict["first_raise"].items()],
-        "one_method_enough": verdict["one_method_enough"],
-        "next_member": next_raise.get("member"), "next_where": next_raise.get("where"),
+        "version": verdict.sglang_version, "sites": len(s02.contract), "site_counts": _site_counts(s02.contract),
+        "access_kinds": ACCESS_KINDS,
+        "gap_sentence": _gap_sentence(verdict.missing_members, verdict.delegation_gaps, inner),
+        "required": ", ".join(f"`{m}`" for m in verdict.required_members),
+        "missing": ", ".join(f"`{m}`" for m in verdict.missing_members),
+        "inner": inner,
+        "first_raise": [_raise_row(name, row) for name, row in verdict.first_raise.items()],
+        "one_method_enough": verdict.one_method_enough,
+        "next_member": next_raise.member if next_raise else None, "next_where": next_raise.where if next_raise else None,
         "layers": layers,
-        "audit_s": (s02.get("timings") or {}).get("audit_seconds_one_release"),
-        "bisect_s": (s02.get("timings") or {}).get("bisect_seconds_warm_cache"),
-        "releases": (s02.get("timings") or {}).get("bisect_releases"),
-        "appeared": bisect.get("appeared"), "first_fixed": bisect.get("first_fixed"),
-        "gained": ", ".join(f"`{m}` in {v}" for m, v in (bisect.get("member_gained") or {}).items()),
-        "newest": newest.get("sglang_version"),
-        "still_missing": [row for row in newest.get("rows", []) if row.get("missing")],
-        "figures": [Path(f).name for f in s02.get("figures", [])],
+        "audit_s": timings.audit_seconds_one_release, "bisect_s": timings.bisect_seconds_warm_cache,
+        "releases": timings.bisect_releases,
+        "appeared": bisect.appeared, "first_fixed": bisect.first_fixed,
+        "gained": ", ".join(f"`{m}` in {v}" for m, v in bisect.member_gained.items()),
+        "newest": newest.sglang_version if newest else None,
+        "still_missing": [row for row in (newest.rows if newest else []) if row.get("missing")],
+        "figures": [Path(f).name for f in s02.figures],
     }
 
 
-def _fix_context(s03: dict[str, Any] | None) -> tuple[dict | None, dict | None]:
-    if not s03:
+def _fix_context(s03: PatchBenchSidecar | None) -> tuple[dict | None, dict | None]:
+    if s03 is None:
         return None, None
-    from eagle3lab.bench.arms import capture_rows
     from eagle3lab.fix.capture_check import CaptureResult
 
-    captures = {None if key == "None" else key: CaptureResult.from_dict(value)
-                for key, value in (s03.get("capture") or {}).items()}
-    fix = {"patch": s03["parameters"].get("patch"), "members": ", ".join(f"`{m}`" for m in s03["delegated_members"]),
-           "chain": s03["chain"], "story": s03["story"], "capture": capture_rows(captures) if captures else []}
-    profile = s03["profile_values"]
+    def capture(result: CaptureResult) -> dict[str, Any]:
+        shapes = {f.phase: f"{f.shape} (expected {f.expected_shape})" for f in result.forwards}
+        return {"patch": result.patch or "none", "outcome": result.outcome, "layers": result.layers_to_capture,
+                "prefill": shapes.get("prefill"), "decode": shapes.get("decode")}
+
+    from eagle3lab.fix import patching
+
+    info = patching.check(patching.resolve_patch(s03.patch)).info
+    fix = {"patch": s03.patch, "members": ", ".join(f"`{m}`" for m in s03.delegated_members),
+           "fixed_upstream": info.fixed_upstream if info else "",
+           "chain": s03.chain, "story": s03.story,
+           "capture": [capture(CaptureResult.from_dict(value)) for value in s03.capture.values()]}
+    profile = s03.profile_values
     bench = None
-    if s03.get("arms"):
-        bench = {"rows": s03["arms"], "cross": s03.get("cross_check"),
-                 "prompt_kind": s03["parameters"].get("prompt_kind"), "input_len": profile["bench_input_len"],
+    if s03.arms:
+        bench = {"rows": s03.arms, "cross": s03.cross_check,
+                 "prompt_kind": s03.parameters.get("prompt_kind"), "input_len": profile["bench_input_len"],
                  "output_len": profile["bench_output_len"], "concurrency": profile["bench_concurrency"],
-                 "figures": [Path(p).name for p in (s03.get("figures") or {}).values()]}
+                 "figures": [Path(p).name for p in s03.figures.values()]}
     return fix, bench
 
 
@@ -149,15 +186,15 @@ def _summary(crash: dict | None, trace: dict | None, fix: dict | None, bench: di
 
 def render_report(profile: str = "cpu", model_figures: Sequence[Path] = ()) -> str:
     """REPORT.md's text from the sidecars that exist (missing notebooks are said to be missing)."""
-    s01 = _load(sidecar_path("01_crash_repro", profile))
-    s02 = _load(repo_dir("artifacts") / "02_interface_trace.json")
-    s03 = _load(sidecar_path("03_patch_and_bench", profile))
-    s03_diag = (s03 or {}).get("diagnostics") or []
+    s01 = read_if_present(CrashReproSidecar, profile)
+    s02 = read_if_present(InterfaceTraceSidecar, profile)
+    s03 = read_if_present(PatchBenchSidecar, profile)
+    s03_diag = s03.diagnostics if s03 else []
     crash, control = _crash_context(s01)
     trace = _trace_context(s02)
     fix, bench = _fix_context(s03)
     model = _model_context(model_figures)
-    env = (s01 or {}).get("environment") or environment_table()
+    env = s01.environment if s01 else environment_table()
     from eagle3lab.report.incident import PEAK, SINGLE_STREAM
 
     env_loader = jinja2.Environment(loader=jinja2.PackageLoader("eagle3lab.report", "templates"),
@@ -165,7 +202,7 @@ def render_report(profile: str = "cpu", model_figures: Sequence[Path] = ()) -> s
     return env_loader.get_template(TEMPLATE).render(
         profile=profile, generated=dt.date.today().isoformat(),
         where=f"{profile} profile, {env.get('machine')}, accelerators: {env.get('accelerators')}, "
-              f"{(s01 or {}).get('written_at', dt.date.today().isoformat())[:10]}",
+              f"{s01.date if s01 else dt.date.today().isoformat()}",
         reported={"single": SINGLE_STREAM.value, "peak": f"{PEAK.value:,.0f}"},
         crash=crash, control=control, trace=trace, fix=fix, bench=bench, model=model,
         diagnostics=s03_diag, summary=_summary(crash, trace, fix, bench, model))

@@ -14,7 +14,6 @@ import ast
 import contextlib
 import dataclasses
 import io
-import json
 import logging
 import re
 import statistics
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from eagle3lab.errors import DiagnosticsError
+from eagle3lab.trace.contract import CaptureMode, RunCondition
 
 
 @dataclass(frozen=True)
@@ -230,7 +230,7 @@ def _table_verdict(table: Mapping[str, Any]) -> Optional[tuple[bool, str]]:
         return None
     rows.sort(key=lambda r: r["startup_rank"])
     graph_rows = [r for r in rows
-                  if str(r.get("uses", "")).startswith("CUDA-graph") or "graphs on" in r.get("runs_when", ())]
+                  if r.get("uses") == CaptureMode.CUDA_GRAPH or RunCondition.CUDA_GRAPHS_ON in r.get("runs_when", ())]
     eager = rows[-1]  # forwards after start-up see whatever the last call wrote
     parts = [f"profile {table.get('profile', '?')} (depth {table.get('depth', '?')})"]
     if graph_rows:
@@ -433,11 +433,13 @@ def _read_text(path: Optional[Path], what: str) -> Optional[str]:
 
 def evidence_from_artifacts(bench_report: Any = None, requests_dir: Optional[Path] = None,
                             spec_log: Optional[Path] = None, baseline_log: Optional[Path] = None,
-                            trace_sidecar: Optional[Path] = None, layer_profile: Optional[str] = None,
+                            layer_tables: Optional[Sequence[Mapping[str, Any]]] = None,
+                            layer_profile: Optional[str] = None,
                             break_even: Optional[float] = None, break_even_where: str = "") -> RunEvidence:
     """Gather a run's evidence from what the notebooks wrote: the bench report (``bench.BenchReport``), the
-    per-request JSONL files in ``requests_dir``, server logs, and notebook 02's sidecar (its ``layer_ids``,
-    restricted to ``layer_profile`` -- 'cpu' or 'gpu' -- when given, so a run is judged by its own start-up).
+    per-request JSONL files in ``requests_dir``, server logs, and notebook 02's layer-id tables (its sidecar's
+    ``layer_ids``, restricted to ``layer_profile`` -- 'cpu' or 'gpu' -- when given, so a run is judged by its
+    own start-up).
 
     The speculative arm is the one of kind ``eagle3`` (the headline arm; its experiments are left out); its
     highest measured concurrency supplies the server info and the concurrency the request limit is judged against.
@@ -445,16 +447,11 @@ def evidence_from_artifacts(bench_report: Any = None, requests_dir: Optional[Pat
     ev = RunEvidence(spec_log=_read_text(spec_log, "speculative server log"),
                      baseline_log=_read_text(baseline_log, "baseline server log"),
                      break_even=break_even, break_even_where=break_even_where)
-    trace = _read_text(trace_sidecar, "notebook 02 sidecar")
-    if trace is not None:
-        try:
-            tables = json.loads(trace).get("layer_ids")
-        except (json.JSONDecodeError, AttributeError):
-            raise DiagnosticsError(f"notebook 02 sidecar {trace_sidecar} is not a JSON object; rerun notebook "
-                                   "02") from None
-        if layer_profile is not None and isinstance(tables, list):
-            tables = [t for t in tables if isinstance(t, Mapping) and t.get("profile") == layer_profile] or None
-        ev.layer_table = tables
+    if layer_tables is not None:
+        tables = [dict(t) for t in layer_tables]
+        if layer_profile is not None:
+            tables = [t for t in tables if t.get("profile") == layer_profile]
+        ev.layer_table = tables or None
     if bench_report is None:
         return ev
     from eagle3lab.bench.sweep import ARM_KIND_BASELINE, ARM_KIND_EAGLE3

@@ -11,7 +11,8 @@ from typing import Sequence
 
 from eagle3lab.runtime.envinfo import check_sglang
 from eagle3lab.runtime.profiles import Profile
-from eagle3lab.runtime.server import ServerSpec, SpeculativeSpec
+from eagle3lab.runtime.server import ServerSpec
+from eagle3lab.runtime.speculative import SpeculativeSpec
 
 
 @dataclass(frozen=True)
@@ -49,10 +50,7 @@ def server_spec(profile: Profile, models: Models, *, speculative: bool, shims: S
                 port: int | None = None) -> ServerSpec:
     """The launch for this profile, with or without EAGLE-3; checks the sglang release first."""
     check_sglang(profile.sglang_version)
-    spec = SpeculativeSpec(
-        draft_model_path=models.draft, algorithm=profile.speculative_algorithm,
-        num_steps=profile.speculative_num_steps, eagle_topk=profile.speculative_eagle_topk,
-        num_draft_tokens=profile.speculative_num_draft_tokens) if speculative else None
+    spec = SpeculativeSpec.from_profile(profile, models.draft) if speculative else None
     return ServerSpec(
         model_path=models.target, host=profile.host, port=port or profile.port, device=profile.device,
         tp_size=profile.tp_size, dtype=profile.dtype, trust_remote_code=profile.trust_remote_code,

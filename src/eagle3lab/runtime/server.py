@@ -20,26 +20,16 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Literal, Mapping
+from typing import Any, Iterator, Literal, Mapping
 
 import psutil
 import requests
 
 from eagle3lab.errors import ModelPathError, PortInUseError, ServerDiedError, ServerTimeoutError
+from eagle3lab.runtime.speculative import SpeculativeSpec
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 PR_SET_PDEATHSIG = 1
-
-
-@dataclass(frozen=True)
-class SpeculativeSpec:
-    """The EAGLE/EAGLE-3 flags of a launch."""
-
-    draft_model_path: str
-    algorithm: str = "EAGLE3"
-    num_steps: int = 3
-    eagle_topk: int = 1
-    num_draft_tokens: int = 4
 
 
 @dataclass(frozen=True)
@@ -69,33 +59,28 @@ class ServerSpec:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
-    def argv(self) -> list[str]:
-        """The ``python -m sglang.launch_server`` command line, the same code for every profile."""
-        argv = [self.python, "-m", "sglang.launch_server", "--model-path", self.model_path,
-                "--host", self.host, "--port", str(self.port), "--device", self.device,
-                "--tp-size", str(self.tp_size), "--dtype", self.dtype]
-        if self.trust_remote_code:
-            argv.append("--trust-remote-code")
-        if self.attention_backend:
-            argv += ["--attention-backend", self.attention_backend]
-        if self.disable_cuda_graph:
-            argv.append("--disable-cuda-graph")
-        optional = {
-            "--context-length": self.context_length,
-            "--max-total-tokens": self.max_total_tokens,
-            "--max-running-requests": self.max_running_requests,
-            "--mem-fraction-static": self.mem_fraction_static,
+    def server_args(self) -> dict[str, Any]:
+        """The launch as sglang ``ServerArgs`` fields; ``None`` leaves a setting to sglang's own default."""
+        args: dict[str, Any] = {
+            "model_path": self.model_path, "host": self.host, "port": self.port, "device": self.device,
+            "tp_size": self.tp_size, "dtype": self.dtype, "trust_remote_code": self.trust_remote_code,
+            "attention_backend": self.attention_backend, "disable_cuda_graph": self.disable_cuda_graph,
+            "context_length": self.context_length, "max_total_tokens": self.max_total_tokens,
+            "max_running_requests": self.max_running_requests, "mem_fraction_static": self.mem_fraction_static,
         }
-        for flag, value in optional.items():
-            if value is not None:
-                argv += [flag, str(value)]
         if self.speculative is not None:
-            spec = self.speculative
-            argv += ["--speculative-algorithm", spec.algorithm,
-                     "--speculative-draft-model-path", spec.draft_model_path,
-                     "--speculative-num-steps", str(spec.num_steps),
-                     "--speculative-eagle-topk", str(spec.eagle_topk),
-                     "--speculative-num-draft-tokens", str(spec.num_draft_tokens)]
+            args.update(self.speculative.server_args())
+        return args
+
+    def argv(self) -> list[str]:
+        """The ``python -m sglang.launch_server`` command line, derived from ``server_args()`` for every profile."""
+        argv = [self.python, "-m", "sglang.launch_server"]
+        for name, value in self.server_args().items():
+            flag = "--" + name.replace("_", "-")
+            if isinstance(value, bool):
+                argv += [flag] if value else []
+            elif value is not None:
+                argv += [flag, str(value)]
         return argv + list(self.extra_args)
 
 

@@ -245,7 +245,7 @@ class Contract:
     def of(cls, src: SglangSource, roles: tuple[str, ...] = ("target", "either")) -> "Contract":
         """The target's contract by default; ``roles=("draft", "either")`` gives the drafter's."""
         sites = [s for s in contract_mod.contract(contract_mod.trace(src)) if s.role in roles]
-        required = sorted({s.member for s in sites if not s.guarded and contract_mod.ERROR_PATH not in s.runs_when})
+        required = sorted({s.member for s in sites if not s.guarded and contract_mod.RunCondition.ERROR_PATH not in s.runs_when})
         optional = sorted({s.member for s in sites} - set(required))
         return cls(sites, required, optional)
 
@@ -399,7 +399,7 @@ def layer_table(src: SglangSource, entry: str, depth: int, aux_ids: list[int], p
         except Exception as exc:  # the hook may use things a probe cannot stand in for
             row["result"] = {}
             row["error"] = f"{type(exc).__name__}: {exc}"
-        row["uses"] = "CUDA-graph capture" if "graphs on" in site.runs_when else "eager"
+        row["uses"] = site.capture_mode
         row["certain"] = certain.get(site.where)
         rows.append(row)
     reached = [r for r in rows if r["startup_rank"] is not None and r["result"]]

@@ -13,13 +13,37 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from typing import Literal, Optional
 
 from eagle3lab.trace.sources import SglangSource
 
 ENGINEER_PATTERN = r"eagle3|aux_hidden|capture_aux"
 Role = Literal["target", "draft", "either"]
-ERROR_PATH = "error path"
+
+
+class RunCondition(str, Enum):
+    """When a traced site runs: structured facts that other modules test by member, never by retyping a string.
+
+    The values are the labels people read in tables and the JSON sidecar; code compares members.
+    """
+
+    ERROR_PATH = "error path"
+    NOT_EAGLE3 = "not EAGLE-3"
+    EAGLE3_ONLY = "EAGLE-3 only"
+    EAGLE_FAMILY = "EAGLE family"
+    CUDA_GRAPHS_ON = "graphs on"
+    TARGET_RUNNER_ONLY = "target runner only"
+
+
+class CaptureMode(str, Enum):
+    """How a ``set_eagle3_layers_to_capture`` call site's forwards run: eagerly or replayed from a CUDA graph."""
+
+    EAGER = "eager"
+    CUDA_GRAPH = "CUDA-graph capture"
+
+
+ERROR_PATH = RunCondition.ERROR_PATH.value  # also the prefix of the condition label of an ``except`` body
 
 _RUNTIME_NAME = re.compile(r"(model_runner|graph_runner|tp_worker|scheduler)", re.I)
 _GREP_NAME = re.compile(r"(model_runner|graph_runner|worker)", re.I)
@@ -51,7 +75,7 @@ class Site:
     guard: str
     args: list[str]
     conditions: list[str]
-    runs_when: list[str] = field(default_factory=list)
+    runs_when: list[RunCondition] = field(default_factory=list)
 
     @property
     def where(self) -> str:
@@ -61,7 +85,11 @@ class Site:
     def eagle3_path(self) -> bool:
         """Runs when ``--speculative-algorithm EAGLE3`` is on (EAGLE-3 only, or any EAGLE family path)."""
         tags = set(self.runs_when)
-        return ("EAGLE-3 only" in tags or "EAGLE family" in tags) and "not EAGLE-3" not in tags
+        return bool(tags & {RunCondition.EAGLE3_ONLY, RunCondition.EAGLE_FAMILY}) and RunCondition.NOT_EAGLE3 not in tags
+
+    @property
+    def capture_mode(self) -> CaptureMode:
+        return CaptureMode.CUDA_GRAPH if RunCondition.CUDA_GRAPHS_ON in self.runs_when else CaptureMode.EAGER
 
     def to_dict(self) -> dict:
         return {**asdict(self), "where": self.where, "eagle3_path": self.eagle3_path}
@@ -465,7 +493,7 @@ def _called_names(func: ast.AST) -> set[str]:
     return {n.func.id for n in ast.walk(func) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
 
 
-def _tags(site: Site, prov: Provenance, eagle_callees: frozenset[str] = frozenset()) -> list[str]:
+def _tags(site: Site, prov: Provenance, eagle_callees: frozenset[str] = frozenset()) -> list[RunCondition]:
     """Run conditions of a site, from its enclosing conditions and the provenance of the flags they test."""
     positive = [c for c in site.conditions if not c.startswith("not (")]
     owner = site.function.split(".")[0]
@@ -476,26 +504,26 @@ def _tags(site: Site, prov: Provenance, eagle_callees: frozenset[str] = frozense
     }
     # a bare name is a helper's parameter carrying the runner flag of the same name (``flag=self.flag``)
     flags |= {("runner", name) for name in re.findall(r"(?<![\w.])([a-z_]\w*)(?![\w(.])", joined)}
-    tags: list[str] = []
+    tags: list[RunCondition] = []
     negative = [c for c in site.conditions if c.startswith("not (")]
     if any(c.startswith(ERROR_PATH) for c in site.conditions):
-        tags.append(ERROR_PATH)
+        tags.append(RunCondition.ERROR_PATH)
     if any(_NOT_EAGLE3.fullmatch(c) for c in site.conditions):
-        tags.append("not EAGLE-3")
+        tags.append(RunCondition.NOT_EAGLE3)
     eagle3 = any("is_eagle3" in c for c in positive) or any(prov.only_under(f, "is_eagle3") for f in flags)
     if eagle3:
-        tags.append("EAGLE-3 only")
+        tags.append(RunCondition.EAGLE3_ONLY)
     fname = site.file.rsplit("/", 1)[-1].lower()
     bare = set(re.findall(r"(?<![\w.])([a-z_]\w*)(?![\w(.])", joined))
     named_flag = any("eagle" in name for name in bare)  # a helper's ``eagle_use_aux_hidden_state`` parameter
     called = "." not in site.function and site.function in eagle_callees
     if eagle3 or "eagle" in fname or "eagle" in site.function.lower() or named_flag or called:
-        tags.append("EAGLE family")
+        tags.append(RunCondition.EAGLE_FAMILY)
     if "graphrunner" in owner.lower() or "graph_runner" in fname or "cuda_graph" in " ".join(positive):
-        tags.append("graphs on")
+        tags.append(RunCondition.CUDA_GRAPHS_ON)
     not_draft = any(_NOT_DRAFT.search(c) for c in positive) or any(_NOT_DRAFT_WHOLE.fullmatch(c) for c in negative)
     if not_draft or any(prov.target_runner_only(f) for f in flags):
-        tags.append("target runner only")
+        tags.append(RunCondition.TARGET_RUNNER_ONLY)
     return tags
 
 
@@ -518,7 +546,7 @@ def trace(src: SglangSource) -> list[Site]:
     for path, tree in trees:
         for site in _Tracer(path, tree).run():
             site.runs_when = _tags(site, prov, callees)
-            if site.role == "either" and "target runner only" in site.runs_when:
+            if site.role == "either" and RunCondition.TARGET_RUNNER_ONLY in site.runs_when:
                 site.role = "target"
             sites.append(site)
     return sites

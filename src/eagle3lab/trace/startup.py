@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from eagle3lab.trace.contract import Provenance, Site, flag_provenance, runtime_files
 from eagle3lab.trace.sources import SglangSource
@@ -97,6 +97,8 @@ class _Walker:
         self.certain: dict[tuple[str, int, str], bool] = {}
         self.visited: set[tuple[str, str, str]] = set()
         self.undecided = 0  # >0 while inside a branch whose test the profile cannot decide
+        self.open_branches: list[dict[str, Any]] = []  # those branches, outermost first
+        self.depends_on: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
 
     # -- branch evaluation
     def truth(self, node: ast.expr, role: str) -> Optional[bool]:
@@ -167,6 +169,8 @@ class _Walker:
                 self.exprs(stmt.test, path, owner, cls, role, depth)
                 val = self.truth(stmt.test, role)
                 self.undecided += val is None
+                if val is None:
+                    self.open_branches.append(self.branch(stmt, path, cls))
                 try:
                     if val is not False:
                         cont = self.stmts(stmt.body, path, owner, cls, role, depth)
@@ -178,6 +182,8 @@ class _Walker:
                             return False
                 finally:
                     self.undecided -= val is None
+                    if val is None:
+                        self.open_branches.pop()
                 continue
             if isinstance(stmt, (ast.Return, ast.Raise)):
                 if stmt.exc if isinstance(stmt, ast.Raise) else stmt.value:
@@ -190,12 +196,24 @@ class _Walker:
                     self.exprs(child, path, owner, cls, role, depth)
         return True
 
+    def branch(self, stmt: ast.If, path: str, cls: str) -> dict[str, Any]:
+        """An ``if`` the profile cannot decide: where, its test, and -- when the test calls a method of the same
+        class -- the tests inside that method, which are what really decide it (device capability, backend ...)."""
+        decided_by: list[str] = []
+        test = stmt.test
+        if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and ast.unparse(test.func.value) == "self":
+            found = self.idx.method(cls, test.func.attr) if cls else None
+            if found:
+                decided_by = [ast.unparse(node.test) for node in found[2].body if isinstance(node, ast.If)]
+        return {"where": f"{path}:{stmt.lineno}", "test": ast.unparse(test), "decided_by": decided_by}
+
     def exprs(self, node: ast.AST, path: str, owner: str, cls: str, role: str, depth: int) -> None:
         for sub in _in_order(node):
             line = getattr(sub, "lineno", None)
             if line is not None and (path, line) in self.site_lines and (path, line, role) not in self.order:
                 self.order.append((path, line, role))
                 self.certain[(path, line, role)] = self.undecided == 0
+                self.depends_on[(path, line, role)] = list(self.open_branches)
             if isinstance(sub, ast.Call):
                 self.call(sub, cls, role, depth)
             elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and "GraphRunner" in sub.id:
@@ -254,5 +272,6 @@ def startup_order(src: SglangSource, sites: list[Site], profile: StartupProfile)
         out.append({
             "rank": rank, "where": site.where, "member": site.member, "phase": phase, "runner_role": role,
             "certain": walker.certain[(path, line, role)],  # False: behind a branch the profile cannot decide
+            "undecided_branches": walker.depends_on[(path, line, role)],  # which ones, and what decides them
         })
     return out

@@ -10,10 +10,8 @@ from typing import Any, Callable, Optional, TypeVar
 from eagle3lab.trace import audit, contract, sources
 from eagle3lab.report.plots import trace as plots_trace
 from eagle3lab.paths import repo_dir
-from eagle3lab.atomic import write_json_atomic
 from eagle3lab.trace.startup import StartupProfile
 
-SIDECAR = "02_interface_trace.json"
 FIRST_RELEASE = "0.5.6"
 T = TypeVar("T")
 
@@ -124,11 +122,3 @@ def figures(conf_here: dict, conf_newest: Optional[dict], bis: dict) -> list[Pat
     paths = [plots_trace.conformance_matrix(c, out / f"02_matrix_{c['sglang_version']}.png") for c in confs]
     paths.append(plots_trace.bisect_timeline(bis, out / "02_bisect_timeline.png"))
     return paths
-
-
-def write_sidecar(data: dict[str, Any]) -> Path:
-    """``artifacts/02_interface_trace.json``; notebook 03 reads ``verdict`` and ``layer_ids`` from it."""
-    missing = {"verdict", "layer_ids"} - set(data)
-    if missing:
-        raise ValueError(f"sidecar lacks {sorted(missing)}")  # a programming error, not user input
-    return write_json_atomic(repo_dir("artifacts") / SIDECAR, data)

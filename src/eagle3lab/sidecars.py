@@ -1,0 +1,349 @@
+"""The contracts between notebooks: one typed, versioned JSON sidecar per notebook run.
+
+Why typed: figures, the report and the next notebook read these files. With free dictionaries a renamed key
+became a silent ``None`` three stages later, and display labels ("seconds to outcome") doubled as data keys.
+Each notebook now writes an instance of its schema; every reader gets the same classes back, or one line naming
+the file and what is wrong with it. Display labels live only in the tables built for people.
+
+Writes are atomic (``eagle3lab.atomic``). ``SCHEMA_VERSION`` goes up whenever a field changes meaning; a
+sidecar of another version is refused with the command that rewrites it, never half-read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any, ClassVar, Optional, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from eagle3lab.atomic import write_json_atomic
+from eagle3lab.errors import SidecarError
+from eagle3lab.paths import repo_dir
+
+SCHEMA_VERSION = 2
+
+
+class Record(BaseModel):
+    """A nested part of a sidecar: typed where readers use it, open to extra keys a newer stage adds."""
+
+    model_config = ConfigDict(extra="allow", arbitrary_types_allowed=True)
+
+
+class Sidecar(BaseModel):
+    """What every notebook records: which run this was, with which parameters, on which machine."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    NOTEBOOK: ClassVar[str] = ""
+
+    schema_version: int = SCHEMA_VERSION
+    notebook: str = ""
+    profile: str
+    written_at: str = ""
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    environment: dict[str, Any] = Field(default_factory=dict)
+
+    def model_post_init(self, context: Any) -> None:
+        if not self.notebook:
+            self.notebook = self.NOTEBOOK
+        if not self.written_at:
+            self.written_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+    @property
+    def date(self) -> str:
+        """The UTC date of the run, for "[measured] here, <date>" labels."""
+        return self.written_at[:10]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 01: the crash reproduction
+
+
+class ModelsRecord(Record):
+    target: str
+    draft: str
+    cache_key: Optional[str] = None
+    aux_layer_ids: Optional[list[int]] = None
+
+
+class CrashRecord(Record):
+    """How the EAGLE-3 launch ended and what the log says (``report``: the full classified crash)."""
+
+    status: str
+    seconds_to_outcome: float
+    returncode: Optional[int] = None
+    peak_rss_gib: float
+    category: Optional[str] = None
+    signature: Optional[str] = None
+    call_site: Optional[str] = None
+    log: str
+    argv: list[str] = Field(default_factory=list)
+    report: Optional[dict[str, Any]] = None
+
+
+class ControlRecord(Record):
+    """The same model without speculative decoding: ready, and one ``/generate`` answered."""
+
+    seconds_to_ready: float
+    peak_rss_gib: float
+    generate_seconds: float
+    completion_tokens: int
+    completion: str
+    log: str
+    argv: list[str] = Field(default_factory=list)
+
+
+class CrashReproSidecar(Sidecar):
+    NOTEBOOK: ClassVar[str] = "01_crash_repro"
+
+    profile_values: dict[str, Any]
+    models: ModelsRecord
+    crash: CrashRecord
+    control: ControlRecord
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 02: the interface trace
+
+
+class RaiseSite(Record):
+    """The first call site that raises for a missing member, on one start-up path."""
+
+    where: Optional[str] = None
+    function: Optional[str] = None
+    member: Optional[str] = None
+
+
+class VerdictRecord(Record):
+    sglang_version: str
+    entry_class: Optional[str] = None
+    required_members: list[str]
+    missing_members: list[str]
+    delegation_gaps: list[str] = Field(default_factory=list)
+    one_method_enough: bool
+    first_raise: dict[str, RaiseSite] = Field(default_factory=dict)
+    next_raise_after_one_method: dict[str, Optional[RaiseSite]] = Field(default_factory=dict)
+    class_report: dict[str, Any] = Field(default_factory=dict)
+
+
+class LayerIdTable(Record):
+    """Which layers each ``set_eagle3_layers_to_capture`` call captures on one profile's start-up path."""
+
+    profile: str
+    depth: int
+    aux_layer_ids: Optional[list[int]] = None
+    eager_forwards_capture: Optional[dict[str, Any]] = None
+    cuda_graph_forwards_capture: Optional[dict[str, Any]] = None
+    conflict: bool = False
+    rows: list[dict[str, Any]] = Field(default_factory=list)
+
+    def captured(self, which: str) -> Optional[list[int]]:
+        """``eager`` or ``graphs``: the inner model's ``layers_to_capture`` those forwards see."""
+        table = self.eager_forwards_capture if which == "eager" else self.cuda_graph_forwards_capture
+        return (table or {}).get("self.model.layers_to_capture")
+
+
+class ConformanceRecord(Record):
+    sglang_version: str
+    entry_classes: Optional[int] = None
+    rows: list[dict[str, Any]] = Field(default_factory=list)
+    seconds: Optional[float] = None
+
+
+class BisectRecord(Record):
+    appeared: Optional[str] = None
+    first_fixed: Optional[str] = None
+    member_gained: dict[str, str] = Field(default_factory=dict)
+    rows: list[dict[str, Any]] = Field(default_factory=list)
+    seconds: Optional[float] = None
+
+
+class TraceTimings(Record):
+    verdict_seconds: Optional[float] = None
+    audit_seconds_one_release: Optional[float] = None
+    bisect_seconds_warm_cache: Optional[float] = None
+    bisect_releases: Optional[int] = None
+
+
+class InterfaceTraceSidecar(Sidecar):
+    NOTEBOOK: ClassVar[str] = "02_interface_trace"
+
+    source: dict[str, Any] = Field(default_factory=dict)
+    grep: list[dict[str, Any]] = Field(default_factory=list)
+    contract: list[dict[str, Any]] = Field(default_factory=list)
+    verdict: VerdictRecord
+    draft: dict[str, Any] = Field(default_factory=dict)
+    layer_ids: list[LayerIdTable] = Field(default_factory=list)
+    conformance: dict[str, ConformanceRecord] = Field(default_factory=dict)
+    bisect: BisectRecord = Field(default_factory=BisectRecord)
+    timings: TraceTimings = Field(default_factory=TraceTimings)
+    figures: list[str] = Field(default_factory=list)
+
+    def layer_table(self, profile_kind: str) -> Optional[LayerIdTable]:
+        """The layer-id table of ``cpu`` or ``gpu`` start-up, if the trace computed one."""
+        return next((t for t in self.layer_ids if t.profile == profile_kind), None)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 03: patch, relaunch, capture, bench
+
+
+class ProbeRecord(Record):
+    """One greedy ``/generate`` on a server the chain brought up (``fix.relaunch.probe_generate``)."""
+
+    status_code: Optional[int] = None
+    completion_tokens: Optional[int] = None
+    spec_verify_ct: Optional[int] = None
+    spec_accept_length: Optional[float] = None
+    error: Optional[str] = None
+    ok: bool = False
+    speculated: bool = False
+
+
+class ChainStepRecord(Record):
+    """One relaunch of the chain: which patches were in and how the launch ended."""
+
+    step: str
+    patches: list[str] = Field(default_factory=list)
+    outcome: str
+    category: Optional[str] = None
+    error: Optional[str] = None
+    call_site: Optional[str] = None
+    seconds: float
+    probe: Optional[ProbeRecord] = None
+
+
+class SpecArmRecord(Record):
+    """One EAGLE-3 arm as planned (``bench.arms.SpecArmPlan``): its drafter and concurrencies."""
+
+    name: str
+    kind: str  # bench.sweep.ARM_KINDS
+    draft: str
+    aux_layer_ids: Optional[list[int]] = None
+    concurrency: Optional[list[int]] = None  # None: the profile's whole sweep
+    purpose: str = ""
+
+
+class LosslessRecord(Record):
+    """Speculative output against the baseline's greedy output, token for token (``bench.lossless``)."""
+
+    lossless: bool
+    required_concurrency: int
+    comparisons: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class LayerMismatchRecord(Record):
+    """The trained drafter served its trained aux layer ids vs ids shifted by one (``bench.acceptance``)."""
+
+    aligned_arm: str
+    shifted_arm: str
+    aligned_layer_ids: Optional[list[int]] = None
+    shifted_layer_ids: Optional[list[int]] = None
+    target_layers: Optional[int] = None
+    concurrency: list[int]
+    aligned_accept_length: list[float]
+    shifted_accept_length: list[float]
+    drop: list[float]
+    relative_drop: list[Optional[float]]
+
+
+class SamplingRecord(Record):
+    """How the speculative CPU arms treat temperature > 0 (the CPU verify has no sampling kernel)."""
+
+    policy: str  # "refused": the server and the bench refuse non-greedy sampling with one line
+    reason: str
+
+
+class DispatchGapRecord(Record):
+    """``trace.silent_noop``: sglang's verify dispatch has no CPU branch (file:line evidence)."""
+
+    release: str
+    silent_noop: bool
+    evidence: list[str] = Field(default_factory=list)
+
+
+class PatchBenchSidecar(Sidecar):
+    NOTEBOOK: ClassVar[str] = "03_patch_and_bench"
+
+    profile_values: dict[str, Any]
+    models: ModelsRecord
+    patch: str
+    delegated_members: list[str]
+    chain: list[ChainStepRecord]
+    story: list[str]
+    capture: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    agreement: list[dict[str, Any]] = Field(default_factory=list)
+    bench_report: Optional[str] = None
+    arms: list[dict[str, Any]] = Field(default_factory=list)
+    cross_check: Optional[dict[str, Any]] = None
+    figures: dict[str, str] = Field(default_factory=dict)
+    diagnostics: list[dict[str, Any]] = Field(default_factory=list)
+    spec_arms: list[SpecArmRecord] = Field(default_factory=list)
+    lossless: Optional[LosslessRecord] = None
+    acceptance: list[dict[str, Any]] = Field(default_factory=list)  # bench.acceptance.acceptance_rows
+    layer_mismatch: Optional[LayerMismatchRecord] = None
+    speedup: list[dict[str, Any]] = Field(default_factory=list)  # bench.acceptance.speedup_rows
+    sampling: Optional[SamplingRecord] = None
+    verify_dispatch_gap: Optional[DispatchGapRecord] = None
+    timings: dict[str, float] = Field(default_factory=dict)  # seconds per part of the notebook, measured
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reading and writing
+
+S = TypeVar("S", bound=Sidecar)
+SCHEMAS: tuple[type[Sidecar], ...] = (CrashReproSidecar, InterfaceTraceSidecar, PatchBenchSidecar)
+
+
+def today() -> str:
+    """The UTC date every measured figure is labelled with."""
+    return dt.datetime.now(dt.timezone.utc).date().isoformat()
+
+
+def sidecar_path(notebook: str, profile: str) -> Path:
+    """``artifacts/<notebook>.<profile>.json``."""
+    return repo_dir("artifacts") / f"{notebook}.{profile}.json"
+
+
+def write(sidecar: Sidecar) -> Path:
+    """Validate (a wrong field is a bug in the notebook, caught before anything is replaced), then write."""
+    checked = type(sidecar).model_validate(sidecar.model_dump())
+    return write_json_atomic(sidecar_path(checked.notebook, checked.profile), checked.model_dump(mode="json"))
+
+
+def _rerun_hint(schema: type[Sidecar], profile: str) -> str:
+    number = schema.NOTEBOOK.split("_", 1)[0]
+    return f"rerun it: python -m eagle3lab run --profile {profile} --notebooks {number}"
+
+
+def read(schema: type[S], profile: str, path: Path | None = None) -> S:
+    """The typed sidecar of ``schema``'s notebook for ``profile``; one clear line if it is missing or unusable."""
+    path = Path(path) if path is not None else sidecar_path(schema.NOTEBOOK, profile)
+    hint = _rerun_hint(schema, profile)
+    if not path.is_file():
+        raise SidecarError(f"sidecar {path} is missing (notebook {schema.NOTEBOOK} has not run on '{profile}'); "
+                           f"{hint}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SidecarError(f"sidecar {path} is unreadable ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
+                           f"{hint}") from None
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if version != SCHEMA_VERSION:
+        raise SidecarError(f"sidecar {path} has schema version {version}, this eagle3lab reads {SCHEMA_VERSION}; "
+                           f"{hint}")
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise SidecarError(f"sidecar {path} does not match its schema at '{where}': {first['msg']}; "
+                           f"{hint}") from None
+
+
+def read_if_present(schema: type[S], profile: str) -> Optional[S]:
+    """Like ``read``, but a sidecar that was never written is ``None`` (a notebook that did not run)."""
+    if not sidecar_path(schema.NOTEBOOK, profile).is_file():
+        return None
+    return read(schema, profile)

@@ -1,0 +1,105 @@
+"""Typed sidecars: what a notebook writes is what the next stage reads, or one line says why not."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from eagle3lab import sidecars
+from eagle3lab.errors import SidecarError
+from eagle3lab.sidecars import CrashReproSidecar, InterfaceTraceSidecar, PatchBenchSidecar
+
+
+@pytest.fixture(autouse=True)
+def artifacts(tmp_path, monkeypatch):
+    monkeypatch.setenv("EAGLE3LAB_ARTIFACTS_DIR", str(tmp_path))
+    return tmp_path
+
+
+def crash_sidecar(**changes) -> CrashReproSidecar:
+    data = dict(
+        profile="cpu", parameters={"expected_attribute": "set_eagle3_layers_to_capture"},
+        profile_values={"name": "cpu"}, environment={"sglang": "0.5.9"},
+        models={"target": "/m/t", "draft": "/m/d", "cache_key": "k", "aux_layer_ids": [0, 1, 2]},
+        crash={"status": "died", "seconds_to_outcome": 17.2, "returncode": 137, "peak_rss_gib": 3.1,
+               "category": "interface_gap", "signature": "AttributeError: x", "call_site": "a.py:1", "log": "l"},
+        control={"seconds_to_ready": 25.0, "peak_rss_gib": 3.6, "generate_seconds": 0.1, "completion_tokens": 16,
+                 "completion": "w w", "log": "l"})
+    data.update(changes)
+    return CrashReproSidecar(**data)
+
+
+def test_round_trip_gives_the_same_typed_object(artifacts):
+    written = crash_sidecar()
+    path = sidecars.write(written)
+    assert path == artifacts / "01_crash_repro.cpu.json"
+    again = sidecars.read(CrashReproSidecar, "cpu")
+    assert again == written
+    assert again.crash.seconds_to_outcome == 17.2 and again.models.aux_layer_ids == [0, 1, 2]
+    assert again.notebook == "01_crash_repro" and again.schema_version == sidecars.SCHEMA_VERSION
+    assert again.date == again.written_at[:10]
+
+
+def test_unknown_top_level_key_is_a_bug_caught_before_writing(artifacts):
+    with pytest.raises(Exception, match="extra"):
+        crash_sidecar(seconds_to_outcome=1.0)
+    assert list(artifacts.iterdir()) == []
+
+
+def test_missing_sidecar_names_the_notebook_and_the_command():
+    with pytest.raises(SidecarError, match=r"01_crash_repro\.cpu\.json is missing .*--notebooks 01"):
+        sidecars.read(CrashReproSidecar, "cpu")
+    assert sidecars.read_if_present(CrashReproSidecar, "cpu") is None
+
+
+def test_truncated_sidecar_is_one_line_naming_the_file(artifacts):
+    path = sidecars.write(crash_sidecar())
+    path.write_text(path.read_text()[:200])
+    with pytest.raises(SidecarError) as err:
+        sidecars.read(CrashReproSidecar, "cpu")
+    assert "\n" not in str(err.value) and str(path) in str(err.value) and "unreadable" in str(err.value)
+
+
+def test_other_schema_version_is_refused(artifacts):
+    path = sidecars.write(crash_sidecar())
+    data = json.loads(path.read_text())
+    data["schema_version"] = 1
+    path.write_text(json.dumps(data))
+    with pytest.raises(SidecarError, match="schema version 1"):
+        sidecars.read(CrashReproSidecar, "cpu")
+
+
+def test_wrong_field_type_names_the_field(artifacts):
+    path = sidecars.write(crash_sidecar())
+    data = json.loads(path.read_text())
+    data["crash"]["seconds_to_outcome"] = "slow"
+    path.write_text(json.dumps(data))
+    with pytest.raises(SidecarError, match=r"at 'crash\.seconds_to_outcome'"):
+        sidecars.read(CrashReproSidecar, "cpu")
+
+
+def test_trace_sidecar_exposes_layer_tables_by_profile():
+    trace = InterfaceTraceSidecar(
+        profile="cpu",
+        verdict={"sglang_version": "0.5.9", "required_members": ["a"], "missing_members": ["a"],
+                 "one_method_enough": False, "first_raise": {"cpu": {"where": "x.py:1", "member": "a"}}},
+        layer_ids=[{"profile": "gpu", "depth": 61, "aux_layer_ids": [2, 30, 58],
+                    "eager_forwards_capture": {"self.model.layers_to_capture": [3, 31, 59]},
+                    "cuda_graph_forwards_capture": {"self.model.layers_to_capture": [2, 30, 58]},
+                    "conflict": True}])
+    table = trace.layer_table("gpu")
+    assert table is not None and table.captured("eager") == [3, 31, 59] and table.captured("graphs") == [2, 30, 58]
+    assert trace.layer_table("cpu") is None
+    assert trace.verdict.first_raise["cpu"].member == "a"
+
+
+def test_chain_records_carry_no_display_labels():
+    bench = PatchBenchSidecar(
+        profile="cpu", profile_values={}, models={"target": "t", "draft": "d"}, patch="p", delegated_members=[],
+        chain=[{"step": "unpatched", "outcome": "died", "category": "interface_gap", "seconds": 16.0}], story=[])
+    dumped = json.dumps(bench.model_dump(mode="json"))
+    assert "seconds to outcome" not in dumped and "classified error" not in dumped
+    from eagle3lab.fix.relaunch import chain_row
+
+    assert chain_row(bench.chain[0])["seconds to outcome"] == 16.0
