@@ -89,6 +89,7 @@ def test_arm_plans_run_the_experiments_at_fewer_concurrencies():
     config = SweepConfig(concurrency=[1, 2, 4], input_len=8, output_len=8, num_prompts=4)
     assert plans[0].config(config) is config and plans[2].config(config).concurrency == [1]
     assert [p.name for p in eagle3_arm_plans(Drafters("/t", None))] == ["eagle3"]
+    assert [p.name for p in eagle3_arm_plans(drafters, experiment_concurrency=[])] == ["eagle3"]
 
 
 def test_drafter_layer_ids_come_from_the_drafters_config(tmp_path):

@@ -18,7 +18,7 @@ from eagle3lab.bench.crosscheck import CrossCheck, cross_check
 from eagle3lab.bench.lossless import REQUIRED_CONCURRENCY, LosslessReport, lossless_report
 from eagle3lab.bench.sweep import (ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_CONTROL,
                                    ARM_KIND_EAGLE3_SHIFTED, ArmResult, BenchReport, load_requests, not_runnable_arm,
-                                   run_arm)
+                                   run_arm, save_arm)
 from eagle3lab.bench.workload import SweepConfig, model_vocab_size
 from eagle3lab.errors import BenchError, ExpectationError
 from eagle3lab.fix import patching
@@ -68,6 +68,7 @@ def run_server_arm(name: str, profile: Profile, models: Models, config: SweepCon
         ready_s = round(server.elapsed(), 2)
         arm = run_arm(name, spec.base_url, config, out_dir, kind=kind)
         arm.server_ready_seconds = ready_s
+        save_arm(arm, out_dir)
         measured = arm.measured_points()
         if with_cross_check and measured:
             check = cross_check(measured[-1].metrics, spec.base_url, models.target, config, out_dir)
@@ -118,6 +119,7 @@ def measure_chain_server(chain: Sequence[StepResult], plan: SpecArmPlan, config:
                              f"{server.spec.speculative.draft_model_path}; launch the chain with the arm's models")  # type: ignore[union-attr]
         arm = run_arm(plan.name, server.spec.base_url, plan.config(config), out_dir, kind=plan.kind)
         arm.server_ready_seconds = chain[-1].seconds  # the chain's last launch is this arm's server
+        save_arm(arm, out_dir)
         return arm
     finally:
         stop_serving(chain)
@@ -229,11 +231,13 @@ def resolve_drafters(profile: Profile, models: Models) -> Drafters:
                     shifted_layer_ids=drafter_layer_ids(shifted))
 
 
-def eagle3_arm_plans(drafters: Drafters, experiment_concurrency: Sequence[int] | None = (1,)) -> list[SpecArmPlan]:
+def eagle3_arm_plans(drafters: Drafters, experiment_concurrency: Sequence[int] = (1,)) -> list[SpecArmPlan]:
     """The headline arm (trained drafter, the whole sweep) and, where the drafters exist, the control arm
     (untrained drafter) and the layer-mismatch arm (trained drafter, ids shifted one layer early), each at
-    ``experiment_concurrency`` only (None: the whole sweep) to keep the run short."""
-    levels = tuple(experiment_concurrency) if experiment_concurrency is not None else None
+    ``experiment_concurrency`` only, to keep the run short; an empty list leaves the experiments out."""
+    levels = tuple(experiment_concurrency)
+    if not levels:
+        drafters = Drafters(drafters.trained, drafters.trained_layer_ids)
     plans = [SpecArmPlan("eagle3", ARM_KIND_EAGLE3, drafters.trained, drafters.trained_layer_ids, None,
                          "EAGLE-3 with the trained drafter, served the aux layer ids it was trained on")]
     if drafters.control is not None:
@@ -262,3 +266,18 @@ def lossless_check(arms: Sequence[ArmResult], out_dir: Path,
 
     candidates = [(a.name, records(a)) for a in arms if a.speculative and a.measured_points()]
     return lossless_report((baseline.name, records(baseline)), candidates, required_concurrency)
+
+
+def timings(chain: Sequence[StepResult], captures: dict[Any, Any], report: BenchReport | None) -> dict[str, float]:
+    """Seconds per part of notebook 03, as measured in this run (for the sidecar and the run's cost table)."""
+    out: dict[str, float] = {f"chain: {step.step.name}": step.seconds for step in chain}
+    for key, result in captures.items():
+        out[f"capture check: {key or 'unpatched'}"] = round(sum(result.seconds.values()), 2)
+    for arm in report.arms if report else []:
+        if arm.server_ready_seconds is not None:
+            out[f"{arm.name}: server start-up"] = arm.server_ready_seconds
+        if arm.sweep_seconds is not None:
+            out[f"{arm.name}: sweep"] = arm.sweep_seconds
+    if report and report.cross_check and report.cross_check.get("seconds") is not None:
+        out["baseline: bench_serving cross-check"] = float(report.cross_check["seconds"])
+    return out
