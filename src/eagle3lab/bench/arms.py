@@ -219,16 +219,20 @@ def drafter_layer_ids(draft_dir: str | Path) -> tuple[int, ...] | None:
 def resolve_drafters(profile: Profile, models: Models) -> Drafters:
     """The drafters of the EAGLE-3 arms. On the tiny-model profile: the drafter trained on the tiny target (built
     once, cached by key), the generated untrained one as the control, and a copy of the trained one whose aux layer
-    ids are shifted one layer early. Elsewhere: the deployment's own drafter, with no experiments."""
-    if not profile.uses_tiny_model:
+    ids are shifted one layer early (when the target is deep enough for both id sets to be captured). Elsewhere,
+    or for settings the tiny drafter is not trained for (topk > 1): the profile's own drafter, no experiments."""
+    if not profile.uses_tiny_model or profile.speculative_eagle_topk != 1:
         return Drafters(models.draft, models.aux_layer_ids)
-    from eagle3lab.runtime.tinymodel.drafter_training import build_trained_drafter, shifted_drafter
+    from eagle3lab.runtime.tinymodel.drafter_training import (shifted_drafter, shifted_ids_valid,
+                                                              trained_drafter_for_profile)
 
-    trained = build_trained_drafter(num_layers=profile.model_num_layers)
-    shifted = shifted_drafter(trained.path, SHIFT_ONE_LAYER_EARLY)
-    return Drafters(str(trained.path), tuple(trained.aux_layer_ids), control=models.draft,
-                    control_layer_ids=models.aux_layer_ids, shifted=str(shifted),
-                    shifted_layer_ids=drafter_layer_ids(shifted))
+    trained = trained_drafter_for_profile(profile)
+    ids = tuple(trained.aux_layer_ids)
+    shifted = shifted_drafter(trained.path, SHIFT_ONE_LAYER_EARLY) \
+        if shifted_ids_valid(ids, profile.model_num_layers, SHIFT_ONE_LAYER_EARLY) else None
+    return Drafters(str(trained.path), ids, control=str(trained.control_dir), control_layer_ids=ids,
+                    shifted=str(shifted) if shifted else None,
+                    shifted_layer_ids=drafter_layer_ids(shifted) if shifted else None)
 
 
 def eagle3_arm_plans(drafters: Drafters, experiment_concurrency: Sequence[int] = (1,)) -> list[SpecArmPlan]:
