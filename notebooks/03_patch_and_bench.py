@@ -187,6 +187,15 @@ if acceptance_records:
     acceptance.expect_acceptance_consistent(report.arms)
 
 # %% [markdown]
+# Served at concurrency 1 next to the drafter's own offline simulation of sglang's greedy verify on the same
+# prompts (transformers, recorded when it was trained): the harness's draft, verify and draft-extend attention have
+# to reproduce what the drafter was trained and scored on.
+
+# %%
+offline = acceptance.offline_vs_served(report.arms, drafters.offline_acceptance) if bench else []
+show.table(offline) if offline else "the drafter records no offline simulation"
+
+# %% [markdown]
 # ### The layer-mismatch experiment, measured
 # The trained drafter served twice on the same prompts: with the aux layer ids it was trained on, and with each id
 # one layer early, which is what sglang 0.5.9's CUDA-graph capture hands it while eager forwards hand it the
@@ -273,6 +282,7 @@ sidecars.write(sidecars.PatchBenchSidecar(
     spec_arms=[plan.to_dict() for plan in plans],
     lossless=lossless_result.to_dict() if lossless_result else None,
     acceptance=acceptance_records,
+    offline_vs_served=offline,
     layer_mismatch=mismatch.to_dict() if mismatch else None,
     speedup=speedup,
     sampling=sampling,

@@ -281,9 +281,10 @@ class PatchBenchSidecar(Sidecar):
     diagnostics: list[dict[str, Any]] = Field(default_factory=list)
     spec_arms: list[SpecArmRecord] = Field(default_factory=list)
     lossless: Optional[LosslessRecord] = None
-    acceptance: list[dict[str, Any]] = Field(default_factory=list)  # bench.acceptance.acceptance_rows
+    acceptance: list[dict[str, Any]] = Field(default_factory=list)  # bench.acceptance.acceptance_records
+    offline_vs_served: list[dict[str, Any]] = Field(default_factory=list)  # bench.acceptance.offline_vs_served
     layer_mismatch: Optional[LayerMismatchRecord] = None
-    speedup: list[dict[str, Any]] = Field(default_factory=list)  # bench.acceptance.speedup_rows
+    speedup: list[dict[str, Any]] = Field(default_factory=list)  # bench.acceptance.speedup_records
     sampling: Optional[SamplingRecord] = None
     verify_dispatch_gap: Optional[DispatchGapRecord] = None
     timings: dict[str, float] = Field(default_factory=dict)  # seconds per part of the notebook, measured

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from eagle3lab.bench.acceptance import (acceptance_records, acceptance_table, expect_acceptance_consistent,
-                                        layer_mismatch, speedup_records)
+                                        layer_mismatch, offline_vs_served, speedup_records)
 from eagle3lab.bench.arms import Drafters, check_greedy, drafter_layer_ids, eagle3_arm_plans
 from eagle3lab.bench.metrics import RequestRecord, compute_point_metrics
 from eagle3lab.bench.sweep import (ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_CONTROL,
@@ -109,3 +109,14 @@ def test_sampling_workloads_are_refused_for_speculative_cpu_runs(cpu_profile):
         check_greedy(cpu_profile, SweepConfig(concurrency=[1], input_len=8, output_len=8, num_prompts=1,
                                               extra_sampling_params={"temperature": 0.7}))
     assert "\n" not in str(err.value)
+
+
+def test_offline_simulation_sits_next_to_the_served_point_of_the_same_variant():
+    offline = {"aligned": {"mean_accept_length": 2.3, "pooled_accept_length": 2.2,
+                           "accepted_histogram": {"0": 4, "1": 3, "3": 3}},
+               "shifted": {"mean_accept_length": 1.6, "pooled_accept_length": 1.6, "accepted_histogram": {"0": 20}}}
+    records = offline_vs_served(_arms(), offline)
+    assert [(r["arm"], r["offline_mean"]) for r in records] == [("eagle3", 2.3), ("eagle3-shifted", 1.6)]
+    assert records[0]["served_pooled"] == pytest.approx(32 / 14) and records[0]["offline_histogram"] == [4, 3, 0, 3]
+    assert records[0]["served_histogram"] == [4, 3, 4, 3]
+    assert offline_vs_served(_arms(), None) == [] and offline_vs_served(_arms(), offline, concurrency=4) == []

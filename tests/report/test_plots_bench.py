@@ -61,7 +61,8 @@ def test_acceptance_says_why_there_is_no_line(report):
     report.arms.append(ArmResult("spec", "measured", ARM_KIND_EAGLE3,
                                  points=[point(1, 12, verify=4), point(2, 8, verify=4)]))
     fig = plot_acceptance(report)
-    assert lines_by_label(fig)["spec"][1] == pytest.approx([3.0, 2.0])
+    assert lines_by_label(fig)["spec: mean per request"][1] == pytest.approx([3.0, 2.0])
+    assert lines_by_label(fig)["spec: pooled"][1] == pytest.approx([3.0, 2.0])
     plt.close(fig)
 
 

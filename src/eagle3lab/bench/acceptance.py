@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from eagle3lab.bench.sweep import ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_SHIFTED, ArmResult
+from eagle3lab.bench.sweep import ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_CONTROL, ARM_KIND_EAGLE3_SHIFTED, ArmResult
 from eagle3lab.errors import ExpectationError
 
 
@@ -139,4 +139,31 @@ def speedup_records(arms: Sequence[ArmResult]) -> list[dict[str, Any]]:
                                 "eagle3_tok_s": p.metrics.output_tok_per_s,
                                 "speedup": p.metrics.output_tok_per_s / base[p.concurrency],
                                 "accept_length": p.metrics.accept_length})
+    return records
+
+
+# The drafter's training simulates sglang's greedy topk-1 verify offline (transformers, fp32) on the same benchmark
+# prompts; its arms are named after the aux ids served.
+OFFLINE_ARM_OF_KIND = {ARM_KIND_EAGLE3: "aligned", ARM_KIND_EAGLE3_SHIFTED: "shifted", ARM_KIND_EAGLE3_CONTROL: "untrained"}
+
+
+def offline_vs_served(arms: Sequence[ArmResult], offline: dict[str, Any] | None,
+                      concurrency: int = 1) -> list[dict[str, Any]]:
+    """Served acceptance at ``concurrency`` next to the drafter's offline simulation of the same requests: the
+    harness's draft, verify and draft-extend attention must reproduce what the drafter was trained and scored on.
+    ``offline`` maps 'aligned' / 'shifted' / 'untrained' to ``{mean_accept_length, pooled_accept_length,
+    accepted_histogram}``; empty when the drafter records none."""
+    records = []
+    for arm in arms:
+        sim = (offline or {}).get(OFFLINE_ARM_OF_KIND.get(arm.kind, ""))
+        point = next((p for p in arm.measured_points() if p.concurrency == concurrency), None)
+        if not sim or point is None or point.metrics is None:
+            continue
+        m = point.metrics
+        hist = sim.get("accepted_histogram") or {}
+        records.append({"arm": arm.name, "kind": arm.kind, "concurrency": concurrency,
+                        "served_mean": m.accept_length_mean, "offline_mean": sim.get("mean_accept_length"),
+                        "served_pooled": m.accept_length, "offline_pooled": sim.get("pooled_accept_length"),
+                        "served_histogram": m.accepted_per_verify_histogram,
+                        "offline_histogram": [int(hist.get(str(k), 0)) for k in range(max(map(int, hist), default=-1) + 1)]})
     return records

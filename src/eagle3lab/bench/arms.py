@@ -203,6 +203,9 @@ class Drafters:
     control_layer_ids: tuple[int, ...] | None = None
     shifted: str | None = None
     shifted_layer_ids: tuple[int, ...] | None = None
+    # The drafter's offline simulation of sglang's verify on the benchmark prompts, per served variant
+    # ('aligned', 'shifted', 'untrained' -> acceptance summary), where its training recorded one.
+    offline_acceptance: dict[str, Any] | None = None
 
 
 def drafter_layer_ids(draft_dir: str | Path) -> tuple[int, ...] | None:
@@ -230,9 +233,13 @@ def resolve_drafters(profile: Profile, models: Models) -> Drafters:
     ids = tuple(trained.aux_layer_ids)
     shifted = shifted_drafter(trained.path, SHIFT_ONE_LAYER_EARLY) \
         if shifted_ids_valid(ids, profile.model_num_layers, SHIFT_ONE_LAYER_EARLY) else None
+    benchmark = ((getattr(trained, "history", None) or {}).get("final") or {}).get("benchmark") or {}
+    offline = {arm: scores["acceptance"] for arm, scores in benchmark.items()
+               if isinstance(scores, dict) and isinstance(scores.get("acceptance"), dict)}
     return Drafters(str(trained.path), ids, control=str(trained.control_dir), control_layer_ids=ids,
                     shifted=str(shifted) if shifted else None,
-                    shifted_layer_ids=drafter_layer_ids(shifted) if shifted else None)
+                    shifted_layer_ids=drafter_layer_ids(shifted) if shifted else None,
+                    offline_acceptance=offline or None)
 
 
 def eagle3_arm_plans(drafters: Drafters, experiment_concurrency: Sequence[int] = (1,)) -> list[SpecArmPlan]:

@@ -351,7 +351,10 @@ def point_rows(arms: list[ArmResult]) -> list[dict[str, Any]]:
                 "itl_per_token_p99_ms": _ms(m.itl_s.p99) if m else None,
                 "itl_per_chunk_p50_ms": _ms(m.itl_chunk_s.p50) if m and m.itl_chunk_s else None,
                 "e2e_p50_ms": _ms(m.e2e_s.p50) if m else None, "e2e_p99_ms": _ms(m.e2e_s.p99) if m else None,
-                "accept_len": None if m is None or m.accept_length is None else round(m.accept_length, 3),
+                # sglang's per-request spec_accept_length (completion tokens / verify steps), averaged over the
+                # point's requests; and the pooled ratio (all tokens / all verify steps), which weighs slow requests
+                "accept_len": None if m is None or m.accept_length_mean is None else round(m.accept_length_mean, 3),
+                "accept_len_pooled": None if m is None or m.accept_length is None else round(m.accept_length, 3),
                 "server_avg_accept_len": None if p.server_avg_accept_length is None
                 else round(p.server_avg_accept_length, 3),
                 "client_cpu_s_per_1k_tok": None if m is None or m.client_cpu_s_per_1k_tokens is None

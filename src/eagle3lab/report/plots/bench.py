@@ -100,13 +100,16 @@ def plot_throughput(report: BenchReport) -> Figure:
 
 
 def plot_acceptance(report: BenchReport) -> Figure:
-    """Mean acceptance length (tokens per verify step) against concurrency, for arms that speculate."""
+    """Acceptance length against concurrency, for arms that speculate: sglang's per-request
+    ``spec_accept_length`` averaged over requests (solid), and all tokens / all verify steps (dashed)."""
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
-    for arm in report.arms:
+    for index, arm in enumerate(report.arms):
         points = [p for p in arm.measured_points() if p.metrics.accept_length is not None]  # type: ignore[union-attr]
         if points:
+            ax.plot([p.concurrency for p in points], [p.metrics.accept_length_mean for p in points],  # type: ignore[union-attr]
+                    marker="o", color=f"C{index}", label=f"{arm.name}: mean per request")
             ax.plot([p.concurrency for p in points], [p.metrics.accept_length for p in points],  # type: ignore[union-attr]
-                    marker="o", label=arm.name)
+                    marker="x", linestyle="--", color=f"C{index}", label=f"{arm.name}: pooled")
     _concurrency_axis(ax, report.arms)
     ax.set_ylabel("acceptance length (tokens / verify step)")
     _finish(fig, ax, report, "Speculative acceptance length vs concurrency")
