@@ -258,11 +258,15 @@ def test_site_folder_still_runs_another_sitecustomize(tmp_path):
 @pytest.mark.server
 @pytest.mark.parametrize("shims", [(), ALL_SHIMS], ids=["bare_harness", "all_shims"])
 def test_server_eagle3_launch_still_dies_on_the_wrapper(tmp_path, cpu_profile, tiny_models, shims):
-    """The stub and environment alone reproduce the real crash, and no shim masks it."""
+    """The stub and environment alone reproduce the real crash, and no shim masks it: not the start-up shims, and
+    not the speculative ones that run sglang's EAGLE loop on CPU (with Triton's interpreter on, as in a real
+    speculative CPU server)."""
     from eagle3lab.runtime.deployment import server_spec
     from eagle3lab.runtime.server import free_port, launch
 
+    assert set(SPEC_SHIMS) <= set(ALL_SHIMS)
     spec = server_spec(cpu_profile, tiny_models, speculative=True, shims=shims, port=free_port())
+    assert spec.env["TRITON_INTERPRET"] == "1" and spec.env["EAGLE3LAB_SHIMS"] == ",".join(shims)
     outcome = launch(spec, tmp_path / "server.log", cpu_profile.ready_timeout_s)
     assert outcome.status == "died"
     assert ("AttributeError: 'KimiK25ForConditionalGeneration' object has no attribute "
