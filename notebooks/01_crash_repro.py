@@ -24,7 +24,7 @@
 
 # %%
 from eagle3lab.repro import crashrepro
-from eagle3lab.runtime import deployment, envinfo
+from eagle3lab.runtime import deployment, envinfo, preflight, sglang_args
 from eagle3lab import nbparams, show, sidecars
 from eagle3lab.report.plots import launch as plots_launch
 from eagle3lab.runtime.cpu_harness import CONTROL_SHIMS
@@ -46,6 +46,18 @@ params = nbparams.resolve(globals())
 P = params.profile
 logs_dir = repo_dir("artifacts") / "logs"
 show.table(P.model_dump(), ["profile key"])
+
+# %% [markdown]
+# ## Preflight
+# Everything the deployment needs, checked before any launch: GPUs against `tp_size`, the sglang release and
+# whether it is still pristine, both checkpoints (on disk, complete, size), free disk, both launch command lines
+# through sglang's own `ServerArgs`, and the drafter's aux layer ids with the layers they make sglang capture.
+# A problem stops the notebook here with one line and its fix. Passed over for the `cpu` profile (tiny models
+# generated here, no GPU).
+
+# %%
+checks = preflight.require(P, quick=False, echo=None)
+show.table(checks.rows())
 
 # %% [markdown]
 # ## Environment
@@ -110,6 +122,14 @@ show.table(control.summary())
 timings = crashrepro.timings_table(crash, control)
 show.table(timings)
 
+# %% [markdown]
+# ### Memory: who sized it, and what sglang chose (read from each server log's `server_args=` line)
+
+# %%
+memory = sglang_args.memory_rows(P.mem_fraction_static, {"EAGLE-3": crash.outcome.log_path,
+                                                         "control": control.log_path})
+show.table(memory)
+
 # %%
 timings_png = repo_dir("figures") / f"01_launch_timings_{P.name}.png"
 plots_launch.draw_launch_timings(timings, P.name, sidecars.today()).savefig(timings_png, dpi=110)
@@ -118,5 +138,6 @@ show.images([timings_png])
 # %%
 sidecars.write(sidecars.CrashReproSidecar(
     profile=P.name, parameters=params.values, profile_values=P.model_dump(), environment=environment,
-    models=vars(models), crash={**crash.summary(), "argv": crash.argv, "report": report.to_dict()},
+    models=vars(models), preflight=checks.to_dict(), memory=memory,
+    crash={**crash.summary(), "argv": crash.argv, "report": report.to_dict()},
     control={**control.summary(), "argv": control.argv}))

@@ -14,11 +14,13 @@
 # # 02 - The EAGLE-3 interface the runtime really uses
 # The engineer grepped the runner for `eagle3|aux_hidden|capture_aux` and concluded one delegating method was
 # enough. Here sglang's own source answers, by AST: which members the runtime needs from the target and draft
-# model objects, which of them the Kimi-K2.5 wrapper lacks, which other wrappers share the gap, and since when.
+# model objects, which of them the Kimi-K2.5 wrapper lacks, which other wrappers share the gap, since when, and
+# a checked delegation fix for every wrapper that still lacks it.
 
 # %%
 from IPython.display import Image, display
 
+from eagle3lab.fix import fixbook, fixverify
 from eagle3lab.trace import audit, sources, tracebook
 from eagle3lab.runtime import envinfo
 from eagle3lab import nbparams, show, sidecars
@@ -27,17 +29,15 @@ nbparams.begin(globals())
 
 # %% tags=["parameters"]
 profile: str = "cpu"  # parameter profile (params/<profile>.yaml); the trace covers both profiles' start-up paths
-overrides: dict = {}  # profile keys to override (accepted for a uniform run command; the trace reads none)
+overrides: dict = {}  # profile keys to override; the trace reads the profile's drafter config for layer ids
 sglang_source: str = "installed"  # "installed" or a release version such as "0.5.9"
 entry_class: str = "KimiK25ForConditionalGeneration"  # entry model class to audit
 bisect_versions: list = []  # releases to bisect (empty: every release from 0.5.6 to the newest)
-model_depth: int = 61  # decoder layers of the real target (Kimi-K2.5)
-aux_layer_ids: list = [2, 30, 58]  # drafter eagle_aux_hidden_state_layer_ids (AQ-MedAI/Kimi-K25-eagle3)
-tiny_model_depth: int = 4  # decoder layers of the tiny cpu-profile target
-tiny_aux_layer_ids: list = [0, 1, 2]  # drafter layer ids of the tiny cpu-profile drafter
+verify_fixes: bool = True  # run the generated fixes' import and ModelRunner capture checks (minutes on CPU)
 
 # %%
 params = nbparams.resolve(globals())  # a mistyped or unknown parameter stops here with one line
+P = params.profile
 src, source_info = tracebook.release_source(sglang_source)
 show.table(source_info)
 
@@ -75,23 +75,42 @@ show.table(list(draft["class_report"]["members"].values()), ["member", "status",
 
 # %% [markdown]
 # ## 4. Layer ids captured by each `set_eagle3_layers_to_capture` call, in start-up order
+# The target's depth and the drafter's `eagle_aux_hidden_state_layer_ids` are read from the models' own
+# config.json files, as sglang reads them: the GPU deployment's (its hub snapshot; "not fetched" until
+# `python -m eagle3lab fetch-models --profile blackwell-8x --configs-only` has run) and the CPU profile's. A drafter
+# that names no ids gets sglang's defaults everywhere.
+
+# %%
+layer_setups = tracebook.layer_setups(P)
+show.table([setup.row() for setup in layer_setups])
+
+# %% [markdown]
 # The hook's own source runs on a stand-in `self`; rank None means the profile never reaches that call.
 
 # %%
-layer_ids = tracebook.layer_ids(src, entry_class, model_depth, aux_layer_ids, tiny_model_depth, tiny_aux_layer_ids)
+layer_ids = tracebook.layer_ids(src, entry_class, layer_setups)
 print(tracebook.layer_text(layer_ids))
 
 # %%
-show.table(tracebook.layer_rows(layer_ids), ["profile", "startup_rank", "certain", "where", "args", "result", "uses"])
+show.table(tracebook.layer_rows(layer_ids),
+           ["profile", "deployment", "depth", "drafter ids", "startup_rank", "certain", "where", "args", "result", "uses"])
 
 # %% [markdown]
 # ## 5. Conformance audit over every registered entry class (this release)
+# Every `EntryClass` registration gets a row: a wrapper of an EAGLE-3-capable model (inner model resolved through
+# constructors, helper methods, several options, proxies and bases elsewhere), a wrapper of a model without
+# EAGLE-3, a plain model, a draft head, or unresolved with the reason. The counts add up to the registrations.
 
 # %%
 conf_here = audit.conformance(src)
-print(f"{conf_here['entry_classes']} entry classes; {len(conf_here['rows'])} wrap an EAGLE-3-capable inner model "
-      f"(audited in {conf_here['seconds']} s); {len(conf_here['wrappers_of_non_eagle3_models'])} wrap other models")
-show.table(conf_here["rows"], ["entry", "file", "inner", "missing"])
+print(tracebook.audit_summary(conf_here))
+show.table(tracebook.count_rows(conf_here))
+
+# %%
+show.table(tracebook.lacking_rows(conf_here))
+
+# %%
+show.table(conf_here["unresolved"], ["entry", "file", "kind", "reason"])
 
 # %% [markdown]
 # ## 6. Release bisect (cached wheels; releases audited in parallel)
@@ -104,12 +123,49 @@ print(f"appeared {bisect['appeared']}, first fixed {bisect['first_fixed']}, gain
 show.table(bisect["rows"], ["version", "present", "file", "status", "missing", "fixed"])
 
 # %% [markdown]
-# ## 7. The newest release: wrappers still missing members
+# ## 7. The newest release: the same audit
 
 # %%
-conf_newest = audit.conformance(sources.open_source(versions[-1]))
-print(f"sglang {conf_newest['sglang_version']}: contract members {conf_newest['members']}")
-show.table([row for row in conf_newest["rows"] if row["missing"]], ["entry", "file", "inner", "missing"])
+newest_src = sources.open_source(versions[-1])
+conf_newest = audit.conformance(newest_src)
+print(tracebook.audit_summary(conf_newest))
+show.table(tracebook.count_rows(conf_newest))
+
+# %%
+show.table(tracebook.lacking_rows(conf_newest))
+
+# %%
+show.table(conf_newest["unresolved"], ["entry", "file", "kind", "reason"])
+
+# %% [markdown]
+# ## 8. Generated fixes for every lacking wrapper, and their checks
+# One Kimi-shaped delegation patch per class that assigns a lacking wrapper's inner model (`patches/upstream/<release>/`,
+# regenerate with `python -m eagle3lab upstream-fixes --sglang VERSION --write`). Each is applied with exact context
+# to its release, compiled, checked to forward every argument behind a guard, and the release is audited again with
+# it; a wrapper whose `forward` post-processes the inner output is refused, with the reason.
+
+# %%
+fix_results = {release.version: fixbook.fixes(release, conf)
+               for release, conf in ((src, conf_here), (newest_src, conf_newest))}
+show.table([row for result in fix_results.values() for row in fixbook.fix_rows(result)])
+
+# %%
+show.table([{"release": v, **r["series"]} for v, r in fix_results.items()],
+           ["release", "ok", "detail", "still_lacking"])
+
+# %% [markdown]
+# ### Run-time verification: the patched modules import, and the hook reaches the inner model
+# Import check for every release (the newest one unpacked next to this environment's torch and transformers).
+# Capture check on the installed release, through sglang's own `ModelRunner` on CPU with tiny configs: unpatched
+# the launch must die on the missing hook, patched a real prefill and decode must return the aux hidden states of
+# the layers the drafter names.
+
+# %%
+verification = fixbook.verify(fix_results, run=verify_fixes)
+show.table(fixbook.import_rows(verification))
+
+# %%
+show.table(fixverify.capture_rows(verification["capture"]))
 
 # %%
 figure_paths = tracebook.figures(conf_here, conf_newest, bisect)
@@ -118,10 +174,10 @@ for path in figure_paths:
 
 # %%
 sidecar_file = sidecars.write(sidecars.InterfaceTraceSidecar(
-    profile=params.profile.name,
+    profile=P.name,
     parameters={"sglang_source": sglang_source, "entry_class": entry_class, "bisect_versions": versions,
-                "model_depth": model_depth, "aux_layer_ids": aux_layer_ids,
-                "tiny_model_depth": tiny_model_depth, "tiny_aux_layer_ids": tiny_aux_layer_ids},
+                "verify_fixes": verify_fixes},
+    layer_setups=[setup.to_dict() for setup in layer_setups],
     source=source_info,
     environment=envinfo.environment_table(),
     grep=grep_hits,
@@ -130,6 +186,7 @@ sidecar_file = sidecars.write(sidecars.InterfaceTraceSidecar(
     draft=draft,
     layer_ids=layer_ids,
     conformance={"traced": conf_here, "newest": conf_newest},
+    fixes=fixbook.stored(fix_results, verification),
     bisect=bisect,
     timings={"verdict_seconds": verdict_seconds, "audit_seconds_one_release": conf_here["seconds"],
              "bisect_seconds_warm_cache": bisect["seconds"], "bisect_releases": len(versions)},

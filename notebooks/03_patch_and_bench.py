@@ -29,6 +29,8 @@ from eagle3lab.runtime.cpu_harness import CONTROL_SHIMS, SPEC_SHIMS
 from eagle3lab.trace import silent_noop
 from eagle3lab.trace.sources import open_source
 from eagle3lab.paths import repo_dir
+from eagle3lab.report import perfmodel
+from eagle3lab.report.plots import model as model_plots
 from eagle3lab.report.presets import incident_report
 from eagle3lab.report.plots.bench import draw_bench_figures
 from eagle3lab.report.build import model_figures
@@ -265,7 +267,30 @@ show.table([{"quantity": key, **values} for key, values in prediction["side_by_s
 show.table(prediction["break_even_accept_length"], ["break-even acceptance length"])
 
 # %%
-show.images(model_figures(P.name))
+show.images(model_figures(P.name, params.profile_overrides))
+
+# %% [markdown]
+# ### Is the cost model right? Published measurements it was not fitted to
+# Speedup against batch size from independent public sources (`report/data/spec_validation.yaml`, each with its
+# URL, figure or table, hardware and flags). Each series is calibrated on its single-stream point only; every other
+# point is a prediction. MAPE is over predicted points; the trend is the direction of the speedup from the smallest
+# to the largest batch (moves under 5% count as flat). The EAGLE-3 paper's SGLang batch table is held out.
+
+# %%
+validation = perfmodel.validate()
+show.table(perfmodel.validation_summary(validation))
+
+# %%
+show.table(perfmodel.trend_table(validation))
+
+# %%
+show.images([model_plots.validation_figure()])
+
+# %%
+show.table(perfmodel.validation_points(validation))
+
+# %%
+show.table(perfmodel.context_sensitivity())
 
 # %%
 sidecars.write(sidecars.PatchBenchSidecar(

@@ -43,5 +43,72 @@ def full_report(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         for key, value in env.items():
             patch.setenv(key, value)
-        outputs = build_report("cpu", hide_code=True)
+        from eagle3lab.runtime.server import free_port
+
+        # A free port: on a shared machine another run may hold the profile's default one.
+        outputs = build_report("cpu", hide_code=True, parameters={"overrides": {"port": free_port()}})
         yield outputs, root
+
+
+# ------------------------------------------------------------------------------------------------------------
+# A Hugging Face hub cache on disk, in huggingface_hub's own layout, holding the tiny models under the GPU
+# profile's real repo ids: every hub-id path of the code (offline resolution, configs, tokenizers, launches)
+# runs for real against it, with no network.
+
+HUB_IDS = {"target": "moonshotai/Kimi-K2.5", "draft": "AQ-MedAI/Kimi-K25-eagle3"}
+TINY_COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def seed_hub_cache(hub_cache, repo_id: str, source, commit: str = TINY_COMMIT):
+    """Copy ``source`` into ``hub_cache`` as repo ``repo_id`` at ``commit``: blobs named by content hash,
+    snapshot files as relative symlinks to them, refs/main pointing at the commit. Returns the snapshot."""
+    import hashlib
+    import os
+    import shutil
+    from pathlib import Path
+
+    repo = Path(hub_cache) / ("models--" + repo_id.replace("/", "--"))
+    snapshot = repo / "snapshots" / commit
+    (repo / "blobs").mkdir(parents=True, exist_ok=True)
+    for path in sorted(Path(source).rglob("*")):
+        if not path.is_file():
+            continue
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        blob = repo / "blobs" / digest
+        if not blob.exists():
+            shutil.copyfile(path, blob)
+        link = snapshot / path.relative_to(source)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(blob, link.parent))
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / "main").write_text(commit)
+    return snapshot
+
+
+@pytest.fixture(scope="session")
+def tiny_hub_home(tmp_path_factory, tiny_models):
+    """An HF_HOME whose hub cache holds the tiny target and drafter under the blackwell-8x repo ids."""
+    home = tmp_path_factory.mktemp("hf-home")
+    for role, repo_id in HUB_IDS.items():
+        seed_hub_cache(home / "hub", repo_id, getattr(tiny_models, role))
+    return home
+
+
+@pytest.fixture
+def offline_hub(monkeypatch, tiny_hub_home):
+    """This test sees ``tiny_hub_home`` as its Hugging Face cache, offline."""
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.delenv("HUGGINGFACE_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tiny_hub_home))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return tiny_hub_home
+
+
+@pytest.fixture
+def empty_hub(monkeypatch, tmp_path):
+    """An empty Hugging Face cache, offline (nothing fetched)."""
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.delenv("HUGGINGFACE_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-hf-home"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return tmp_path / "empty-hf-home"

@@ -1,6 +1,8 @@
 """``python -m eagle3lab ...``: the command-line entry points.
 
-Every ``Eagle3LabError`` becomes one line on stderr and exit status 2, never a traceback.
+Every ``Eagle3LabError`` becomes one line on stderr and exit status 2, never a traceback. Ctrl-C, SIGTERM and
+SIGHUP all take the same clean way out: cleanup runs (patches reverted, servers stopped), then one line says
+what was interrupted and what was restored, and the exit status is 128 + the signal's number.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Sequence
 import yaml
 
 from eagle3lab.errors import Eagle3LabError
+from eagle3lab.runtime import signals
 
 
 def _overrides(pairs: Sequence[str]) -> dict:
@@ -44,8 +47,12 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 
 def cmd_setup(args: argparse.Namespace) -> None:
-    """Everything a profile needs before its first launch: the sglang check, the stub driver, the tiny model."""
-    from eagle3lab.runtime.deployment import resolve_models
+    """Everything a profile needs before its first launch: the sglang check, the stub driver, the tiny model.
+    Hub checkpoints are only located here (fetch-models downloads them), so set-up never starts a 547 GB download.
+    A local model path must exist; the tiny models' cache is verified against the checksums written when it was
+    built (``--rebuild`` builds it again)."""
+    from eagle3lab.errors import ModelPathError
+    from eagle3lab.runtime.deployment import fetch_command, locate_models
     from eagle3lab.runtime.envinfo import check_sglang
     from eagle3lab.runtime.profiles import load_profile
 
@@ -55,16 +62,66 @@ def cmd_setup(args: argparse.Namespace) -> None:
         from eagle3lab.runtime.cpu_harness import build_libcuda_stub
 
         print(f"stub libcuda: {build_libcuda_stub()}")
-    models = resolve_models(profile)
-    print(f"target model: {models.target}\ndraft model:  {models.draft}")
-    if models.cache_key:
-        print(f"tiny model cache key: {models.cache_key}")
+    if args.rebuild and profile.uses_tiny_model:
+        from eagle3lab.runtime.tinymodel import build_tiny_models
+
+        build_tiny_models(num_layers=profile.model_num_layers, force=True)
+    target, draft, cache_key = locate_models(profile)
+    for ckpt in (target, draft):
+        if ckpt.kind == "local" and ckpt.path is None:
+            raise ModelPathError(f"{ckpt.role} model path {ckpt.source} does not exist; check the profile's "
+                                 f"'{ckpt.role}_model' setting")
+        where = ckpt.path or f"not on this machine (fetch with: {fetch_command(profile)})"
+        print(f"{ckpt.role} model: {ckpt.source} -> {where}")
+    if cache_key:
+        print(f"tiny model cache key: {cache_key}")
+
+
+def cmd_preflight(args: argparse.Namespace) -> None:
+    """Every check of a deployment, without launching anything; exit 2 on the first problem."""
+    from eagle3lab.errors import PreflightFailed
+    from eagle3lab.runtime import preflight
+    from eagle3lab.runtime.profiles import load_profile
+
+    profile = load_profile(args.profile, overrides=_overrides(args.set))
+    result = preflight.run_preflight(profile, quick=args.quick)
+    preflight.save(result)
+    print(preflight.as_json(result) if args.json else result.text())
+    if not result.ok:
+        raise PreflightFailed(result.problem_line())
+
+
+def cmd_fetch_models(args: argparse.Namespace) -> None:
+    from eagle3lab.runtime.fetch import fetch_models
+    from eagle3lab.runtime.profiles import load_profile
+
+    profile = load_profile(args.profile, overrides=_overrides(args.set))
+    fetch_models(profile, endpoint=args.endpoint, local_dir=args.local_dir, configs_only=args.configs_only,
+                 max_workers=args.max_workers)
 
 
 def cmd_patch(args: argparse.Namespace) -> None:
     from eagle3lab.fix.patching import run_cli
 
     run_cli(args)
+
+
+def cmd_preflight_model(args: argparse.Namespace) -> None:
+    from eagle3lab.fix.preflight_model import run_cli
+
+    run_cli(args)
+
+
+def cmd_upstream_fixes(args: argparse.Namespace) -> None:
+    from eagle3lab.fix.fixgen import run_cli
+
+    run_cli(args)
+
+
+def cmd_predict(args: argparse.Namespace) -> None:
+    from eagle3lab.report.predict_cli import run
+
+    run(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,24 +145,84 @@ def build_parser() -> argparse.ArgumentParser:
     setup = sub.add_parser("setup", help="check sglang, build the stub driver and the tiny model for a profile")
     setup.add_argument("--profile", default="cpu")
     setup.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a profile key")
+    setup.add_argument("--rebuild", action="store_true", help="build the tiny models again, even if cached")
     setup.set_defaults(func=cmd_setup)
+
+    check = sub.add_parser("preflight", help="check GPUs, sglang, checkpoints, disk, server flags and layer ids "
+                                             "of a deployment without launching")
+    check.add_argument("--profile", default="blackwell-8x", help="params/<profile>.yaml (default: blackwell-8x)")
+    check.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a profile key")
+    check.add_argument("--json", action="store_true", help="print every check and its outcome as JSON")
+    check.add_argument("--quick", action="store_true", help="skip sglang's parser once a check has failed")
+    check.set_defaults(func=cmd_preflight)
+
+    fetch = sub.add_parser("fetch-models", help="download (or resume) a profile's checkpoints before any launch")
+    fetch.add_argument("--profile", default="blackwell-8x", help="params/<profile>.yaml (default: blackwell-8x)")
+    fetch.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a profile key")
+    fetch.add_argument("--endpoint", default=None, help="a hub mirror (default: HF_ENDPOINT or huggingface.co)")
+    fetch.add_argument("--local-dir", default=None, help="download into DIR/<org>/<name> instead of the HF cache")
+    fetch.add_argument("--configs-only", action="store_true",
+                       help="only configs, tokenizers and code (enough for notebook 02's layer ids)")
+    fetch.add_argument("--max-workers", type=int, default=8, help="parallel file downloads (default 8)")
+    fetch.set_defaults(func=cmd_fetch_models)
 
     from eagle3lab.fix.patching import add_cli_arguments
 
-    patch = sub.add_parser("patch", help="check / apply / verify / revert a patch on the installed sglang")
+    patch = sub.add_parser("patch", help="check / apply / verify / revert a patch on the installed sglang, "
+                                         "or restore the release")
     add_cli_arguments(patch)
     patch.set_defaults(func=cmd_patch)
+
+    from eagle3lab.fix.preflight_model import add_cli_arguments as preflight_model_arguments
+    from eagle3lab.report.predict_cli import one_line_errors
+
+    preflight = one_line_errors(sub.add_parser(
+        "preflight-model", help="will an EAGLE-3 launch of this model crash on this sglang release? (from sglang's "
+                                "source, offline once cached)"))
+    preflight_model_arguments(preflight)
+    preflight.set_defaults(func=cmd_preflight_model)
+
+    from eagle3lab.fix.fixgen import add_cli_arguments as upstream_fixes_arguments
+
+    fixes = one_line_errors(sub.add_parser("upstream-fixes", help="generate and check a delegation patch for every "
+                                                                  "wrapper a release's audit finds lacking"))
+    upstream_fixes_arguments(fixes)
+    fixes.set_defaults(func=cmd_upstream_fixes)
+
+    from eagle3lab.report.predict_cli import add_arguments as add_predict_arguments
+
+    predict = one_line_errors(sub.add_parser("predict", help="cost model: plain vs EAGLE-3 throughput per batch size"))
+    add_predict_arguments(predict)
+    predict.set_defaults(func=cmd_predict)
     return parser
+
+
+def _command(args: argparse.Namespace) -> str:
+    if args.command == "patch":
+        return " ".join(part for part in ("patch", args.action, args.patch) if part)
+    profile = getattr(args, "profile", None)
+    return f"{args.command} --profile {profile}" if profile else args.command
+
+
+def interruption_line(exc: signals.Interrupted) -> str:
+    """One line: the signal, what it interrupted, and what was given back."""
+    restored = exc.restorations()
+    what = "; restored: " + ", ".join(restored) if restored else "; nothing needed restoring"
+    return f"{exc.signame} interrupted {exc.during}{what}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        args.func(args)
+        with signals.cli_handlers(), signals.activity(_command(args)):
+            args.func(args)
+    except signals.Interrupted as exc:
+        print(f"eagle3lab: {interruption_line(exc)}", file=sys.stderr)
+        return exc.exit_status
+    except KeyboardInterrupt:
+        print("eagle3lab: SIGINT interrupted the command", file=sys.stderr)
+        return 130
     except Eagle3LabError as exc:
         print(f"eagle3lab: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("eagle3lab: interrupted", file=sys.stderr)
-        return 130
     return 0

@@ -27,6 +27,10 @@ class PortInUseError(Eagle3LabError):
     """The server port is already taken by another process."""
 
 
+class HostBindError(Eagle3LabError):
+    """The server's host cannot be bound on this machine (not one of its addresses, or not resolvable)."""
+
+
 class ServerTimeoutError(Eagle3LabError):
     """The server neither became ready nor died within the time allowed."""
 
@@ -81,6 +85,22 @@ class NotebookFailed(Eagle3LabError):
 
 class OutputWriteError(Eagle3LabError):
     """An output (sidecar, figure, report, patched file) could not be written; the previous one is kept."""
+
+
+class StaleStateError(PatchError):
+    """The installed sglang is left patched by a process that is gone, or differs from every state we know."""
+
+
+class ReportInputError(Eagle3LabError):
+    """A sidecar or executed notebook the report needs is missing, unreadable or out of date."""
+
+
+class PreflightFailed(Eagle3LabError):
+    """A deployment check found a problem before anything was launched (GPUs, sglang, checkpoints, flags)."""
+
+
+class FetchError(Eagle3LabError):
+    """A checkpoint could not be listed or downloaded from the hub or the mirror."""
 
 
 class SidecarError(Eagle3LabError):

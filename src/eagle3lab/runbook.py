@@ -1,23 +1,40 @@
 """Run the project's notebooks with papermill, always on the project's own Jupyter kernel.
 
-Executed copies go to ``reports/`` named by profile; the source notebooks in ``notebooks/`` stay output-free.
+Executed copies go to ``reports/<notebook>.<profile>.ipynb``, and only a run that succeeds puts one there:
+papermill writes into ``<...>.running.ipynb``, which becomes the executed copy at the end, or
+``<...>.failed.ipynb`` beside the last good one if the run fails or is interrupted. The source notebooks in
+``notebooks/`` stay output-free.
+
+Interruptions (Ctrl-C, SIGTERM, SIGHUP) take one path: papermill runs in a worker thread, so this thread keeps
+the signal; it stops papermill before its next cell and interrupts the cell the kernel is running, whose
+``finally`` blocks revert patches and stop servers. Whatever the kernel could not finish within a grace period
+is finished here: its process tree is killed and a patch it left behind is restored from its backup.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from eagle3lab.errors import Eagle3LabError, NotebookFailed
 from eagle3lab.paths import REPO_ROOT, repo_dir
+from eagle3lab.runtime import procwatch, signals
 
 KERNEL_NAME = "eagle3lab"
 NOTEBOOKS = ("01_crash_repro", "02_interface_trace", "03_patch_and_bench")
+INTERRUPT_GRACE_S = 60.0  # time the kernel gets to stop its servers and revert its patches
 
 
 def notebook_path(name: str) -> Path:
-    """``01`` or ``01_crash_repro`` -> ``notebooks/01_crash_repro.ipynb``."""
+    """``01``, ``01_crash_repro`` or a path to an ``.ipynb`` -> the notebook file."""
+    given = Path(name)
+    if given.suffix == ".ipynb" and given.is_file():
+        return given.resolve()
     matches = [nb for nb in NOTEBOOKS if nb == name or nb.split("_", 1)[0] == name]
     path = REPO_ROOT / "notebooks" / f"{matches[0] if matches else name}.ipynb"
     if not path.is_file():
@@ -29,38 +46,234 @@ def available_notebooks() -> list[str]:
     return [nb for nb in NOTEBOOKS if (REPO_ROOT / "notebooks" / f"{nb}.ipynb").is_file()]
 
 
+def profile_name(profile: str) -> str:
+    """The name files are labelled with: the profile's own ``name`` (``profile`` may be a name or a YAML path)."""
+    from eagle3lab.runtime.profiles import load_profile
+
+    return load_profile(profile).name
+
+
+def profile_argument(profile: str) -> str:
+    """What the kernel gets: a name as is, a path made absolute (papermill runs the kernel in notebooks/)."""
+    path = Path(profile)
+    return str(path.resolve()) if path.suffix in (".yaml", ".yml") else profile
+
+
 def executed_path(name: str, profile: str) -> Path:
     return repo_dir("reports") / f"{notebook_path(name).stem}.{profile}.ipynb"
 
 
+def failed_path(executed: Path) -> Path:
+    """Where a failed or interrupted run's copy goes: beside the last good one, clearly named."""
+    return executed.with_name(executed.name.removesuffix(".ipynb") + ".failed.ipynb")
+
+
+def running_path(executed: Path) -> Path:
+    return executed.with_name(executed.name.removesuffix(".ipynb") + ".running.ipynb")
+
+
+class _StopBeforeCell(Exception):
+    """Raised by the cell hook: an interruption came, so papermill starts no further cell."""
+
+
+@dataclass
+class _Execution:
+    """One papermill run in a worker thread, and what the main thread needs to stop it cleanly."""
+
+    stop: threading.Event = field(default_factory=threading.Event)
+    cell_index: int | None = None
+    cell_running: bool = False
+    error: BaseException | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def on_cell_execute(self, cell: Any = None, cell_index: int | None = None, **_: Any) -> None:
+        if self.stop.is_set():
+            raise _StopBeforeCell()
+        self.cell_index, self.cell_running = cell_index, True
+
+    def on_cell_done(self, **_: Any) -> None:
+        self.cell_running = False
+
+    def hooks(self) -> dict[str, Any]:
+        return {"on_cell_execute": self.on_cell_execute, "on_cell_executed": self.on_cell_done,
+                "on_cell_error": self.on_cell_done}
+
+    def start(self, target: Any) -> None:
+        def run() -> None:
+            try:
+                target()
+            except BaseException as exc:  # handed to the main thread
+                self.error = exc
+            finally:
+                self.done.set()
+
+        threading.Thread(target=run, name="papermill", daemon=True).start()
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """True once the worker is done. Sleeps in short steps so this (main) thread handles signals; never
+        ``Thread.join``: a signal raising inside it makes CPython 3.11 mark the live thread as stopped."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not self.done.is_set():
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+
+def _kernels() -> list[Any]:
+    """This process's Jupyter kernels (papermill starts each as a direct child)."""
+    out = []
+    for proc in procwatch.descendants():
+        try:
+            if proc.ppid() == os.getpid() and any("ipykernel" in part for part in proc.cmdline()):
+                out.append(proc)
+        except Exception:  # psutil.Error: it is gone already
+            pass
+    return out
+
+
+def _package_root() -> Path | None:
+    try:
+        from eagle3lab.fix.patching import installed_root
+
+        return installed_root()
+    except Eagle3LabError:
+        return None
+
+
+def _finish_interrupted(run: _Execution, stem: str) -> None:
+    """Stop papermill and the kernel cleanly; say (``signals.restored``) what was given back, by whom."""
+    from eagle3lab.fix import backups
+
+    kernels = _kernels()
+    kernel_pids = {k.pid for k in kernels}
+    servers = [p for k in kernels for p in procwatch.children_of(k.pid) if procwatch.is_sglang_server(p)]
+    held = [m for m in backups.all_manifests() if m.holder.get("pid") in kernel_pids]
+    run.stop.set()
+    if run.cell_running:
+        for kernel in kernels:
+            try:
+                kernel.send_signal(signal.SIGINT)  # the kernel's own Ctrl-C: the running cell unwinds
+            except Exception:
+                pass
+    second: list[int] = []
+    try:
+        finished = run.wait(INTERRUPT_GRACE_S)
+    except KeyboardInterrupt as again:  # a second signal: stop waiting
+        second.append(getattr(again, "signum", signal.SIGINT))
+        finished = False
+    if finished:  # papermill shuts its kernel down at the end; give it the moment that takes
+        for kernel in kernels:
+            try:
+                kernel.wait(10)
+            except Exception:
+                pass
+    killed = []
+    if not finished or any(procwatch.alive(k) for k in kernels):
+        with signals.deferred():
+            for kernel in kernels:
+                killed += procwatch.kill_tree(kernel.pid)
+            run.wait(10)
+    for server in servers:
+        if server.pid not in killed:
+            signals.restored(f"sglang server pid {server.pid} stopped")
+    if killed:
+        why = "on a second signal" if second else \
+            f"after {INTERRUPT_GRACE_S:.0f} s" if not finished else "as it did not exit after the run"
+        signals.restored(f"kernel of {stem} and {len(killed) - 1} process(es) under it killed {why}")
+    still = {m.path for m in backups.all_manifests()}
+    for manifest in held:
+        if manifest.path not in still:
+            signals.restored(f"patch {manifest.patch} reverted")
+    stale_roots = {m.root for m in held if m.path in still and m.stale}
+    if stale_roots:
+        from eagle3lab.fix.restore import restore
+
+        with signals.deferred():
+            for root in sorted(stale_roots):
+                restore(root)
+
+
+def _settle(running: Path, final: Path, ok: bool) -> Path:
+    """Rename papermill's in-progress copy: to the executed copy on success, else beside it as ``.failed``."""
+    target = final if ok else failed_path(final)
+    if running.is_file():
+        os.replace(running, target)
+    if ok:
+        failed_path(final).unlink(missing_ok=True)  # an older failure no longer describes the last run
+    return target
+
+
 def run_notebook(name: str, profile: str = "cpu", parameters: dict[str, Any] | None = None,
                  progress: bool | None = None) -> Path:
-    """Execute one notebook top to bottom; papermill raises (and keeps the executed copy) on any cell error."""
+    """Execute one notebook top to bottom; a cell error raises NotebookFailed, a signal raises Interrupted."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
     source = notebook_path(name)
-    output = executed_path(name, profile)
+    output = repo_dir("reports") / f"{source.stem}.{profile_name(profile)}.ipynb"
+    running = running_path(output)
+    run = _Execution()
     previous = os.environ.get("EAGLE3LAB_PROGRESS")
     os.environ["EAGLE3LAB_PROGRESS"] = "0"  # the kernel inherits it: no per-request bars in executed notebooks
+    run.start(lambda: papermill.execute_notebook(
+        str(source), str(running), parameters={"profile": profile_argument(profile), **(parameters or {})},
+        kernel_name=KERNEL_NAME, cwd=str(source.parent),
+        progress_bar=(not os.environ.get("CI")) if progress is None else progress, **run.hooks()))
     try:
-        papermill.execute_notebook(
-            str(source), str(output), parameters={"profile": profile, **(parameters or {})},
-            kernel_name=KERNEL_NAME, cwd=str(source.parent),
-            progress_bar=(not os.environ.get("CI")) if progress is None else progress)
-    except PapermillExecutionError as exc:
-        message = str(exc.evalue).splitlines()[0] if exc.evalue else ""
-        raise NotebookFailed(f"notebook {source.stem} failed in cell {exc.exec_count}: {exc.ename}: {message} "
-                             f"(executed copy: {output})") from None
+        with signals.activity(f"notebook {source.stem}"), signals.trap_termination():
+            try:
+                run.wait()
+            except KeyboardInterrupt as exc:
+                interrupted = exc if isinstance(exc, signals.Interrupted) else signals.Interrupted(signal.SIGINT)
+                cell = f", cell {run.cell_index}" if run.cell_index is not None else ""
+                interrupted.during = f"notebook {source.stem}{cell}"
+                _finish_interrupted(run, source.stem)
+                kept = _settle(running, output, ok=False)
+                signals.restored(f"last good executed copy kept at {output.name}, this run's at {kept.name}"
+                                 if output.is_file() else f"this run's copy at {kept.name}")
+                raise interrupted from None
     finally:
         if previous is None:
             os.environ.pop("EAGLE3LAB_PROGRESS", None)
         else:
             os.environ["EAGLE3LAB_PROGRESS"] = previous
-    return output
+    error = run.error
+    if error is None:
+        return _settle(running, output, ok=True)
+    kept = _settle(running, output, ok=False)
+    last_good = f"; the last good run stays at {output}" if output.is_file() else ""
+    if isinstance(error, PapermillExecutionError):
+        message = str(error.evalue).splitlines()[0] if error.evalue else ""
+        raise NotebookFailed(f"notebook {source.stem} failed in cell {error.exec_count}: {error.ename}: {message} "
+                             f"(this run's copy: {kept}{last_good})") from None
+    if isinstance(error, Eagle3LabError):
+        raise error
+    raise NotebookFailed(f"notebook {source.stem} could not run: {type(error).__name__}: "
+                         f"{str(error).splitlines()[0] if str(error) else ''} (this run's copy: {kept}{last_good})")
+
+
+def profile_overrides(parameters: dict[str, Any] | None) -> dict[str, Any]:
+    """The profile keys among notebook parameters: ``overrides`` and any profile key passed directly."""
+    from eagle3lab.runtime.profiles import Profile
+
+    parameters = parameters or {}
+    return {**parameters.get("overrides", {}), **{k: v for k, v in parameters.items() if k in Profile.model_fields}}
 
 
 def run_all(profile: str = "cpu", names: Sequence[str] | None = None,
             parameters: dict[str, Any] | None = None) -> list[Path]:
-    """Run the given notebooks (default: every notebook that exists), in order."""
+    """Run the given notebooks (default: every notebook that exists), in order, after the deployment's preflight
+    (a GPU profile stops here, in seconds, instead of after loading its checkpoints) and on an unpatched sglang.
+
+    The profile and its overrides are validated first, so a bad value fails before any notebook starts.
+    """
+    from eagle3lab.fix.restore import require_release
+    from eagle3lab.runtime import preflight
+    from eagle3lab.runtime.profiles import load_profile
+
+    preflight.require(load_profile(profile, overrides=profile_overrides(parameters)), quick=True)
+    root = _package_root()
+    if root is not None:
+        require_release(root, "running the notebooks")
     return [run_notebook(name, profile, parameters) for name in (names or available_notebooks())]

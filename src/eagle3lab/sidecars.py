@@ -61,10 +61,13 @@ class Sidecar(BaseModel):
 
 
 class ModelsRecord(Record):
-    target: str
+    target: str  # the local directory every reader used (a hub id resolved to its snapshot)
     draft: str
     cache_key: Optional[str] = None
-    aux_layer_ids: Optional[list[int]] = None
+    aux_layer_ids: Optional[list[int]] = None  # read from the drafter's config.json
+    target_source: Optional[str] = None  # as the profile names it: hub id, path or "tiny"
+    draft_source: Optional[str] = None
+    trust_remote_code: bool = False
 
 
 class CrashRecord(Record):
@@ -94,11 +97,44 @@ class ControlRecord(Record):
     argv: list[str] = Field(default_factory=list)
 
 
+class PreflightCheckRecord(Record):
+    """One check of ``runtime.preflight``: its outcome, one line of detail, the fix, the evidence."""
+
+    name: str
+    outcome: str  # ok, warn, fail, skipped or info
+    detail: str
+    fix: Optional[str] = None
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class PreflightRecord(Record):
+    profile: str
+    ok: bool
+    passed_over: Optional[str] = None  # why no check applies (the cpu profile)
+    quick: bool = False
+    seconds: float = 0.0
+    checks: list[PreflightCheckRecord] = Field(default_factory=list)
+
+
+class MemoryRecord(Record):
+    """Who set ``mem_fraction_static`` for one launch, and what sglang ran with (its ``server_args=`` log line)."""
+
+    launch: str
+    mem_fraction_static: Optional[float] = None
+    set_by: str  # "profile" or "sglang"
+    source: str
+    chunked_prefill_size: Optional[int] = None
+    cuda_graph_max_bs: Optional[int] = None
+    max_running_requests: Optional[int] = None
+
+
 class CrashReproSidecar(Sidecar):
     NOTEBOOK: ClassVar[str] = "01_crash_repro"
 
     profile_values: dict[str, Any]
     models: ModelsRecord
+    preflight: Optional[PreflightRecord] = None
+    memory: list[MemoryRecord] = Field(default_factory=list)
     crash: CrashRecord
     control: ControlRecord
 
@@ -130,9 +166,13 @@ class VerdictRecord(Record):
 class LayerIdTable(Record):
     """Which layers each ``set_eagle3_layers_to_capture`` call captures on one profile's start-up path."""
 
-    profile: str
-    depth: int
-    aux_layer_ids: Optional[list[int]] = None
+    profile: str  # the start-up path: "cpu" or "gpu"
+    depth: Optional[int] = None  # None: the deployment's configs are not on disk (status "not fetched")
+    aux_layer_ids: Optional[list[int]] = None  # None with status "read": the drafter names none (sglang's defaults)
+    deployment: Optional[str] = None  # the profile whose drafter config gave depth and ids
+    status: str = "read"  # "read" or "not fetched"
+    drafter_config: Optional[str] = None
+    fix: Optional[str] = None
     eager_forwards_capture: Optional[dict[str, Any]] = None
     cuda_graph_forwards_capture: Optional[dict[str, Any]] = None
     conflict: bool = False
@@ -145,10 +185,52 @@ class LayerIdTable(Record):
 
 
 class ConformanceRecord(Record):
+    """The audit of one release: every registered entry class classified, counts that add up, reasons."""
+
     sglang_version: str
+    provenance: str = ""
+    members: list[str] = Field(default_factory=list)  # contract members checked
+    every_module_has: list[str] = Field(default_factory=list)  # used by the runtime, left out of the contract
+    counts: dict[str, int] = Field(default_factory=dict)
     entry_classes: Optional[int] = None
-    rows: list[dict[str, Any]] = Field(default_factory=list)
+    rows: list[dict[str, Any]] = Field(default_factory=list)  # wrappers of EAGLE-3-capable models
+    lacking: list[dict[str, Any]] = Field(default_factory=list)  # those that lack part of the contract
+    unresolved: list[dict[str, Any]] = Field(default_factory=list)  # entry, file, kind, reason
+    entries: list[dict[str, Any]] = Field(default_factory=list)  # every entry class
     seconds: Optional[float] = None
+
+
+class FixRecord(Record):
+    """One generated delegation patch and its checks (``ok``), or why it was refused."""
+
+    name: str
+    release: str
+    file: str
+    owner: str
+    attr: str
+    members: list[str] = Field(default_factory=list)
+    entries: list[str] = Field(default_factory=list)
+    ok: bool
+    refused: str = ""
+    checks: dict[str, Any] = Field(default_factory=dict)
+    committed: str = ""  # identical / differs: regenerate / not committed / refused
+
+
+class ReleaseFixesRecord(Record):
+    release: str
+    provenance: str = ""
+    fixes: list[FixRecord] = Field(default_factory=list)
+    series: dict[str, Any] = Field(default_factory=dict)  # the whole series applied: who conforms
+    checked: int = 0
+    refused: list[dict[str, Any]] = Field(default_factory=list)
+    seconds: Optional[float] = None
+
+
+class FixesRecord(Record):
+    """Generated fixes per release and their run-time verification (imports, capture through ModelRunner)."""
+
+    releases: dict[str, ReleaseFixesRecord] = Field(default_factory=dict)
+    verification: dict[str, Any] = Field(default_factory=dict)
 
 
 class BisectRecord(Record):
@@ -174,8 +256,10 @@ class InterfaceTraceSidecar(Sidecar):
     contract: list[dict[str, Any]] = Field(default_factory=list)
     verdict: VerdictRecord
     draft: dict[str, Any] = Field(default_factory=dict)
+    layer_setups: list[dict[str, Any]] = Field(default_factory=list)  # runtime.modelinfo.LayerSetup, per path
     layer_ids: list[LayerIdTable] = Field(default_factory=list)
     conformance: dict[str, ConformanceRecord] = Field(default_factory=dict)
+    fixes: FixesRecord = Field(default_factory=FixesRecord)
     bisect: BisectRecord = Field(default_factory=BisectRecord)
     timings: TraceTimings = Field(default_factory=TraceTimings)
     figures: list[str] = Field(default_factory=list)

@@ -13,7 +13,7 @@ from eagle3lab.bench.metrics import RequestRecord, compute_point_metrics
 from eagle3lab.bench.sweep import (ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_CONTROL,
                                    ARM_KIND_EAGLE3_SHIFTED, ArmResult, PointResult)
 from eagle3lab.bench.workload import SweepConfig
-from eagle3lab.errors import BenchError, ExpectationError
+from eagle3lab.errors import BenchError, ExpectationError, ModelPathError
 
 
 def _point(concurrency: int, tokens: int, verify: int | None, server: float | None = None,
@@ -95,7 +95,7 @@ def test_arm_plans_run_the_experiments_at_fewer_concurrencies():
 def test_drafter_layer_ids_come_from_the_drafters_config(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3]}}))
     assert drafter_layer_ids(tmp_path) == (1, 3)
-    with pytest.raises(BenchError, match="cannot read the drafter config"):
+    with pytest.raises(ModelPathError, match="does not exist"):
         drafter_layer_ids(tmp_path / "missing")
 
 

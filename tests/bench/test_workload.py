@@ -83,3 +83,21 @@ def test_vocab_size_is_read_from_the_model(tiny_models, tmp_path):
         model_vocab_size(tmp_path)
     with pytest.raises(BenchError, match="cannot read"):
         model_vocab_size(tmp_path / "missing")
+
+
+def test_a_custom_code_tokenizer_needs_the_profiles_trust_remote_code(tiny_models, tmp_path, monkeypatch):
+    """Kimi's tokenizer is code shipped with the checkpoint (auto_map); without trust_remote_code it cannot load."""
+    import shutil
+
+    model = tmp_path / "custom-tokenizer-model"
+    shutil.copytree(tiny_models.target, model)
+    (model / "custom_tok.py").write_text("from transformers import PreTrainedTokenizerFast\n\n\n"
+                                         "class CustomTok(PreTrainedTokenizerFast):\n    pass\n")
+    tok_config = json.loads((model / "tokenizer_config.json").read_text())
+    tok_config.update({"tokenizer_class": "CustomTok", "auto_map": {"AutoTokenizer": ["custom_tok.CustomTok", None]}})
+    (model / "tokenizer_config.json").write_text(json.dumps(tok_config))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    kwargs = dict(prompt_kind="text", tokenizer_dir=str(model), vocab_size=model_vocab_size(model))
+    with pytest.raises(BenchError, match=r"cannot load a tokenizer from .*custom-tokenizer-model"):
+        make_prompts(config(**kwargs))
+    assert len(make_prompts(config(**kwargs, trust_remote_code=True))) == 5

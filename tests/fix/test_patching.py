@@ -182,18 +182,21 @@ def test_failure_between_files_restores_every_original(root, tmp_path, monkeypat
     calls = []
 
     def failing_replace(src, dst):
-        calls.append(dst)
-        if len(calls) == 2:
-            raise OSError("disk full (injected)")
+        if Path(dst).is_relative_to(root):  # the package's files, not the backup in the cache
+            calls.append(dst)
+            if len(calls) == 2:
+                raise OSError(28, "No space left on device (injected)")
         real_replace(src, dst)
 
     monkeypatch.setattr(patching.os, "replace", failing_replace)
-    with pytest.raises(PatchError, match="originals were restored"):
+    with pytest.raises(PatchError, match="the package is unchanged") as err:
         patching.apply(patch, root)
     monkeypatch.setattr(patching.os, "replace", real_replace)
-    assert len(calls) >= 3  # first file written, second failed, first written back
+    assert "\n" not in str(err.value) and "no space left" in str(err.value)
+    assert len(calls) == 3  # first file written, second failed, first written back: each once
     assert {p: sha(p) for p in files} == before
     assert not list(root.rglob("*.eagle3lab-tmp"))
+    assert not list((tmp_path / "cache").rglob("manifest.json"))  # no backup left behind
 
 
 def test_failed_verification_restores_the_original(root, tmp_path):

@@ -1,32 +1,32 @@
 """Report figures: files are written, predicted/measured/reported are drawn apart, break-even sits where the
-cost model puts it."""
+cost model puts it, and the validation figure draws the computed validation."""
 
 from __future__ import annotations
 
 import pytest
 from matplotlib.lines import Line2D
 
-from eagle3lab.report import incident
 from eagle3lab.errors import PerfModelError
-from eagle3lab.report.perfmodel import break_even_accept_length
-from eagle3lab.report.presets import incident_hardware, incident_spec, kimi_k25, kimi_k25_eagle3_drafter
+from eagle3lab.report import incident
+from eagle3lab.report.perfmodel import break_even_accept_length, plain_step
 from eagle3lab.report.plots.model import (
     MeasuredPoint,
     breakdown_cases,
     draw_speedup,
     draw_step_breakdown,
     draw_throughput,
+    draw_validation,
     measured_speedups,
     save_figure,
 )
+from eagle3lab.report.presets import incident_deployment, incident_spec
 
 CTX = 1152
 
 
 @pytest.fixture(scope="module")
 def setup():
-    pcie, h200 = incident_hardware(CTX)
-    return kimi_k25(), kimi_k25_eagle3_drafter(), pcie, h200, incident_spec()
+    return incident_deployment("rtx-pro-6000-blackwell", CTX), incident_deployment("h200", CTX), incident_spec()
 
 
 def _lines(fig, label_part: str) -> list[Line2D]:
@@ -34,8 +34,8 @@ def _lines(fig, label_part: str) -> list[Line2D]:
 
 
 def test_step_breakdown_bars_sum_to_step_time(setup, tmp_path):
-    m, _, pcie, h200, spec = setup
-    cases = breakdown_cases(m, [pcie, h200], spec, CTX, batches=(1,))
+    pcie, h200, spec = setup
+    cases = breakdown_cases([pcie, h200], spec, batches=(1,))
     fig = draw_step_breakdown(cases)
     ax = fig.axes[0]
     right_edges: dict[float, float] = {}
@@ -44,7 +44,9 @@ def test_step_breakdown_bars_sum_to_step_time(setup, tmp_path):
         right_edges[y] = max(right_edges.get(y, 0.0), patch.get_x() + patch.get_width())
     totals = sorted(right_edges.items())
     assert [pytest.approx(t) for _, t in totals] == [c.total_s * 1e3 for _, c in cases]
-    assert {t.get_text() for t in ax.get_legend().get_texts()} >= {"weights read", "all-reduces", "fixed overhead"}
+    assert {t.get_text() for t in ax.get_legend().get_texts()} >= {"weights read", "all-reduces",
+                                                                    "kernel launches (fixed)"}
+    assert cases[0][1].total_s == pytest.approx(plain_step(pcie, 1).target.total_s)
     path = save_figure(fig, "breakdown", tmp_path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -55,30 +57,30 @@ def test_step_breakdown_rejects_empty():
 
 
 def test_speedup_marks_break_even_where_the_model_puts_it(setup):
-    m, d, pcie, _, spec = setup
-    fig = draw_speedup(m, d, pcie, spec, CTX, batches=(1, 48), spec_max_batch=48, max_batch=128)
+    pcie, _, spec = setup
+    fig = draw_speedup(pcie, spec, batches=(1, 48), spec_max_batch=48, max_batch=128)
     for batch in (1, 48):
-        (marker,) = _lines(fig, f"break-even {break_even_accept_length(m, d, pcie, spec, batch, CTX):.2f} at {batch}")
-        assert marker.get_xdata()[0] == pytest.approx(break_even_accept_length(m, d, pcie, spec, batch, CTX))
+        (marker,) = _lines(fig, f"break-even {break_even_accept_length(pcie, spec, batch):.2f} at {batch}")
+        assert marker.get_xdata()[0] == pytest.approx(break_even_accept_length(pcie, spec, batch))
         assert marker.get_ydata()[0] == 1.0
     assert _lines(fig, "request limit (48)")
     assert not _lines(fig, "measured")
 
 
 def test_speedup_overlays_measured_points_only_when_given(setup):
-    m, d, pcie, _, spec = setup
+    pcie, _, spec = setup
     points = [MeasuredPoint(4, 100.0, "baseline"), MeasuredPoint(4, 150.0, "eagle3", 2.5, "measured here (gpu, test)"),
               MeasuredPoint(8, 90.0, "eagle3", 2.0)]  # no baseline at 8: no speedup point
     assert measured_speedups(points) == [(4, 1.5, 2.5)]
-    fig = draw_speedup(m, d, pcie, spec, CTX, measured=points)
+    fig = draw_speedup(pcie, spec, measured=points)
     overlays = _lines(fig, "measured here (gpu, test)")
     assert len(overlays) == 2  # speedup vs acceptance and vs concurrency
     assert {tuple(ln.get_ydata()) for ln in overlays} == {(1.5,)}
 
 
 def test_throughput_draws_reported_numbers_hollow_and_labelled(setup):
-    m, d, pcie, _, spec = setup
-    fig = draw_throughput(m, d, pcie, spec, CTX, max_batch=200, spec_max_batch=48, show_reported=True)
+    pcie, _, spec = setup
+    fig = draw_throughput(pcie, spec, max_batch=200, spec_max_batch=48, show_reported=True)
     reported = _lines(fig, incident.REPORTED_LABEL)
     assert len(reported) == 2
     assert all(ln.get_markerfacecolor() == "none" for ln in reported)
@@ -87,9 +89,9 @@ def test_throughput_draws_reported_numbers_hollow_and_labelled(setup):
 
 
 def test_throughput_without_reported_and_with_measured(setup):
-    m, d, pcie, _, spec = setup
+    pcie, _, spec = setup
     measured = [MeasuredPoint(1, 60.0, "baseline", label="measured here (cpu, test)")]
-    fig = draw_throughput(m, d, pcie, spec, CTX, max_batch=64, spec_max_batch=48, measured=measured)
+    fig = draw_throughput(pcie, spec, max_batch=64, spec_max_batch=48, measured=measured)
     assert not _lines(fig, incident.REPORTED_LABEL)
     (point,) = _lines(fig, "measured here (cpu, test): baseline")
     assert point.get_markerfacecolor() != "none"
@@ -97,7 +99,7 @@ def test_throughput_without_reported_and_with_measured(setup):
     ydata = list(eagle_lines[0].get_ydata())
     assert ydata[-1] == ydata[-2]  # capped at the request limit: flat beyond 48
     with pytest.raises(PerfModelError):
-        draw_throughput(m, d, pcie, spec, CTX, max_batch=0, spec_max_batch=48)
+        draw_throughput(pcie, spec, max_batch=0, spec_max_batch=48)
 
 
 # ------------------------------------------------------------------------------------------- bench sidecars
@@ -127,7 +129,8 @@ def test_bench_report_gives_measured_points_and_calibration_step(tmp_path):
     assert "measured here (cpu," in points[0].label
     assert single_stream_step_s(report) == pytest.approx(report.arms[0].points[0].metrics.tpot_s.mean)
     decode = measured_points_from_bench(report, rate="decode")
-    assert decode[1].tok_s == pytest.approx(2 / report.arms[0].points[1].metrics.tpot_s.mean)
+    metrics = report.arms[0].points[1].metrics
+    assert decode[1].tok_s == metrics.decode_tok_per_s == pytest.approx(2 / metrics.tpot_s.mean)  # the bench's own
     assert decode[0].tok_s > points[0].tok_s  # output rate also pays the prefill and first-token wait
     with pytest.raises(PerfModelError, match="rate must be"):
         measured_points_from_bench(report, rate="tokens")
@@ -143,3 +146,19 @@ def test_incident_figures_are_written(tmp_path):
     paths = incident_figures(tmp_path)
     assert set(paths) == {"step_breakdown", "speedup", "throughput"}
     assert all(p.parent == tmp_path and p.read_bytes()[:4] == b"\x89PNG" for p in paths.values())
+
+
+def test_validation_figure_draws_every_published_and_predicted_point():
+    from eagle3lab.report.perfmodel import validate
+
+    results = validate()
+    fig = draw_validation(results)
+    assert len(fig.axes) == len(results) + 1  # the parity panel, then one per source
+    parity = fig.axes[0]
+    assert sum(len(ln.get_xdata()) for ln in parity.get_lines()[1:]) == sum(len(r.predicted_points) for r in results)
+    for ax, src in zip(fig.axes[1:], results):
+        hollow = [ln for ln in ax.get_lines() if ln.get_markerfacecolor() == "none"]
+        assert sum(len(ln.get_xdata()) for ln in hollow) == sum(len(s.points) for s in src.series)
+        assert f"MAPE {src.mape_pct:.1f}%" in ax.get_title()
+    with pytest.raises(PerfModelError, match="no results"):
+        draw_validation([])

@@ -34,7 +34,15 @@ def test_blackwell_profile_is_the_incident_deployment():
     assert profile.draft_model == "AQ-MedAI/Kimi-K25-eagle3"
     assert (profile.tp_size, profile.speculative_num_steps, profile.speculative_eagle_topk,
             profile.speculative_num_draft_tokens) == (8, 3, 1, 4)
-    assert profile.mem_fraction_static == 0.9 and profile.trust_remote_code and not profile.cpu_harness
+    assert profile.mem_fraction_static is None, "sglang sizes it (0.9 left too little room on 96 GB cards)"
+    assert profile.trust_remote_code and not profile.cpu_harness
+
+
+def test_gpu_1x_profile_is_the_tiny_pair_on_one_gpu_with_graphs():
+    profile = load_profile("gpu-1x")
+    assert (profile.device, profile.tp_size, profile.disable_cuda_graph, profile.cpu_harness) == ("cuda", 1, False, False)
+    assert profile.uses_tiny_model and profile.draft_model == "tiny"
+    assert profile.model_num_layers == load_profile("cpu").model_num_layers
 
 
 def test_both_profiles_define_the_same_keys():
@@ -78,9 +86,31 @@ def test_unknown_profile_lists_known_ones():
 def test_invalid_yaml_is_one_line(tmp_path):
     path = tmp_path / "broken.yaml"
     path.write_text("name: [unclosed\n")
-    with pytest.raises(ProfileError, match=r"broken\.yaml: not valid YAML") as err:
+    with pytest.raises(ProfileError, match=r"broken\.yaml:2:1: not valid YAML") as err:
         load_profile(path)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("text, where, problem", [
+    ("name: cpu\nport: [1\nhost: a\n", ":3:5:", "expected ',' or ']'"),
+    ("name: cpu\n  port: 3\n", ":2:7:", "mapping values are not allowed"),
+    ("name: cpu\n\tport: 3\n", ":2:1:", "'\\t' that cannot start any token"),
+])
+def test_yaml_errors_give_line_and_column(tmp_path, text, where, problem):
+    """Line and column count from 1, as editors do, and point at the offending character."""
+    path = tmp_path / "typo.yaml"
+    path.write_text(text)
+    with pytest.raises(ProfileError) as err:
+        load_profile(path)
+    assert f"typo.yaml{where} not valid YAML" in str(err.value) and problem in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("values, item", [([0, -3], "0"), ([1, 2, -1], "2"), ([1, 0], "1")])
+def test_every_concurrency_must_be_positive(values, item):
+    """Caught when the profile loads, not in notebook 03 after the relaunch chain."""
+    with pytest.raises(ProfileError, match=rf"key 'bench_concurrency\[{item}\]': Input should be greater than 0"):
+        load_profile("cpu", overrides={"bench_concurrency": values})
 
 
 def test_every_key_is_documented():

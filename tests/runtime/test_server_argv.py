@@ -2,7 +2,7 @@
 
 import pytest
 
-from eagle3lab.runtime.deployment import Models, server_spec
+from eagle3lab.runtime.deployment import OFFLINE_ENV, Models, server_spec
 from eagle3lab.errors import EnvironmentProblem
 from eagle3lab.runtime import envinfo
 from eagle3lab.runtime.profiles import load_profile
@@ -23,11 +23,22 @@ def test_gpu_profile_argv_has_the_incident_flags():
     assert flag(argv, "--speculative-draft-model-path") == "AQ-MedAI/Kimi-K25-eagle3"
     assert flag(argv, "--speculative-algorithm") == "EAGLE3"
     assert (flag(argv, "--tp-size"), flag(argv, "--speculative-num-steps"), flag(argv, "--speculative-eagle-topk"),
-            flag(argv, "--speculative-num-draft-tokens"), flag(argv, "--mem-fraction-static")) == \
-        ("8", "3", "1", "4", "0.9")
+            flag(argv, "--speculative-num-draft-tokens")) == ("8", "3", "1", "4")
+    assert "--mem-fraction-static" not in argv, "sglang sizes the memory fraction unless the user sets it"
     assert "--trust-remote-code" in argv and "--disable-cuda-graph" not in argv
     assert flag(argv, "--host") == "127.0.0.1"
-    assert spec.env == {}, "the gpu profile never gets the CPU harness"
+    assert spec.env == OFFLINE_ENV, "the gpu profile never gets the CPU harness, and launches never download"
+
+
+def test_a_memory_fraction_the_user_sets_is_passed_on():
+    profile = load_profile("blackwell-8x", overrides={"mem_fraction_static": 0.8})
+    argv = server_spec(profile, Models(profile.target_model, profile.draft_model), speculative=False).argv()
+    assert flag(argv, "--mem-fraction-static") == "0.8"
+
+
+def test_every_launch_runs_offline():
+    spec = server_spec(load_profile("cpu"), TINY, speculative=True)
+    assert spec.env["HF_HUB_OFFLINE"] == "1" and spec.env["TRANSFORMERS_OFFLINE"] == "1"
 
 
 def test_cpu_profile_argv_without_speculation():

@@ -76,6 +76,8 @@ class EAGLEWorker:
         except AttributeError:
             pass
         share_embeddings(self.target_worker.model_runner.model)
+        for _ in self.target_worker.model_runner.model.named_modules():  # every nn.Module has it
+            pass
 ''',
     "srt/speculative/helpers.py": '''
 def share_embeddings(target_model):
@@ -168,6 +170,134 @@ EntryClass = [GapWrapper, MixinWrapper, DelegatingWrapper, SubclassWrapper, Prox
 }
 
 
+# The shapes the audit once missed: each wrapper builds (or reaches) its inner model in another way.
+SHAPES = {
+    "srt/models/shape_bases.py": '''
+from torch import nn
+
+
+class HelperBase(nn.Module):
+    def __init__(self, config):
+        self.llm = self.init_llm(config)
+
+    def init_llm(self, config):
+        raise NotImplementedError
+
+    def forward(self, x):
+        return self.llm(x)
+
+
+class RemoteBase(nn.Module):
+    def get_embed_and_head(self):
+        return self.language_model.get_embed_and_head()
+
+    def forward(self, x):
+        return self.language_model(x)
+''',
+    "srt/models/shapes.py": '''
+from torch import nn
+from transformers import PreTrainedModel
+
+from sglang.srt.models.inner import InnerForCausalLM, PlainForCausalLM
+from sglang.srt.models.shape_bases import HelperBase, RemoteBase
+
+
+class HelperWrapper(HelperBase):
+    def init_llm(self, config):
+        return InnerForCausalLM(config)
+
+
+class SwitchWrapper(nn.Module):
+    def __init__(self, config):
+        if config.mla:
+            self.model = InnerForCausalLM(config)
+        else:
+            self.model = PlainForCausalLM(config)
+
+    def forward(self, x):
+        return self.model(x)
+
+
+class ChoiceWrapper(nn.Module):
+    def __init__(self, config):
+        llm_cls = InnerForCausalLM if config.fast else PlainForCausalLM
+        self.language_model = llm_cls(config)
+
+    def forward(self, x):
+        return self.language_model(x)
+
+
+_VERSIONS = {1: HelperWrapper, 2: SwitchWrapper}
+
+
+class DispatchProxy:
+    def __init__(self, config):
+        instance_class = _VERSIONS.get(config.version)
+        self.impl = instance_class(config)
+
+    def __getattr__(self, name):
+        return getattr(self.impl, name)
+
+
+class LocalImportWrapper(RemoteBase):
+    def __init__(self, config):
+        from sglang.srt.models.inner import InnerForCausalLM as LocalInner
+
+        self.language_model = LocalInner(config)
+
+
+class HFBaseWrapper(PreTrainedModel):
+    def __init__(self, config):
+        self.language_model = InnerForCausalLM(config)
+
+    def forward(self, x):
+        return self.language_model(x)
+
+
+class ParamWrapper(nn.Module):
+    def __init__(self, config, language_model_cls=PlainForCausalLM):
+        self.language_model = language_model_cls(config)
+
+
+class ParamChild(ParamWrapper):
+    def __init__(self, config):
+        super().__init__(config, language_model_cls=InnerForCausalLM)
+
+    def forward(self, x):
+        return self.language_model(x)
+
+
+class RegistryWrapper(nn.Module):
+    def __init__(self, config):
+        self.language_model = ModelRegistry.resolve_model_cls(config.arch)[0](config)
+
+
+class PostProcessWrapper(nn.Module):
+    def __init__(self, config):
+        self.language_model = InnerForCausalLM(config)
+
+    def forward(self, x):
+        hidden = self.language_model.model(x)
+        return self.logits_processor(hidden)
+
+
+class InnerForCausalLMNextN(nn.Module):
+    def __init__(self, config):
+        self.model = InnerForCausalLM(config)
+
+
+EntryClass = [HelperWrapper, SwitchWrapper, ChoiceWrapper, DispatchProxy, LocalImportWrapper, HFBaseWrapper,
+              ParamWrapper, ParamChild, RegistryWrapper, PostProcessWrapper, InnerForCausalLMNextN]
+''',
+    "srt/configs/model_config.py": '''
+class ModelConfig:
+    def _config_draft_model(self):
+        if self.is_draft_model and self.hf_config.architectures[0] == "InnerForCausalLM":
+            self.hf_config.architectures[0] = "InnerForCausalLMNextN"
+''',
+}
+
+
 DRAFTERS = {
     "srt/models/drafter.py": '''
 from torch import nn
@@ -187,13 +317,14 @@ EntryClass = [GoodDrafterEagle3, BareDrafterEagle3]
 }
 
 
-def files(extra: dict[str, str] | None = None) -> dict[str, str]:
-    return {**RUNTIME, **MODELS, **DRAFTERS, **(extra or {})}
+def files(extra: dict[str, str] | None = None, shapes: bool = False) -> dict[str, str]:
+    return {**RUNTIME, **MODELS, **DRAFTERS, **(SHAPES if shapes else {}), **(extra or {})}
 
 
-def source(extra: dict[str, str] | None = None, version: str = "0.0.0") -> SglangSource:
-    """The synthetic tree as an SglangSource, built the same way a wheel is read."""
-    return SglangSource(version, "synthetic", {k: v.encode("utf-8") for k, v in files(extra).items()})
+def source(extra: dict[str, str] | None = None, version: str = "0.0.0", shapes: bool = False) -> SglangSource:
+    """The synthetic tree as an SglangSource, built the same way a wheel is read; ``shapes`` adds the wrappers
+    that build or reach their inner model in the harder ways (helpers, proxies, several options ...)."""
+    return SglangSource(version, "synthetic", {k: v.encode("utf-8") for k, v in files(extra, shapes).items()})
 
 
 def write_wheel(path: Path, version: str = "0.0.0", extra: dict[str, str] | None = None) -> Path:

@@ -59,8 +59,12 @@ def test_delegating_subclass_and_proxy(src):
     ref = sub.find("SubclassWrapper")
     owner, _ = sub.owner_of(ref, "get_embed_and_head")
     assert owner.name == "DelegatingWrapper"
-    assert set(statuses(src, "ProxyWrapper").values()) == {"proxied"}
-    assert audit.verdict(src, "ProxyWrapper")["missing_members"] == []
+    proxy = statuses(src, "ProxyWrapper")
+    assert proxy["set_eagle3_layers_to_capture"] == proxy["get_embed_and_head"] == "proxied"
+    # a proxy forwards a member only as far as the object behind it has it: the inner model lacks these two
+    assert proxy["checked_member"] == proxy["helper_member"] == "missing"
+    via = audit.verdict(src, "ProxyWrapper")["class_report"]["members"]["checked_member"]["via"]
+    assert "__getattr__ -> self.language_model" in via and "InnerForCausalLM" in via
 
 
 def test_unknown_entry_class_is_one_line(src):
@@ -92,14 +96,40 @@ def test_layer_table_runs_the_models_own_hook(src):
 
 
 def test_conformance_lists_wrappers_of_eagle3_models_only(src):
-    conf = audit.conformance(src)
+    conf = audit.conformance(src, members=["set_eagle3_layers_to_capture", "get_embed_and_head"])
     rows = {r["entry"]: r for r in conf["rows"]}
     assert set(rows) == {"GapWrapper", "MixinWrapper", "DelegatingWrapper", "SubclassWrapper", "ProxyWrapper"}
     assert "set_eagle3_layers_to_capture" in rows["GapWrapper"]["missing"]
     assert "set_eagle3_layers_to_capture" not in rows["SubclassWrapper"]["missing"]
+    assert {r["entry"] for r in conf["lacking"]} == {"GapWrapper", "MixinWrapper"}
     assert conf["wrappers_of_non_eagle3_models"] == ["NoEagleWrapper"]
     assert conf["entry_classes"] == 10  # two in inner.py, six in wrappers.py, two in drafter.py
+    assert conf["counts"]["wrappers conforming"] == 3 and conf["counts"]["wrappers lacking"] == 2
     assert conf["seconds"] >= 0
+
+
+def test_no_entry_class_vanishes_from_the_counts():
+    conf = audit.conformance(syn.source(shapes=True))
+    counts = conf["counts"]
+    assert sum(counts[k] for k in audit.KINDS) == counts["entry_classes"] == len(conf["entries"]) == 21
+    assert sum(counts[f"wrappers {v}"] for v in audit.VERDICTS) == counts[audit.WRAPPER] == len(conf["rows"])
+    unresolved = {u["entry"]: u["reason"] for u in conf["unresolved"]}
+    assert set(unresolved) == {"RegistryWrapper"}
+    assert "chosen at run time" in unresolved["RegistryWrapper"]
+    kinds = {e["entry"]: e["kind"] for e in conf["entries"]}
+    assert kinds["InnerForCausalLMNextN"] == audit.DRAFT  # ModelConfig renames draft models to it
+    assert kinds["ParamWrapper"] == audit.OTHER_WRAPPER  # its default inner class has no EAGLE-3
+    assert kinds["InnerForCausalLM"] == audit.PLAIN
+
+
+def test_members_every_nn_module_has_are_not_contract_members(src):
+    con = audit.Contract.of(src)
+    assert con.every_module_has == ["named_modules"]  # the runtime calls it, but every nn.Module has it
+    assert "named_modules" not in con.required + con.optional
+    import torch
+
+    public = {n for n in dir(torch.nn.Module) if not n.startswith("__")}
+    assert public <= audit.torch_module_members()  # read from torch's own source, not a hand list
 
 
 def test_draft_side_of_the_contract(src):
@@ -141,7 +171,8 @@ def test_notebook_02_runs_and_writes_the_sidecar_notebook_03_reads(tmp_path: Pat
     env = {**os.environ, "CI": "1", "EAGLE3LAB_FIGURES_DIR": str(tmp_path / "figures"),
            "EAGLE3LAB_ARTIFACTS_DIR": str(tmp_path / "artifacts")}
     params = tmp_path / "params.yaml"
-    params.write_text('sglang_source: "0.5.9"\nbisect_versions: ["0.5.9", "0.5.10"]\n')
+    # the run-time checks of the generated fixes have their own server tests (tests/fix/test_fixverify.py)
+    params.write_text('sglang_source: "0.5.9"\nbisect_versions: ["0.5.9", "0.5.10"]\nverify_fixes: false\n')
     cmd = [sys.executable, "-m", "papermill", "-k", "eagle3lab", "-f", str(params), "--cwd", str(tmp_path),
            str(REPO_ROOT / "notebooks" / "02_interface_trace.ipynb"), str(tmp_path / "out.ipynb")]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
@@ -152,9 +183,23 @@ def test_notebook_02_runs_and_writes_the_sidecar_notebook_03_reads(tmp_path: Pat
     assert {"missing_members", "delegation_gaps", "first_raise", "one_method_enough"} <= set(verdict)
     assert set(verdict["first_raise"]) == {"cpu", "gpu"}
     assert "set_eagle3_layers_to_capture" in verdict["missing_members"]
-    assert side["layer_ids"] and all(t["rows"] for t in side["layer_ids"])
+    assert side["layer_ids"] and all(t["rows"] for t in side["layer_ids"] if t["status"] == "read")
+    assert {t["profile"]: t["status"] for t in side["layer_ids"]}["cpu"] == "read"
+    assert [s["deployment"] for s in side["layer_setups"]] == ["blackwell-8x", "cpu"]
     assert side["timings"]["bisect_releases"] == 2
     assert (tmp_path / "figures" / "02_bisect_timeline.png").stat().st_size > 0
+    # every lacking wrapper, in the traced and the newest release (0.5.10 here), with counts that add up
+    for key, release in (("traced", "0.5.9"), ("newest", "0.5.10")):
+        conf = side["conformance"][key]
+        assert conf["sglang_version"] == release
+        assert sum(conf["counts"][k] for k in audit.KINDS) == conf["counts"]["entry_classes"] == len(conf["entries"])
+        assert len(conf["lacking"]) == conf["counts"]["wrappers lacking"] > 0
+    assert "KimiK25ForConditionalGeneration" in {r["entry"] for r in side["conformance"]["traced"]["lacking"]}
+    assert "KimiK25ForConditionalGeneration" not in {r["entry"] for r in side["conformance"]["newest"]["lacking"]}
+    fixes = side["fixes"]
+    assert set(fixes["releases"]) == {"0.5.9", "0.5.10"} and fixes["verification"]["ran"] is False
+    covered = {e for f in fixes["releases"]["0.5.9"]["fixes"] for e in f["entries"]}
+    assert {r["entry"] for r in side["conformance"]["traced"]["lacking"]} <= covered
 
 
 def test_uncertain_first_raise_names_the_branch_that_decides_it():

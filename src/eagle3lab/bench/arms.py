@@ -9,7 +9,6 @@ and layer-mismatch arms get their own patched servers, at fewer concurrencies (s
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -24,6 +23,7 @@ from eagle3lab.errors import BenchError, ExpectationError
 from eagle3lab.fix import patching
 from eagle3lab.fix.relaunch import StepResult, patched_server, serving_server, stop_serving
 from eagle3lab.runtime.cpu_harness.spec_shims import GREEDY_ONLY
+from eagle3lab.runtime import modelinfo
 from eagle3lab.runtime.deployment import Models, server_spec
 from eagle3lab.runtime.profiles import Profile
 
@@ -49,9 +49,10 @@ def expect_patch_covers_trace(patch_name: str, missing_members: Sequence[str]) -
 
 
 def sweep_config(profile: Profile, models: Models, prompt_kind: str) -> SweepConfig:
-    """The profile's sweep on this model's vocabulary (text prompts need its tokenizer)."""
+    """The profile's sweep on this model's vocabulary (text prompts need its tokenizer); ``models.target`` is the
+    local directory (a hub id is resolved to its snapshot by ``deployment.resolve_models``)."""
     return SweepConfig.from_profile(profile, vocab_size=model_vocab_size(models.target), prompt_kind=prompt_kind,
-                                    tokenizer_dir=models.target)
+                                    tokenizer_dir=models.target, trust_remote_code=profile.trust_remote_code)
 
 
 def run_server_arm(name: str, profile: Profile, models: Models, config: SweepConfig, out_dir: Path,
@@ -209,14 +210,9 @@ class Drafters:
 
 
 def drafter_layer_ids(draft_dir: str | Path) -> tuple[int, ...] | None:
-    """``eagle_config.eagle_aux_hidden_state_layer_ids`` from a drafter's config.json (None if it has none)."""
-    path = Path(draft_dir) / "config.json"
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise BenchError(f"cannot read the drafter config {path} ({type(exc).__name__})") from None
-    ids = (config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
-    return tuple(int(i) for i in ids) if ids is not None else None
+    """The drafter's aux layer ids from its config.json (``runtime.modelinfo``, as sglang reads them)."""
+    ids = modelinfo.drafter_aux_layer_ids(modelinfo.read_config(draft_dir))
+    return tuple(ids) if ids is not None else None
 
 
 def resolve_drafters(profile: Profile, models: Models) -> Drafters:

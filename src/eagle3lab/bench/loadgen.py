@@ -151,7 +151,21 @@ class PhaseOutcome:
     records: list[RequestRecord]
     not_sent: int  # requests skipped after the server became unreachable
     client_cpu_s: float
-    server_lost: bool  # a failed request was followed by a failed liveness probe
+    server_lost: bool  # a failed request was followed by a failed liveness probe, or the server died
+    server_died: str | None = None  # which server process died, with its exit status (from the tree watch)
+
+
+DeathWatch = Callable[[], "str | None"]  # None while every server process lives, else which one died and how
+WATCH_POLL_S = 0.5
+
+
+async def watch_for_death(watch: DeathWatch, poll_s: float = WATCH_POLL_S) -> str:
+    """Return as soon as ``watch()`` reports a dead server process (polled; psutil calls take microseconds)."""
+    while True:
+        death = watch()
+        if death:
+            return death
+        await asyncio.sleep(poll_s)
 
 
 async def run_phase(
@@ -163,18 +177,22 @@ async def run_phase(
     config: SweepConfig,
     sink: JsonlSink,
     on_done: Callable[[], None] = lambda: None,
+    watch: DeathWatch | None = None,
 ) -> PhaseOutcome:
     """Closed loop: ``concurrency`` workers each take the next prompt as soon as their last one finished.
 
     ``t_scheduled`` is when a worker takes a prompt. When a request fails, the server is probed; once it is
     unreachable (or hangs: sglang 0.5.9's HTTP front outlives a killed scheduler), workers stop taking prompts,
-    so a dead server ends the phase at once instead of after every remaining request has timed out.
+    so a dead server ends the phase at once instead of after every remaining request has timed out. With
+    ``watch`` (the server's process tree), a dead scheduler ends the phase within a poll interval: requests in
+    flight are cancelled and recorded as failed with the dead process and its exit status.
     """
     queue: asyncio.Queue[tuple[int, Prompt]] = asyncio.Queue()
     for item in enumerate(prompts):
         queue.put_nowait(item)
     records: list[RequestRecord] = []
     unreachable = asyncio.Event()
+    died: list[str] = []
 
     async def worker(session: aiohttp.ClientSession) -> None:
         while not unreachable.is_set():
@@ -184,7 +202,14 @@ async def run_phase(
                 return
             record = RequestRecord(request_id=f"c{concurrency}-{phase}-{index:05d}", concurrency=concurrency,
                                    phase=phase, ok=False, t_scheduled=time.perf_counter(), prompt_index=index)
-            await generate_once(session, base_url, prompt, record, config)
+            try:
+                await generate_once(session, base_url, prompt, record, config)
+            except asyncio.CancelledError:  # the watch saw the server die: this request will never finish
+                record.t_end = time.perf_counter()
+                record.error = f"server died: {died[0] if died else 'cancelled'}"
+                records.append(record)
+                sink.write(record)
+                return
             records.append(record)
             sink.write(record)
             on_done()
@@ -193,9 +218,30 @@ async def run_phase(
 
     cpu0 = time.process_time()
     async with make_session(concurrency, config) as session:
-        await asyncio.gather(*(worker(session) for _ in range(min(concurrency, len(prompts)))))
+        workers = [asyncio.ensure_future(worker(session)) for _ in range(min(concurrency, len(prompts)))]
+        watcher = asyncio.ensure_future(watch_for_death(watch)) if watch else None
+        if watcher is not None:
+            watcher.add_done_callback(lambda done: _on_death(done, died, unreachable, workers))
+        try:
+            outcomes = await asyncio.gather(*workers, return_exceptions=True)  # cancelled workers included
+            for outcome in outcomes:
+                if isinstance(outcome, Exception):
+                    raise outcome
+        finally:
+            if watcher is not None and not watcher.done():
+                watcher.cancel()
     return PhaseOutcome(records=records, not_sent=queue.qsize(), client_cpu_s=time.process_time() - cpu0,
-                        server_lost=unreachable.is_set())
+                        server_lost=unreachable.is_set(), server_died=died[0] if died else None)
+
+
+def _on_death(done: "asyncio.Future[str]", died: list[str], unreachable: asyncio.Event,
+              workers: list["asyncio.Future[None]"]) -> None:
+    if done.cancelled() or done.exception() is not None:
+        return
+    died.append(done.result())
+    unreachable.set()
+    for task in workers:
+        task.cancel()
 
 
 async def fetch_json(base_url: str, path: str, timeout_s: float = 30.0) -> dict[str, Any] | None:

@@ -118,6 +118,18 @@ class PointMetrics:
     # /get_server_info avg_spec_accept_length averages (no prefill token, no max_new_tokens cut).
     accept_length_per_step: float | None = None
 
+    @property
+    def decode_step_s(self) -> float | None:
+        """Mean time per output token after the first (TPOT): one decode step as each request saw it."""
+        return self.tpot_s.mean if self.tpot_s.count and self.tpot_s.mean > 0 else None
+
+    @property
+    def decode_tok_per_s(self) -> float | None:
+        """Decode-only output rate: running requests / mean TPOT (prefill and first-token waits excluded), the rate
+        a decode cost model predicts; the client-seen ``output_tok_per_s`` also pays prefill and queueing."""
+        step = self.decode_step_s
+        return self.concurrency / step if step else None
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "PointMetrics":
         values = dict(data)

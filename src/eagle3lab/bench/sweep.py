@@ -25,9 +25,11 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 
 from eagle3lab.bench import cpuload
+from eagle3lab.runtime import procwatch
 from eagle3lab.errors import BenchError
 from eagle3lab.progress import progress_bar
-from eagle3lab.bench.loadgen import JsonlSink, fetch_json, flush_cache, run_phase, server_alive
+from eagle3lab.bench.loadgen import (DeathWatch, JsonlSink, fetch_json, flush_cache, run_phase, server_alive,
+                                     watch_for_death)
 from eagle3lab.bench.metrics import PointMetrics, RequestRecord, compute_point_metrics, format_point
 from eagle3lab.atomic import write_json_atomic
 from eagle3lab.bench.workload import SweepConfig, make_prompts
@@ -35,6 +37,7 @@ from eagle3lab.bench.workload import SweepConfig, make_prompts
 T = TypeVar("T")
 
 POINT_OK, POINT_ERRORS, POINT_FAILED = "ok", "errors", "failed"
+SERVER_DIED = "server died"  # how a point's reason starts when a server process was seen to die
 ARM_MEASURED, ARM_FAILED, ARM_NOT_RUNNABLE = "measured", "failed", "not_runnable"
 
 # What an arm is, as a field (never guessed from its name). ``eagle3`` is the headline speculative arm (the trained
@@ -154,8 +157,26 @@ def _first_error(records: list[RequestRecord]) -> str:
     return next((r.error for r in records if r.error), "no error text")
 
 
+async def _guarded(coro: Awaitable[T], watch: DeathWatch | None) -> tuple[T | None, str | None]:
+    """(result, None), or (None, which server process died) as soon as the watch sees a death."""
+    if watch is None:
+        return await coro, None
+    death = watch()
+    task = asyncio.ensure_future(coro)
+    if death:
+        task.cancel()
+        return None, death
+    watcher = asyncio.ensure_future(watch_for_death(watch))
+    await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        watcher.cancel()
+        return task.result(), None
+    task.cancel()
+    return None, watcher.result()
+
+
 async def _run_point(base_url: str, config: SweepConfig, concurrency: int, sink: JsonlSink,
-                     tick: Callable[[], None]) -> PointResult:
+                     tick: Callable[[], None], watch: DeathWatch | None = None) -> PointResult:
     point = PointResult(concurrency=concurrency, status=POINT_OK, reason=None, metrics=None, server_info=None,
                         warmup_requests=config.warmup_count(concurrency), warmup_failed=0, not_sent=0,
                         flushed=False, started_at=_now())
@@ -165,20 +186,33 @@ async def _run_point(base_url: str, config: SweepConfig, concurrency: int, sink:
         point.reason = f"server at {base_url} stopped answering during {phase}: {detail}"
         return point
 
-    if not await flush_cache(base_url) and not await server_alive(base_url):
+    def died(phase: str, death: str) -> PointResult:
+        point.status = POINT_FAILED
+        point.reason = f"{SERVER_DIED} during {phase}: {death}"
+        return point
+
+    flushed, death = await _guarded(flush_cache(base_url), watch)
+    if death:
+        return died("the cache flush before warm-up", death)
+    if not flushed and not await server_alive(base_url):
         return failed("the cache flush before warm-up", "no answer")
     warm = await run_phase(base_url, make_prompts(config, f"warmup-c{concurrency}", point.warmup_requests),
-                           concurrency=concurrency, phase="warmup", config=config, sink=sink, on_done=tick)
+                           concurrency=concurrency, phase="warmup", config=config, sink=sink, on_done=tick,
+                           watch=watch)
     point.warmup_failed = sum(not r.ok for r in warm.records)
     if warm.server_lost:
         point.not_sent = warm.not_sent
-        return failed("warm-up", _first_error(warm.records))
-    point.flushed = await flush_cache(base_url)
+        return died("warm-up", warm.server_died) if warm.server_died else \
+            failed("warm-up", _first_error(warm.records))
+    flushed, death = await _guarded(flush_cache(base_url), watch)
+    if death:
+        return died("the cache flush before measuring", death)
+    point.flushed = bool(flushed)
 
     server = cpuload.server_processes(base_url)
     cpu_before = cpuload.snapshot(server)
     measure = await run_phase(base_url, make_prompts(config, "measure"), concurrency=concurrency,
-                              phase="measure", config=config, sink=sink, on_done=tick)
+                              phase="measure", config=config, sink=sink, on_done=tick, watch=watch)
     used = cpuload.shares(cpu_before, cpuload.snapshot(server))
     if used is not None:
         point.machine_cpu_busy, point.server_cpu = used.machine_busy, used.server
@@ -188,8 +222,11 @@ async def _run_point(base_url: str, config: SweepConfig, concurrency: int, sink:
     if measure.records:
         point.metrics = compute_point_metrics(measure.records, client_cpu_s=measure.client_cpu_s)
     if measure.server_lost:
-        return failed("measurement", _first_error(measure.records))
-    point.server_info = await fetch_json(base_url, "/get_server_info")
+        return died("measurement", measure.server_died) if measure.server_died else \
+            failed("measurement", _first_error(measure.records))
+    point.server_info, death = await _guarded(fetch_json(base_url, "/get_server_info"), watch)
+    if death:
+        return died("the server-info snapshot", death)
     if point.server_info is None and not await server_alive(base_url):
         return failed("the server-info snapshot", "no answer")
     point.server_avg_accept_length = server_accept_length(point.server_info)
@@ -208,14 +245,15 @@ def server_accept_length(server_info: dict[str, Any] | None) -> float | None:
 
 
 async def run_sweep(base_url: str, config: SweepConfig, sink: JsonlSink, label: str = "sweep",
-                    on_point: Callable[[PointResult], None] = lambda p: None) -> list[PointResult]:
+                    on_point: Callable[[PointResult], None] = lambda p: None,
+                    watch: DeathWatch | None = None) -> list[PointResult]:
     """Every concurrency of ``config`` in order; stops after the first failed point."""
     total = sum(config.warmup_count(c) + config.num_prompts for c in config.concurrency)
     points: list[PointResult] = []
     with progress_bar(total=total, desc=label, unit="req") as bar:
         for concurrency in config.concurrency:
             bar.set_postfix_str(f"c={concurrency}")
-            point = await _run_point(base_url, config, concurrency, sink, lambda: bar.update(1))
+            point = await _run_point(base_url, config, concurrency, sink, lambda: bar.update(1), watch)
             points.append(point)
             on_point(point)
             if point.status == POINT_FAILED:
@@ -234,8 +272,12 @@ def save_arm(arm: ArmResult, out_dir: Path) -> Path:
 
 
 def run_arm(name: str, base_url: str, sweep_config: SweepConfig, out_dir: Path, *, kind: str,
-            log: Callable[[str], None] = print) -> ArmResult:
-    """Sweep one running server; writes ``<name>.requests.jsonl`` (live) and ``<name>.arm.json`` (at the end)."""
+            log: Callable[[str], None] = print, watch: DeathWatch | None = None) -> ArmResult:
+    """Sweep one running server; writes ``<name>.requests.jsonl`` (live) and ``<name>.arm.json`` (at the end).
+
+    The server's process tree is watched (``watch``, by default found from the port of a local ``base_url``),
+    so a dead scheduler ends the point within seconds, recorded as "server died" with its exit status.
+    """
     check_kind(kind)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -253,7 +295,9 @@ def run_arm(name: str, base_url: str, sweep_config: SweepConfig, out_dir: Path, 
     sink = JsonlSink(jsonl)
     started = time.perf_counter()
     try:
-        arm.points = run_async(lambda: run_sweep(base_url, sweep_config, sink, label=name, on_point=report))
+        watch = watch or procwatch.death_watch_for_url(base_url)
+        arm.points = run_async(lambda: run_sweep(base_url, sweep_config, sink, label=name, on_point=report,
+                                                 watch=watch))
     finally:
         sink.close()
     arm.sweep_seconds = round(time.perf_counter() - started, 2)

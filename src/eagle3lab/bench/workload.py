@@ -33,7 +33,8 @@ class SweepConfig:
     prompt_kind: Literal["ids", "text"] = "ids"
     vocab_size: int = 1024
     token_id_low: int = 16  # skip the lowest ids, where tokenizers keep their special tokens
-    tokenizer_dir: str | None = None  # needed only for text prompts (ids are decoded to text)
+    tokenizer_dir: str | None = None  # needed only for text prompts (ids are decoded to text); a local directory
+    trust_remote_code: bool = False  # the profile's: Kimi's tokenizer is custom code
     warmup_requests: int | None = None  # per point; None = the point's concurrency (never fewer)
     request_timeout_s: float = 600.0
     stall_timeout_s: float = 120.0  # longest silence allowed inside one stream (a hung server, not a slow one)
@@ -96,7 +97,7 @@ def _as_text(config: SweepConfig, ids: list[list[int]]) -> list[str]:
     from transformers import AutoTokenizer  # only text prompts need it; importing it costs seconds
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(config.tokenizer_dir)
+        tokenizer = AutoTokenizer.from_pretrained(config.tokenizer_dir, trust_remote_code=config.trust_remote_code)
     except (OSError, ValueError) as exc:
         raise BenchError(f"cannot load a tokenizer from {config.tokenizer_dir} ({type(exc).__name__}); "
                          "point tokenizer_dir at the model directory") from None

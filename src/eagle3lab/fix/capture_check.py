@@ -33,11 +33,15 @@ from eagle3lab.fix.patching import FULL_DELEGATION_PATCH as FULL_PATCH, ONE_METH
 from eagle3lab import sidecars
 from eagle3lab.runtime.server import free_port
 from eagle3lab.sidecars import InterfaceTraceSidecar
+from eagle3lab.trace.hooks import GET_EMBED_AND_HEAD, SET_LAYERS_TO_CAPTURE
 
 # The draft worker's call, as EAGLEWorker.__init__ makes it on the target model (sglang 0.5.9).
-DRAFT_WORKER_HOOK = "get_embed_and_head"
-CAPTURE_HOOK = "set_eagle3_layers_to_capture"
+DRAFT_WORKER_HOOK = GET_EMBED_AND_HEAD
+CAPTURE_HOOK = SET_LAYERS_TO_CAPTURE
 RESULT_PREFIX = "EAGLE3LAB_CAPTURE_RESULT "
+# Where the wrapper keeps its language model (Kimi-K2.5: self.language_model); other wrappers pass theirs
+# (``llm``, ``model``, or a path through a proxy such as ``minicpmv.llm``), as the audit resolved it.
+DEFAULT_INNER = "language_model"
 # In-process on CPU only the DeepSeek MLA prefill needs a shim (FINDINGS obstacle 7); 8 and 9 belong to the draft.
 CPU_SHIMS: tuple[str, ...] = ("mla_torch_native",)
 
@@ -83,6 +87,7 @@ class CaptureResult:
     error_message: str | None = None
     seconds: dict[str, float] = field(default_factory=dict)
     sglang_version: str | None = None
+    harness_steps: list[str] = field(default_factory=list)  # anything the check did beyond sglang's own start-up
 
     @property
     def failed_hook(self) -> HookOutcome | None:
@@ -130,11 +135,12 @@ PatchArg = str | os.PathLike | Sequence[str | os.PathLike] | None
 
 
 def child_argv(target: str | os.PathLike, draft: str | os.PathLike, *, prompt_len: int = 8, batch_size: int = 2,
-               load_format: str = "auto", profile: str = "cpu", python: str = sys.executable) -> list[str]:
+               load_format: str = "auto", profile: str = "cpu", python: str = sys.executable,
+               inner_attr: str = DEFAULT_INNER) -> list[str]:
     """The command line of the child process."""
     return [python, "-m", "eagle3lab.fix.capture_check", "--target", str(target), "--draft", str(draft),
             "--prompt-len", str(prompt_len), "--batch-size", str(batch_size), "--load-format", load_format,
-            "--profile", profile]
+            "--profile", profile, "--inner-attr", inner_attr]
 
 
 def run_capture_check(
@@ -149,6 +155,7 @@ def run_capture_check(
     prompt_len: int = 8,
     batch_size: int = 2,
     timeout_s: float = 900.0,
+    inner_attr: str = DEFAULT_INNER,
 ) -> CaptureResult:
     """Run the check in a child process, with ``patch`` (one name/path or several) applied to the installed sglang.
 
@@ -162,7 +169,7 @@ def run_capture_check(
         if not Path(path).is_dir():
             raise CaptureCheckError(f"{name} model {path} is not a directory; build the tiny models first")
     argv = child_argv(target, draft, prompt_len=prompt_len, batch_size=batch_size, load_format=load_format,
-                      profile=profile)
+                      profile=profile, inner_attr=inner_attr)
     with _patch_state(patch, site_packages) as label:
         result = _run_child(argv, {**os.environ, **(env or {})}, timeout_s)
     result.patch = label
@@ -203,7 +210,9 @@ def _require_pristine(site_packages: str | os.PathLike | None) -> None:
     """No project patch may be in place already, or a result would show patches nobody asked for."""
     from eagle3lab.fix import patching
     from eagle3lab.errors import PatchError
+    from eagle3lab.fix.restore import require_known_state
 
+    require_known_state(patching._root(site_packages))  # a patch left by a killed run: say so, with the fix
     applied, mismatched = [], []
     for path in sorted(patching.PATCHES_DIR.glob("*.patch")):
         try:
@@ -390,7 +399,7 @@ def _compare(phase: str, aux: Any, layer_ids: list[int], layers: _LayerOutputs, 
 
 
 def _forwards(runner: Any, layer_ids: list[int], hidden: int, prompt_len: int, batch_size: int,
-              vocab: int) -> list[ForwardCapture]:
+              vocab: int, inner_attr: str = DEFAULT_INNER) -> list[ForwardCapture]:
     """One real prefill and one decode step, the way bench_one_batch runs them, but with FULL hidden capture."""
     import torch
     from sglang.srt.managers.schedule_batch import Req, ScheduleBatch
@@ -415,7 +424,7 @@ def _forwards(runner: Any, layer_ids: list[int], hidden: int, prompt_len: int, b
                                    token_to_kv_pool_allocator=runner.token_to_kv_pool_allocator,
                                    tree_cache=tree_cache, model_config=runner.model_config, enable_overlap=False,
                                    spec_algorithm=SpeculativeAlgorithm.NONE)
-    inner_layers = runner.model.language_model.model.layers
+    inner_layers = inner_model(runner.model, inner_attr).model.layers
     recorder = _LayerOutputs(inner_layers)
     results = []
     try:
@@ -440,8 +449,50 @@ def _forwards(runner: Any, layer_ids: list[int], hidden: int, prompt_len: int, b
     return results
 
 
+def inner_model(model: Any, path: str) -> Any:
+    """``model.<path>`` for a dotted attribute path (``language_model``, ``minicpmv.llm``)."""
+    for part in path.split("."):
+        model = getattr(model, part)
+    return model
+
+
+def _finish_dummy_load(runner: Any, inner_attr: str, load_format: str) -> list[str]:
+    """Make a ``--load-format dummy`` model usable for the layer comparison, and say what was done.
+
+    sglang's dummy loader draws every weight from a tiny uniform range, so in bfloat16 each decoder layer's change
+    to the residual stream rounds away and several layers' outputs come out bit-identical: the comparison cannot
+    tell which layer a captured slice came from (``ambiguous``). The weights are redrawn, seeded, the way the tiny
+    checkpoint draws them (N(0, 0.02), norms 1, biases 0). The loader also calls ``post_load_weights`` on the
+    top-level model only, and only if it has one (FINDINGS obstacle 6: DeepSeek MLA builds w_kc/w_vc there); it is
+    run on the inner model when the wrapper has none, as a checkpoint load does from the wrapper's load_weights.
+    Neither step touches an EAGLE-3 hook: the capture hook already ran during start-up.
+    """
+    if load_format != "dummy":
+        return []
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, param in runner.model.named_parameters():
+            if not param.dtype.is_floating_point:
+                continue
+            if name.endswith("bias"):
+                param.zero_()
+            elif param.dim() == 1 and "norm" in name:
+                param.fill_(1.0)
+            else:
+                param.copy_((torch.randn(tuple(param.shape), generator=generator) * 0.02).to(param.dtype))
+    steps = ["dummy loader: weights redrawn N(0, 0.02) (seed 0) so layer outputs differ in bfloat16"]
+    owner = runner.model if hasattr(runner.model, "post_load_weights") else inner_model(runner.model, inner_attr)
+    if hasattr(owner, "post_load_weights"):
+        owner.post_load_weights()
+        where = "the wrapper" if owner is runner.model else f"{inner_attr} (the wrapper has none)"
+        steps.append(f"dummy loader: post_load_weights() run on {where}, as a checkpoint load does")
+    return steps
+
+
 def _child(target: str, draft: str, prompt_len: int, batch_size: int, load_format: str,
-           profile: str) -> CaptureResult:
+           profile: str, inner_attr: str = DEFAULT_INNER) -> CaptureResult:
     import sglang
 
     result = CaptureResult(patch=None, sglang_version=sglang.__version__)
@@ -458,13 +509,14 @@ def _child(target: str, draft: str, prompt_len: int, batch_size: int, load_forma
     result.seconds["build"] = round(time.monotonic() - started, 2)
     result.hooks.append(_hook_outcome(CAPTURE_HOOK, "ModelRunner.initialize", None))
     result.drafter_layer_ids = list(runner.eagle_aux_hidden_state_layer_ids or [])
-    inner = runner.model.language_model
+    inner = inner_model(runner.model, inner_attr)
     result.layers_to_capture = list(inner.model.layers_to_capture)
+    result.harness_steps = _finish_dummy_load(runner, inner_attr, load_format)
     text_config = runner.model_config.hf_text_config
     result.hidden_size = int(text_config.hidden_size)
 
     try:
-        embed, head = runner.model.get_embed_and_head()
+        embed, head = getattr(runner.model, DRAFT_WORKER_HOOK)()
         if embed is not inner.model.embed_tokens.weight or head is not inner.lm_head.weight:
             raise ValueError(f"{DRAFT_WORKER_HOOK} returned tensors that are not the inner model's embedding "
                              "and LM head, so the drafter would not share the target's weights")
@@ -475,7 +527,7 @@ def _child(target: str, draft: str, prompt_len: int, batch_size: int, load_forma
     started = time.monotonic()
     try:
         result.forwards = _forwards(runner, result.drafter_layer_ids, result.hidden_size, prompt_len, batch_size,
-                                    int(text_config.vocab_size))
+                                    int(text_config.vocab_size), inner_attr)
     except Exception as err:  # noqa: BLE001 -- keep what the hooks showed, record why the forwards failed
         traceback.print_exc()
         result.error_type, result.error_message = type(err).__name__, (str(err).splitlines() or [""])[0]
@@ -492,10 +544,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=2)
     parser.add_argument("--load-format", default="auto", help="sglang --load-format (auto, dummy, ...)")
     parser.add_argument("--profile", default="cpu", help="params/<profile>.yaml with the launch flags")
+    parser.add_argument("--inner-attr", default=DEFAULT_INNER, help="the wrapper's inner language model attribute")
     args = parser.parse_args(argv)
     started = time.monotonic()
     try:
-        result = _child(args.target, args.draft, args.prompt_len, args.batch_size, args.load_format, args.profile)
+        result = _child(args.target, args.draft, args.prompt_len, args.batch_size, args.load_format, args.profile,
+                        args.inner_attr)
     except Exception as err:  # noqa: BLE001 -- every failure becomes part of the structured result
         traceback.print_exc()
         result = CaptureResult(patch=None, error_type=type(err).__name__, error_message=str(err).splitlines()[0])

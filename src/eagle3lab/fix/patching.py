@@ -3,9 +3,11 @@
 Why not GNU ``patch``: it edits files in place, applies with fuzz, and cannot tell "already applied" from
 "unexpected original" in one answer. Here the diff is parsed with ``unidiff``, every hunk must match its
 context exactly (line offsets allowed, so independent patches stack), every target file is rewritten through
-a temp file and ``os.replace``, and any failure puts every touched file back. While a patch is applied its
-originals sit in a backup folder under the cache with their sha256, so an interrupted run can be repaired by
-hand. ``verify`` reads the patched source with ``ast``: each method the patch adds must call the method of
+a temp file and ``os.replace``, and a failure puts back exactly the files it had replaced. Every path in a patch
+must resolve inside the target sglang package (no ``../``, absolute paths or escaping symlinks), checked before
+anything is written. While a patch is applied its originals sit in a backup folder under the cache with their
+sha256 and the process holding them (``backups``), so a run killed meanwhile is found and repaired by
+``python -m eagle3lab patch restore`` (``restore``). ``verify`` reads the patched source with ``ast``: each method the patch adds must call the method of
 the same name on an attribute of ``self`` (the wrapped model), passing all its arguments on.
 """
 
@@ -13,18 +15,14 @@ from __future__ import annotations
 
 import argparse
 import ast
-import contextlib
 import email.parser
-import fcntl
 import hashlib
 import importlib.util
 import json
 import os
-import shutil
 import sysconfig
-import threading
-import time
 from collections.abc import Iterator, Sequence
+from pathlib import PurePosixPath
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,7 +31,10 @@ import unidiff
 
 from eagle3lab.atomic import write_text_atomic
 from eagle3lab.errors import Eagle3LabError, OutputWriteError, PatchError
-from eagle3lab.paths import REPO_ROOT, cache_dir
+from eagle3lab.fix import backups
+from eagle3lab.fix.backups import RESTORE_COMMAND
+from eagle3lab.paths import REPO_ROOT
+from eagle3lab.runtime import signals
 
 PATCHES_DIR = REPO_ROOT / "patches"
 # The two patches every notebook talks about, by their names in patches/.
@@ -46,6 +47,8 @@ ALREADY_APPLIED = "already applied"
 VERIFIED = "verified"
 REVERTED = "reverted"
 NOT_APPLIED = "not applied"
+RESTORED = "restored"
+PACKAGE = "sglang"
 
 
 @dataclass(frozen=True)
@@ -179,10 +182,33 @@ def _root(site_packages: str | os.PathLike | None) -> Path:
     return root
 
 
-def _target_path(pfile: unidiff.PatchedFile) -> str:
-    """Path relative to site-packages: the ``b/`` side of the diff without its prefix."""
-    name = pfile.target_file
+def _diff_path(name: str) -> str:
+    """A path as the diff names it, without its ``a/`` or ``b/`` prefix."""
     return name[2:] if name.startswith(("a/", "b/")) else name
+
+
+def _target_path(pfile: unidiff.PatchedFile) -> str:
+    """The ``b/`` side of a file in the diff, without its prefix (not confined: for in-memory use only)."""
+    return _diff_path(pfile.target_file)
+
+
+def _confined(root: Path, patch_name: str, name: str) -> tuple[str, Path]:
+    """(site-packages-relative path, real file) for a path of the diff, refused unless it stays in the package.
+
+    Refused before anything is written: absolute paths, ``..`` anywhere, paths outside ``sglang/``, and paths
+    that leave the package through a symlink.
+    """
+    rel = _diff_path(name)
+    parts = PurePosixPath(rel).parts
+    if not parts or PurePosixPath(rel).is_absolute() or ".." in parts or "\\" in rel or parts[0] != PACKAGE:
+        raise PatchError(f"{patch_name}: refused, path {name!r} is not inside the {PACKAGE} package "
+                         f"(absolute paths, '..' and other packages are not patched); nothing was written")
+    package = (root / PACKAGE).resolve()
+    real = (root / rel).resolve()
+    if not real.is_relative_to(package):
+        raise PatchError(f"{patch_name}: refused, {rel} resolves to {real}, outside {package} (a symlink); "
+                         f"nothing was written")
+    return PurePosixPath(*parts).as_posix(), real
 
 
 def _sha256(text: str) -> str:
@@ -251,10 +277,13 @@ class _FilePlan:
 
 
 def _plan(patch: _Patch, root: Path) -> list[_FilePlan]:
-    plans = []
+    confined = []
     for pfile in patch.files:
-        rel = _target_path(pfile)
-        path = root / rel
+        if pfile.source_file != "/dev/null":
+            _confined(root, patch.info.name, pfile.source_file)
+        confined.append((pfile, *_confined(root, patch.info.name, pfile.target_file)))
+    plans = []
+    for pfile, rel, path in confined:
         if not path.is_file():
             raise PatchError(f"{rel} not found under {root}; point site_packages at a folder holding sglang 0.5.9")
         with path.open(encoding="utf-8", newline="") as handle:  # keep line endings byte for byte
@@ -276,12 +305,21 @@ def _state(patch: _Patch, plans: list[_FilePlan]) -> str:
     states = {plan.state for plan in plans}
     if len(states) > 1:
         mixed = ", ".join(f"{p.rel}: {p.state}" for p in plans)
-        raise PatchError(f"{patch.path.name} is only partly applied ({mixed}); reinstall the package to repair it")
+        raise PatchError(f"{patch.path.name} is only partly applied ({mixed}); run {RESTORE_COMMAND}")
     return states.pop()
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Atomic writes, backups and the per-root lock
+# Atomic writes that undo exactly what they did
+
+
+class _WriteFailed(Exception):
+    """Writing the files failed; ``unrestored`` lists files replaced that could not be put back."""
+
+    def __init__(self, cause: BaseException, unrestored: list[str]):
+        super().__init__(str(cause))
+        self.cause = cause
+        self.unrestored = unrestored
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -290,72 +328,33 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 def _write_all(plans: list[_FilePlan], contents: list[str]) -> None:
-    """Write every file or none: on any failure the files already replaced get their old text back."""
-    done: list[_FilePlan] = []
+    """Write every file or none. On a failure, only the files already replaced get their old text back, once;
+    files never touched are not rewritten (on a read-only folder that would only fail a second time)."""
+    done: list[tuple[_FilePlan, str]] = []
     try:
         for plan, text in zip(plans, contents):
+            old = plan.text
+            if text == old:
+                continue
             _write_atomic(plan.path, text)
-            done.append(plan)
-    except BaseException:
-        for plan in done:
-            _write_atomic(plan.path, plan.text)
-        raise
+            done.append((plan, old))
+    except BaseException as err:
+        raise _WriteFailed(err, _put_back(done)) from None
 
 
-def _backup_dir(root: Path, patch: _Patch) -> Path:
-    key = hashlib.sha256(str(root).encode()).hexdigest()[:16]
-    return cache_dir("patch-backups", key, patch.info.name)
-
-
-def _save_backup(root: Path, patch: _Patch, plans: list[_FilePlan], contents: list[str]) -> Path:
-    folder = _backup_dir(root, patch)
-    manifest = {"root": str(root), "patch": str(patch.path), "saved_at": time.time(), "files": []}
-    for plan, text in zip(plans, contents):
-        copy = folder / "originals" / plan.rel
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        copy.write_text(plan.text, encoding="utf-8")
-        manifest["files"].append(
-            {"path": plan.rel, "sha256_original": _sha256(plan.text), "sha256_patched": _sha256(text)}
-        )
-    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-    return folder
-
-
-def _drop_backup(folder: Path) -> None:
-    """The originals are back in place: forget them, and the root's folder once no patch of it is left."""
-    shutil.rmtree(folder, ignore_errors=True)
-    with contextlib.suppress(OSError):
-        folder.parent.rmdir()
-
-
-_local = threading.local()
-
-
-@contextmanager
-def _root_lock(root: Path) -> Iterator[None]:
-    """One patcher per root across processes (re-entrant within a thread), so runs never mix patches."""
-    held: dict[str, tuple[int, int]] = getattr(_local, "held", None) or {}
-    _local.held = held
-    key = str(root)
-    if key in held:
-        fd, depth = held[key]
-        held[key] = (fd, depth + 1)
+def _put_back(files: list[tuple[_FilePlan, str]]) -> list[str]:
+    """Write each file's earlier text back, each once; the ones that could not be written are returned."""
+    unrestored = []
+    for plan, old in files:
         try:
-            yield
-        finally:
-            fd, depth = held[key]
-            held[key] = (fd, depth - 1)
-        return
-    lock_file = cache_dir("patch-locks") / (hashlib.sha256(key.encode()).hexdigest()[:16] + ".lock")
-    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    held[key] = (fd, 1)
-    try:
-        yield
-    finally:
-        del held[key]
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+            _write_atomic(plan.path, old)
+        except OutputWriteError:
+            unrestored.append(plan.rel)
+    return unrestored
+
+
+def _reason(err: BaseException) -> str:
+    return str(err) if isinstance(err, Eagle3LabError) else f"{type(err).__name__}: {err}"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -435,6 +434,13 @@ def _members(plans: list[_FilePlan]) -> list[MemberCheck]:
 # The four actions
 
 
+def _known_state(root: Path) -> None:
+    """Stop at once, with the restore command, if an earlier patcher died mid-way (see ``restore``)."""
+    from eagle3lab.fix.restore import require_known_state
+
+    require_known_state(root)
+
+
 def _result(patch: _Patch, root: Path, action: str, status: str, **kw) -> PatchResult:
     return PatchResult(patch=patch.info.name, action=action, status=status, root=str(root), info=patch.info, **kw)
 
@@ -442,6 +448,7 @@ def _result(patch: _Patch, root: Path, action: str, status: str, **kw) -> PatchR
 def check(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None = None) -> PatchResult:
     """Dry run: APPLICABLE or ALREADY_APPLIED; raises PatchError on an unexpected original. Writes nothing."""
     patch, root = _read_patch(patch_path), _root(site_packages)
+    _known_state(root)
     plans = _plan(patch, root)
     status = _state(patch, plans)
     files = [FileChange(p.rel, _sha256(p.text), _sha256(p.forward or p.text)) for p in plans]
@@ -452,6 +459,7 @@ def check(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None
 def verify(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None = None) -> PatchResult:
     """The patch is applied and every method it adds forwards to the wrapped model; else PatchError."""
     patch, root = _read_patch(patch_path), _root(site_packages)
+    _known_state(root)
     plans = _plan(patch, root)
     if _state(patch, plans) != ALREADY_APPLIED:
         raise PatchError(f"{patch.info.name} is not applied under {root}; run apply first")
@@ -468,72 +476,116 @@ def _verified(patch: _Patch, root: Path, plans: list[_FilePlan]) -> PatchResult:
     return _result(patch, root, "verify", VERIFIED, files=files, members=members, message=f"{patch.info.name}: {names}")
 
 
-def apply(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None = None) -> PatchResult:
-    """Apply and verify, or change nothing: ALREADY_APPLIED is a no-op; any failure restores the originals."""
+def apply(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None = None, *,
+          kind: str = backups.APPLIED) -> PatchResult:
+    """Apply and verify, or change nothing: ALREADY_APPLIED is a no-op; a failure puts back what it changed.
+
+    ``kind`` goes into the backup manifest: ``APPLIED`` (left in place on purpose) or ``TEMPORARY`` (a
+    ``patched`` block that reverts it; stale if its process dies first). Signals wait until the files are
+    consistent again, so an interruption never leaves a half-applied patch.
+    """
     patch, root = _read_patch(patch_path), _root(site_packages)
-    with _root_lock(root):
+    with backups.package_lock(root), signals.deferred():
+        _known_state(root)
         plans = _plan(patch, root)
         if _state(patch, plans) == ALREADY_APPLIED:
             result = _verified(patch, root, plans)
             return _result(patch, root, "apply", ALREADY_APPLIED, files=result.files, members=result.members,
                            message=f"{patch.info.name}: already applied under {root}, nothing changed")
         contents = [plan.forward or "" for plan in plans]
-        backup = _save_backup(root, patch, plans, contents)
+        try:
+            manifest = backups.save(root, patch.info.name, str(patch.path), kind,
+                                    [(p.rel, p.text, _sha256(p.text), _sha256(c)) for p, c in zip(plans, contents)])
+        except Eagle3LabError as err:
+            raise PatchError(f"{patch.info.name}: could not save the originals ({_reason(err)}); "
+                             f"nothing was applied") from None
         try:
             _write_all(plans, contents)
+        except _WriteFailed as failed:
+            if failed.unrestored:
+                raise PatchError(f"{patch.info.name}: applying failed ({_reason(failed.cause)}) and "
+                                 f"{', '.join(failed.unrestored)} could not be put back; run {RESTORE_COMMAND} "
+                                 f"(backup: {manifest.path})") from None
+            backups.drop(manifest)
+            if not isinstance(failed.cause, Exception):
+                raise failed.cause from None
+            raise PatchError(f"{patch.info.name}: applying failed ({_reason(failed.cause)}); "
+                             f"the package is unchanged") from None
+        try:
             verified = _verified(patch, root, _plan(patch, root))
         except BaseException as err:
-            _write_all(plans, [plan.text for plan in plans])
-            _drop_backup(backup)
-            if isinstance(err, Eagle3LabError) and not isinstance(err, OutputWriteError):
+            unrestored = _put_back([(plan, plan.text) for plan in plans])
+            if unrestored:
+                raise PatchError(f"{patch.info.name}: verification failed ({_reason(err)}) and "
+                                 f"{', '.join(unrestored)} could not be put back; run {RESTORE_COMMAND} "
+                                 f"(backup: {manifest.path})") from None
+            backups.drop(manifest)
+            if isinstance(err, Eagle3LabError) or not isinstance(err, Exception):
                 raise
-            raise PatchError(f"{patch.info.name}: applying failed ({err}); the originals were restored") from err
+            raise PatchError(f"{patch.info.name}: verification failed ({_reason(err)}); "
+                             f"the originals were restored") from None
         files = [FileChange(p.rel, _sha256(p.text), _sha256(c)) for p, c in zip(plans, contents)]
-        return _result(patch, root, "apply", APPLIED, files=files, members=verified.members, backup_dir=str(backup),
+        return _result(patch, root, "apply", APPLIED, files=files, members=verified.members,
+                       backup_dir=str(manifest.folder),
                        message=f"{patch.info.name}: applied to {len(plans)} file(s) under {root}")
 
 
 def revert(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None = None) -> PatchResult:
     """Take the patch out again (NOT_APPLIED if it is not in); leaves other stacked patches in place."""
     patch, root = _read_patch(patch_path), _root(site_packages)
-    with _root_lock(root):
-        plans = _plan(patch, root)
-        if _state(patch, plans) == APPLICABLE:
-            return _result(patch, root, "revert", NOT_APPLIED, message=f"{patch.info.name}: not applied under {root}")
-        contents = [plan.backward or "" for plan in plans]
-        try:
-            _write_all(plans, contents)
-        except BaseException as err:
-            raise PatchError(f"{patch.info.name}: reverting failed ({err!r}); the patched files are unchanged") from err
-        _drop_backup(_backup_dir(root, patch))
-        files = [FileChange(p.rel, _sha256(p.text), _sha256(c)) for p, c in zip(plans, contents)]
-        return _result(patch, root, "revert", REVERTED, files=files,
-                       message=f"{patch.info.name}: reverted {len(plans)} file(s) under {root}")
+    with backups.package_lock(root), signals.deferred():
+        _known_state(root)
+        return _revert(patch, root)
+
+
+def _revert(patch: _Patch, root: Path) -> PatchResult:
+    plans = _plan(patch, root)
+    if _state(patch, plans) == APPLICABLE:
+        return _result(patch, root, "revert", NOT_APPLIED, message=f"{patch.info.name}: not applied under {root}")
+    contents = [plan.backward or "" for plan in plans]
+    try:
+        _write_all(plans, contents)
+    except _WriteFailed as failed:
+        undone = f"; {', '.join(failed.unrestored)} could not be put back either" if failed.unrestored else ""
+        raise PatchError(f"{patch.info.name}: reverting failed ({_reason(failed.cause)}){undone}; "
+                         f"run {RESTORE_COMMAND}") from None
+    manifest = backups.find(root, patch.info.name)
+    if manifest is not None:
+        backups.drop(manifest)
+    files = [FileChange(p.rel, _sha256(p.text), _sha256(c)) for p, c in zip(plans, contents)]
+    return _result(patch, root, "revert", REVERTED, files=files,
+                   message=f"{patch.info.name}: reverted {len(plans)} file(s) under {root}")
 
 
 @contextmanager
 def held(site_packages: str | os.PathLike | None = None) -> Iterator[Path]:
     """Hold the patch lock on a root: no eagle3lab process patches or reverts it until the block ends."""
     root = _root(site_packages)
-    with _root_lock(root):
+    with backups.package_lock(root):
         yield root
 
 
 @contextmanager
 def patched(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None = None) -> Iterator[PatchResult]:
-    """Apply for the duration of the block and restore the previous state on exit, even on error.
+    """Apply for the duration of the block and restore the previous state on exit, on every exit path.
 
-    Holds the per-root lock throughout, so two runs never see each other's patches. A patch that was already
-    in place before the block stays in place.
+    Holds the package lock throughout, so two runs never see each other's patches. A patch that was already in
+    place before the block stays in place. SIGTERM and SIGHUP unwind the block like Ctrl-C (the patch is
+    reverted); a second signal waits until the revert is done; after SIGKILL the backup's manifest is found
+    stale by the next command.
     """
     root = _root(site_packages)
-    with _root_lock(root):
-        result = apply(patch_path, root)
+    with signals.trap_termination(), backups.package_lock(root):
+        result: PatchResult | None = None
         try:
+            with signals.deferred():  # applied and recorded as applied, or neither
+                result = apply(patch_path, root, kind=backups.TEMPORARY)
             yield result
         finally:
-            if result.status == APPLIED:
-                revert(patch_path, root)
+            if result is not None and result.status == APPLIED:
+                with signals.deferred():
+                    _revert(_read_patch(patch_path), root)
+                signals.restored(f"patch {result.patch} reverted")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -544,6 +596,15 @@ _ACTIONS = {"check": check, "apply": apply, "verify": verify, "revert": revert}
 
 def run_cli(args: argparse.Namespace) -> int:
     """The ``patch`` subcommand as cli.py calls it: one line (or JSON) out; PatchError propagates."""
+    if args.action == "restore":
+        from eagle3lab.fix.restore import restore
+
+        outcome = restore(args.site_packages)
+        print(json.dumps({**outcome.__dict__, "message": outcome.message}, indent=2) if args.json
+              else outcome.message)
+        return 0
+    if not args.patch:
+        raise PatchError(f"patch {args.action} needs a patch: a file, or a name from {PATCHES_DIR.name}/")
     result = _ACTIONS[args.action](args.patch, args.site_packages)
     print(json.dumps(result.to_dict(), indent=2) if args.json else result.message)
     return 0
@@ -551,8 +612,10 @@ def run_cli(args: argparse.Namespace) -> int:
 
 def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of the ``patch`` subcommand."""
-    parser.add_argument("action", choices=sorted(_ACTIONS), help="dry run, apply (+verify), verify, or revert")
-    parser.add_argument("patch", help="patch file, or its name in patches/")
+    parser.add_argument("action", choices=[*sorted(_ACTIONS), "restore"],
+                        help="dry run, apply (+verify), verify, revert; restore: bring sglang back to its release "
+                             "(backups first, then the release wheel)")
+    parser.add_argument("patch", nargs="?", help="patch file, or its name in patches/ (not for restore)")
     parser.add_argument("--site-packages", default=None, help="root holding sglang/ (default: this Python's)")
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")
 

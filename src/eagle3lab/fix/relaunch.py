@@ -25,6 +25,7 @@ from eagle3lab.runtime.deployment import Models, server_spec
 from eagle3lab.runtime.profiles import Profile
 from eagle3lab.runtime.server import LaunchOutcome, ServerProcess, ServerSpec
 from eagle3lab.sidecars import ChainStepRecord, ProbeRecord
+from eagle3lab.trace.hooks import SET_LAYERS_TO_CAPTURE
 
 CPU_LIMIT_RULE = "eagle_backend_cpu"  # sglang's own refusal: no EAGLE attention backend without a GPU
 HARNESS_LIMIT_RULE = "spec_harness_unsupported"  # the CPU harness's refusal: a setting it does not run (topk > 1)
@@ -168,7 +169,7 @@ def run_step(step: ChainStep, profile: Profile, models: Models, logs_dir: Path, 
     except BaseException:
         server.stop()
         raise
-    report = crash_report(outcome.log_text()) if outcome.status != "ready" else None
+    report = crash_report(outcome.log_text(), profile.name) if outcome.status != "ready" else None
     kept = server if keep_serving and probe is not None and probe.ok else None
     if kept is None:
         server.stop()
@@ -228,7 +229,7 @@ def expect_chain(results: Sequence[StepResult], profile: Profile, contract_membe
             story.append("one-method patch: the server came up (the one method was enough here)")
         elif _is_wrapper_gap(middle.report, wrapper):
             member = middle.report.missing_attribute
-            if member == "set_eagle3_layers_to_capture":
+            if member == SET_LAYERS_TO_CAPTURE:
                 raise ExpectationError("the one-method patch did not take effect: the same member is still missing")
             if member not in contract_members:
                 raise ExpectationError(f"the one-method patch stops at '{member}', which the traced contract does "

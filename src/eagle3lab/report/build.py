@@ -2,6 +2,8 @@
 
 REPORT.md is rendered from the notebooks' JSON sidecars and the cost model, never typed by hand, so each number
 in it is the one a run produced, with its provenance: measured here, reported by the engineer, or modelled.
+Every input is checked (``report.inputs``) before the first output is written, and every output is written
+atomically, so a failed or refused build never replaces a good REPORT.md, HTML page or figure.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any, Sequence
 
 import jinja2
 
+from eagle3lab.atomic import write_text_atomic
 from eagle3lab.runtime.envinfo import environment_table
 from eagle3lab.paths import REPO_ROOT, repo_dir
 from eagle3lab.sidecars import CrashReproSidecar, InterfaceTraceSidecar, PatchBenchSidecar, read_if_present
@@ -89,7 +92,8 @@ def _trace_context(s02: InterfaceTraceSidecar | None) -> dict | None:
     newest = s02.conformance.get("newest")
     next_raise = verdict.next_raise_after_one_method.get("cpu")
     layers = [{"profile": table.profile, "depth": table.depth, "aux": table.aux_layer_ids,
-               "eager": table.captured("eager"), "graphs": table.captured("graphs"), "conflict": table.conflict}
+               "eager": table.captured("eager"), "graphs": table.captured("graphs"), "conflict": table.conflict,
+               "deployment": table.deployment, "fetched": table.status != "not fetched", "fix": table.fix}
               for table in s02.layer_ids]
     return {
         "version": verdict.sglang_version, "sites": len(s02.contract), "site_counts": _site_counts(s02.contract),
@@ -108,8 +112,63 @@ def _trace_context(s02: InterfaceTraceSidecar | None) -> dict | None:
         "gained": ", ".join(f"`{m}` in {v}" for m, v in bisect.member_gained.items()),
         "newest": newest.sglang_version if newest else None,
         "still_missing": [row for row in (newest.rows if newest else []) if row.get("missing")],
+        "audits": _audit_contexts(s02),
+        "fixes": _fixes_context(s02),
         "figures": [Path(f).name for f in s02.figures],
     }
+
+
+def _audit_contexts(s02: InterfaceTraceSidecar) -> list[dict[str, Any]]:
+    """The conformance audit of the traced and the newest release: counts, lacking wrappers, unresolved ones."""
+    from eagle3lab.trace import audit
+
+    out, seen = [], set()
+    for key in ("traced", "newest"):
+        conf = s02.conformance.get(key)
+        if conf is None or conf.sglang_version in seen or not conf.counts:
+            continue
+        seen.add(conf.sglang_version)
+        counts = conf.counts
+        rows = [{"group": kind, "count": counts.get(kind, 0)} for kind in audit.KINDS]
+        rows += [{"group": f"wrappers {v}", "count": counts.get(f"wrappers {v}", 0)} for v in audit.VERDICTS]
+        out.append({"version": conf.sglang_version, "provenance": conf.provenance, "total": counts.get("entry_classes"),
+                    "rows": rows, "members": ", ".join(f"`{m}`" for m in conf.members),
+                    "left_out": ", ".join(f"`{m}`" for m in conf.every_module_has),
+                    "lacking": [{"file": r["file"], "entry": r["entry"], "inner": f"self.{r['inner_attr']}",
+                                 "classes": ", ".join((o["class"] or "?").rsplit(".", 1)[-1]
+                                                      for o in r.get("inner_options", [])),
+                                 "missing": ", ".join(r["missing"])} for r in conf.lacking],
+                    "unresolved": conf.unresolved})
+    return out
+
+
+def _fixes_context(s02: InterfaceTraceSidecar) -> dict[str, Any] | None:
+    """Generated fixes per release and their verification, as table rows."""
+    record = s02.fixes
+    if not record.releases:
+        return None
+    releases = [{"release": r.release, "checked": r.checked, "total": len(r.fixes),
+                 "series": r.series.get("detail", ""), "refused": r.refused,
+                 "stale": [f.name for f in r.fixes if f.ok and f.committed != "identical"]}
+                for r in record.releases.values()]
+    verification = record.verification or {}
+    capture = []
+    for item in verification.get("capture", []):
+        before, after = item["unpatched"] or {}, item["patched"]
+        hook = next((h for h in before.get("hooks", []) if not h["ok"]), None)
+        capture.append({"entry": item["entry"], "patch": item["patch"], "inner": item["inner"],
+                        "unpatched": f"{hook['error_type']} at `{hook['raised_at']}`" if hook
+                        else before.get("outcome", "not run"),
+                        "patched": after["outcome"], "layers": after.get("layers_to_capture"),
+                        "ids": after.get("drafter_layer_ids"),
+                        "shapes": ", ".join(f"{f['phase']} {f['shape']}" for f in after.get("forwards", [])),
+                        "verified": item["verified"], "reason": item["reason"], "provenance": item["provenance"]})
+    imports = [{"release": release, "where": check["where"], "imported": check.get("imported", 0),
+                "of": check.get("of", 0), "ok": check["ok"],
+                "failures": sorted({row["pristine"] for row in check["modules"].values() if row["pristine"] != "ok"})}
+               for release, check in verification.get("imports", {}).items()]
+    return {"releases": releases, "ran": verification.get("ran", False), "capture": capture, "imports": imports,
+            "date": s02.date}
 
 
 def _fix_context(s03: PatchBenchSidecar | None) -> tuple[dict | None, dict | None]:
@@ -210,7 +269,7 @@ def render_report(profile: str = "cpu", model_figures: Sequence[Path] = ()) -> s
         diagnostics=s03_diag, summary=_summary(crash, trace, fix, bench, model))
 
 
-def model_figures(profile: str) -> list[Path]:
+def model_figures(profile: str, overrides: dict[str, Any] | None = None) -> list[Path]:
     """The cost model's figures, with this profile's measured points wherever its run produced them.
 
     A gpu-profile run is the incident's deployment, so its points go on the incident's figures; a cpu-profile
@@ -220,9 +279,10 @@ def model_figures(profile: str) -> list[Path]:
     from eagle3lab.report.plots.model import cpu_profile_figures, incident_figures, measured_points_from_bench
     from eagle3lab.runtime.profiles import load_profile
 
-    bench_path = repo_dir("artifacts") / f"03_bench.{profile}" / "bench_report.json"
+    loaded = load_profile(profile, overrides=overrides)
+    bench_path = repo_dir("artifacts") / f"03_bench.{loaded.name}" / "bench_report.json"
     bench = BenchReport.load(bench_path) if bench_path.is_file() else None
-    on_cpu = load_profile(profile).device == "cpu"
+    on_cpu = loaded.device == "cpu"  # a GPU profile rehearsed on CPU too
     measured = measured_points_from_bench(bench) if bench is not None and not on_cpu else ()
     figures = dict(incident_figures(measured=measured))
     if bench is not None and on_cpu:
@@ -237,19 +297,32 @@ def report_path() -> Path:
 
 def build_report(profile: str = "cpu", run: bool = True, hide_code: bool = False,
                  notebooks: Sequence[str] | None = None, parameters: dict[str, Any] | None = None) -> ReportOutputs:
-    """Run the notebooks (unless ``run=False``), export HTML, draw the model's figures, write REPORT.md."""
-    from eagle3lab.report.html import export_html
-    from eagle3lab.runbook import available_notebooks, executed_path, run_all
+    """Run the notebooks (unless ``run=False``), export HTML, draw the model's figures, write REPORT.md.
+
+    ``profile`` is a name or a YAML path; outputs are labelled with the profile's own name. With ``run=False``
+    nothing is written unless every executed notebook and sidecar is there, readable and from the same run.
+    """
+    from eagle3lab.report.inputs import check_inputs, check_sidecar, sidecars_of
+    from eagle3lab.runbook import (available_notebooks, executed_path, notebook_path, profile_name, profile_overrides,
+                                   run_all)
 
     out = ReportOutputs()
-    names = list(notebooks or available_notebooks())
-    out.executed = run_all(profile, names, parameters) if run else \
-        [executed_path(n, profile) for n in names if executed_path(n, profile).is_file()]
+    label = profile_name(profile)
+    names = [notebook_path(n).stem for n in (notebooks or available_notebooks())]
+    executed = run_all(profile, names, parameters) if run else [executed_path(n, label) for n in names]
+    check_inputs(label, names, executed)
+    for other in set(available_notebooks()) - set(names):  # the report reads their sidecars too
+        for path in sidecars_of(other, label):
+            if path.exists():
+                check_sidecar(other, label, path, f"rerun it: python -m eagle3lab report --profile {profile}")
+    out.executed = executed
+    from eagle3lab.report.html import export_html  # nbconvert takes seconds to import: only once inputs are good
+
     for path in out.executed:
         out.html.append(export_html(path))
         if hide_code:
             out.html.append(export_html(path, hide_code=True))
-    out.figures = model_figures(profile)
+    out.figures = model_figures(profile, profile_overrides(parameters))
     out.report_md = report_path()
-    out.report_md.write_text(render_report(profile, out.figures), encoding="utf-8")
+    write_text_atomic(out.report_md, render_report(label, out.figures))
     return out

@@ -10,6 +10,8 @@ from pathlib import Path
 import nbformat
 from nbconvert import HTMLExporter
 
+from eagle3lab.atomic import write_text_atomic
+
 
 def export_html(executed: Path, hide_code: bool = False, out_dir: Path | None = None) -> Path:
     """Write ``<name>.html`` (or ``<name>.nocode.html``) next to the executed notebook."""
@@ -20,5 +22,4 @@ def export_html(executed: Path, hide_code: bool = False, out_dir: Path | None = 
     exporter.exclude_output_prompt = hide_code
     body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))
     target = Path(out_dir or executed.parent) / f"{executed.stem}{'.nocode' if hide_code else ''}.html"
-    target.write_text(body, encoding="utf-8")
-    return target
+    return write_text_atomic(target, body)

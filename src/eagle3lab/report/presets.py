@@ -1,197 +1,149 @@
-"""Named inputs for the cost model: Kimi-K2.5 and its drafter, the tiny cpu-profile model, hardware presets.
+"""Named inputs for the cost model: GPUs (datasheet numbers with their URLs), stored model configs, the incident.
 
-Kept apart from the equations (``perfmodel``) so that every number someone may want to challenge sits in one
-short file next to where it came from. Values marked "assumption" are not published anywhere; the figures
-show how the conclusions move with them.
+Kept apart from the equations (``costmodel``) so that every number someone may want to challenge sits in one short
+file next to where it came from. Derived numbers say how they were derived; assumptions say so.
 """
 
 from __future__ import annotations
 
+import json
 import time
-from typing import Any, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
 from eagle3lab.errors import PerfModelError
-from eagle3lab.report.perfmodel import (GIB, DeploymentPrediction, DraftModelConfig, Hardware, MoEModelConfig, SpecConfig,
-                                 calibrate_overhead, predict_deployment)
+from eagle3lab.report.costmodel.arch import (ModelArch, drafter_from_config, eagle3_drafter, model_from_config,
+                                             with_name)
+from eagle3lab.report.costmodel.capacity import DeploymentPrediction, predict_capacity_limited
+from eagle3lab.report.costmodel.cycle import Deployment
+from eagle3lab.report.costmodel.engine import Engine, sglang_engine
+from eagle3lab.report.costmodel.hardware import GB, TB, Hardware
+from eagle3lab.report.costmodel.predict import calibrate_baseline
 
-_MEGATRON_KIMI = ("NVIDIA Megatron-Bridge KimiK2Provider (https://docs.nvidia.com/nemo/megatron-bridge/latest/"
-                  "apidocs/bridge/bridge.models.kimi.kimi_provider.html)")
-_DSV3_MLA = ("DeepSeek-V3 config, kept by Kimi-K2 ('DeepSeek-V3-compatible config', NeMo AutoModel KimiK2Config; "
-             "DeepseekV3Config defaults "
-             "https://docs.vllm.ai/en/v0.11.0/api/vllm/transformers_utils/configs/deepseek_v3.html)")
-_K25_ON_K2 = ("Kimi-K2.5 is continual pretraining atop Kimi-K2-Base (sgl-project/sgl-cookbook "
-              "docs/autoregressive/Moonshotai/Kimi-K2.5.md)")
-_INT4 = ("Kimi-K2.5 ships native INT4 routed experts, compressed-tensors group_size=32 "
-         "(ROCm/ATOM recipes/Kimi-K2.5.md); attention, dense layer, shared expert, embeddings and lm_head stay BF16")
+CONFIG_DIR = Path(__file__).resolve().parent / "data" / "configs"
 
-
-def kimi_k25() -> MoEModelConfig:
-    """Kimi-K2.5's text backbone (DeepseekV3ForCausalLM inside KimiK25ForConditionalGeneration)."""
-    return MoEModelConfig(
-        name="Kimi-K2.5 (INT4 experts)",
-        num_layers=61, first_k_dense=1, hidden=7168, num_heads=64,
-        q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
-        dense_intermediate=18432, moe_intermediate=2048,
-        n_routed_experts=384, experts_per_token=8, n_shared_experts=1, vocab_size=163840,
-        dense_bytes_per_param=2.0, expert_weight_bits=4.0, expert_group_size=32, expert_scale_bytes=2.0,
-        kv_bytes_per_elem=2.0,
-        sources={
-            "num_layers": f"61 layers: {_MEGATRON_KIMI}; {_K25_ON_K2}",
-            "first_k_dense": "first_k_dense_replace 1: Kimi-K2 has 1 dense layer of 61 "
-                             "(hyper-accel/tiny-random-kimi-k2 config.json, unsloth Kimi-K2-Instruct card)",
-            "hidden": f"hidden 7168: {_MEGATRON_KIMI}",
-            "num_heads": f"64 attention heads: {_MEGATRON_KIMI}",
-            "q_lora_rank": f"q_lora_rank 1536: {_DSV3_MLA}",
-            "kv_lora_rank": f"kv_lora_rank 512: {_DSV3_MLA}",
-            "qk_nope_head_dim": f"qk_nope_head_dim 128: {_DSV3_MLA}",
-            "qk_rope_head_dim": f"qk_rope_head_dim 64: {_DSV3_MLA}",
-            "v_head_dim": f"v_head_dim 128: {_DSV3_MLA}",
-            "dense_intermediate": f"ffn_hidden_size 18432: {_MEGATRON_KIMI}",
-            "moe_intermediate": f"moe_ffn_hidden_size 2048: {_MEGATRON_KIMI}",
-            "n_routed_experts": f"384 routed experts: {_MEGATRON_KIMI}",
-            "experts_per_token": f"moe_router_topk 8: {_MEGATRON_KIMI}",
-            "n_shared_experts": f"one shared expert of 2048 (moe_shared_expert_intermediate_size): {_MEGATRON_KIMI}",
-            "vocab_size": "vocab 163840: Kimi tokenizer (drafter AQ-MedAI/Kimi-K25-eagle3 vocab 163840, "
-                          "shared/FINDINGS.md)",
-            "dense_bytes_per_param": f"BF16: {_INT4}",
-            "expert_weight_bits": f"INT4: {_INT4}",
-            "expert_group_size": f"group 32: {_INT4}",
-            "expert_scale_bytes": "assumption: compressed-tensors pack-quantized symmetric stores one BF16 "
-                                  "weight_scale per group, no zero point",
-            "kv_bytes_per_elem": "BF16 KV cache (sglang default kv_cache_dtype auto = model dtype; the incident "
-                                 "passed no --kv-cache-dtype)",
-        },
-    )
+# --------------------------------------------------------------------------------------------------- GPUs
+_H100 = ("NVIDIA H100 SXM datasheet (https://www.nvidia.com/en-us/data-center/h100/): 80 GB HBM3, 3.35 TB/s, "
+         "BF16 1,979 TFLOPS and FP8 3,958 TFLOPS with sparsity (dense = half), NVLink 900 GB/s")
+_H200 = ("NVIDIA H200 SXM datasheet (https://www.nvidia.com/en-us/data-center/h200/): 141 GB HBM3e, 4.8 TB/s, "
+         "BF16 1,979 TFLOPS and FP8 3,958 TFLOPS with sparsity (dense = half), NVLink 900 GB/s")
+_B200 = ("NVIDIA DGX B200 datasheet (https://www.nvidia.com/en-us/data-center/dgx-b200/): 8 GPUs with 1,440 GB "
+         "HBM3e and 64 TB/s in total (180 GB, 8 TB/s each), FP8 72 PFLOPS with sparsity for 8 GPUs (4.5 PFLOPS "
+         "dense each; BF16 half of that), NVLink 5 1.8 TB/s per GPU")
+_RTX6000 = ("NVIDIA RTX PRO 6000 Blackwell datasheet (https://www.nvidia.com/en-us/products/workstations/"
+            "professional-desktop-gpus/rtx-pro-6000/): 96 GB GDDR7, 1,792 GB/s, PCIe Gen5 x16, no NVLink, "
+            "FP4 4 PFLOPS with sparsity")
+_RTX6000_FLOPS = (f"derived from {_RTX6000}: 4 PFLOPS FP4 sparse = 2 dense, halved per doubling of precision: "
+                  "FP8 1 PFLOPS, BF16 0.5 PFLOPS dense")
+_PCIE5 = "PCI-SIG PCIe 5.0: 32 GT/s x 16 lanes = about 63 GB/s per direction"
+_NVLINK_AR = ("assumption: about 8 us per small all-reduce with sglang's custom all-reduce over NVLink "
+              "(one-shot, in-kernel barrier)")
+_PCIE_AR = ("assumption: about 30 us per small all-reduce over PCIe: sglang disables its custom all-reduce on "
+            "more than two PCIe-only GPUs (srt/distributed/device_communicators/custom_all_reduce.py), so NCCL "
+            "rings carry every all-reduce")
 
 
-def kimi_k25_eagle3_drafter() -> DraftModelConfig:
-    """AQ-MedAI/Kimi-K25-eagle3 (LlamaForCausalLMEagle3)."""
-    cfg = ("AQ-MedAI/Kimi-K25-eagle3 config (shared/FINDINGS.md: LlamaForCausalLMEagle3, hidden 7168, 1 layer, "
-           "draft_vocab 32000, aux layers [2, 30, 58])")
-    return DraftModelConfig(
-        name="Kimi-K2.5 EAGLE-3 drafter",
-        num_layers=1, hidden=7168, num_heads=64, num_kv_heads=8, head_dim=128, intermediate=18432,
-        draft_vocab_size=32000, num_aux_layers=3, bytes_per_param=2.0,
-        sources={
-            "num_layers": cfg, "hidden": cfg, "draft_vocab_size": cfg, "num_aux_layers": cfg,
-            "num_heads": "assumption: 64 query heads of 128 like the target; only moves the draft cost (a few % of a "
-                         "target step)",
-            "num_kv_heads": "assumption: 8 KV heads (Llama-style GQA drafter)",
-            "head_dim": "assumption: 128",
-            "intermediate": "assumption: 18432 like the target's dense MLP",
-            "bytes_per_param": "BF16 drafter checkpoint",
-        },
-    )
+def _hw(name: str, bw: float, mem: float, bf16: float, fp8: Optional[float], link_kind: str, link: float,
+        ar_latency: float, sheet: str, flops_src: str, link_src: str, ar_src: str) -> Hardware:
+    return Hardware(name=name, mem_bandwidth=bw, memory_bytes=mem, peak_bf16_flops=bf16, peak_fp8_flops=fp8,
+                    interconnect=link_kind, link_bandwidth=link, allreduce_latency_s=ar_latency,
+                    sources={"mem_bandwidth": sheet, "memory_bytes": sheet, "peak_bf16_flops": flops_src,
+                             "peak_fp8_flops": flops_src, "link_bandwidth": link_src, "allreduce_latency_s": ar_src})
 
 
-def incident_spec() -> SpecConfig:
-    """--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4 (incident flags)."""
-    return SpecConfig(num_steps=3, topk=1)
-
-
-_CUSTOM_AR_OFF = ("sglang disables its custom all-reduce on more than two PCIe-only GPUs "
-                  "(srt/distributed/device_communicators/custom_all_reduce.py), so NCCL carries every all-reduce")
-_OVERHEAD_PENDING = "placeholder until calibrate_overhead() is given a measured single-stream step time"
-_DRAFT_OVERHEAD = "assumption: CUDA-graph replay of the 1-layer drafter plus its top-k sampling, about 0.3 ms"
-_SPEC_OVERHEAD = ("assumption: 1 ms per cycle for verify bookkeeping and scheduler CPU time that the overlap "
-                  "scheduler hides in plain decoding but sglang 0.5.9 turns off for EAGLE (server_args.py)")
-
-
-def rtx_pro_6000_x8(step_overhead_s: float = 0.0) -> Hardware:
-    """8x RTX PRO 6000 Blackwell (96 GB GDDR7) over PCIe, no NVLink: the incident's machine."""
-    sheet = "NVIDIA RTX PRO 6000 Blackwell datasheet: 96 GB GDDR7, 1792 GB/s"
-    return Hardware(
-        name="8x RTX PRO 6000 Blackwell (PCIe)", tp_size=8,
-        mem_bandwidth=1.792e12, bandwidth_efficiency=0.8,
-        peak_flops=5.0e14, flops_efficiency=0.5,
-        allreduce_latency_s=30e-6, allreduce_bus_bw=20e9,
-        gpu_memory_bytes=96 * GIB,
-        step_overhead_s=step_overhead_s, draft_forward_overhead_s=0.3e-3, spec_cycle_overhead_s=1.0e-3,
-        sources={
-            "tp_size": "--tp-size 8 (incident)",
-            "mem_bandwidth": sheet,
-            "bandwidth_efficiency": "assumption: 80% of datasheet bandwidth when streaming weights",
-            "peak_flops": "assumption: ~500 TFLOP/s dense BF16 tensor (datasheet 4 PFLOPS FP4 sparse / 2 dense / 4 "
-                          "for BF16)",
-            "flops_efficiency": "assumption: 50% of peak for small-M MoE GEMMs",
-            "allreduce_latency_s": f"assumption: ~30 us per small NCCL all-reduce across 8 PCIe GPUs; {_CUSTOM_AR_OFF}",
-            "allreduce_bus_bw": "assumption: ~20 GB/s NCCL ring bus bandwidth over PCIe Gen5 through host bridges",
-            "gpu_memory_bytes": sheet,
-            "step_overhead_s": _OVERHEAD_PENDING if step_overhead_s == 0 else "given",
-            "draft_forward_overhead_s": _DRAFT_OVERHEAD,
-            "spec_cycle_overhead_s": _SPEC_OVERHEAD,
-        },
-    )
-
-
-def h200_x8(step_overhead_s: float = 0.0) -> Hardware:
-    """8x H200 (141 GB HBM3e, 4.8 TB/s) on NVLink: the comparison a reader usually has in mind."""
-    sheet = "NVIDIA H200 datasheet: 141 GB HBM3e, 4.8 TB/s, NVLink 900 GB/s, 989 TFLOP/s dense BF16"
-    return Hardware(
-        name="8x H200 (NVLink)", tp_size=8,
-        mem_bandwidth=4.8e12, bandwidth_efficiency=0.8,
-        peak_flops=9.89e14, flops_efficiency=0.5,
-        allreduce_latency_s=8e-6, allreduce_bus_bw=300e9,
-        gpu_memory_bytes=141e9,
-        step_overhead_s=step_overhead_s, draft_forward_overhead_s=0.3e-3, spec_cycle_overhead_s=1.0e-3,
-        sources={
-            "tp_size": "TP 8, same deployment shape as the incident",
-            "mem_bandwidth": sheet,
-            "bandwidth_efficiency": "assumption: 80% of datasheet bandwidth when streaming weights",
-            "peak_flops": sheet,
-            "flops_efficiency": "assumption: 50% of peak for small-M MoE GEMMs",
-            "allreduce_latency_s": "assumption: ~8 us per small all-reduce with sglang's custom all-reduce over full "
-                                   "NVLink",
-            "allreduce_bus_bw": "assumption: ~300 GB/s achievable NVLink bus bandwidth",
-            "gpu_memory_bytes": sheet,
-            "step_overhead_s": _OVERHEAD_PENDING if step_overhead_s == 0 else "given",
-            "draft_forward_overhead_s": _DRAFT_OVERHEAD,
-            "spec_cycle_overhead_s": _SPEC_OVERHEAD,
-        },
-    )
-
-
-# ------------------------------------------------------------------------------------------ the cpu profile
-_HF_KEYS = {
-    "num_layers": "num_hidden_layers", "first_k_dense": "first_k_dense_replace", "hidden": "hidden_size",
-    "num_heads": "num_attention_heads", "q_lora_rank": "q_lora_rank", "kv_lora_rank": "kv_lora_rank",
-    "qk_nope_head_dim": "qk_nope_head_dim", "qk_rope_head_dim": "qk_rope_head_dim", "v_head_dim": "v_head_dim",
-    "dense_intermediate": "intermediate_size", "moe_intermediate": "moe_intermediate_size",
-    "n_routed_experts": "n_routed_experts", "experts_per_token": "num_experts_per_tok",
-    "n_shared_experts": "n_shared_experts", "vocab_size": "vocab_size",
+HARDWARE: dict[str, Callable[[], Hardware]] = {
+    "h100-sxm": lambda: _hw("H100 SXM", 3.35 * TB, 80 * GB, 989e12, 1979e12, "nvlink", 450 * GB, 8e-6,
+                            _H100, _H100, f"{_H100}: 900 GB/s total = 450 GB/s per direction", _NVLINK_AR),
+    "h200": lambda: _hw("H200 SXM", 4.8 * TB, 141 * GB, 989e12, 1979e12, "nvlink", 450 * GB, 8e-6,
+                        _H200, _H200, f"{_H200}: 900 GB/s total = 450 GB/s per direction", _NVLINK_AR),
+    "b200": lambda: _hw("B200", 8 * TB, 180 * GB, 2250e12, 4500e12, "nvlink", 900 * GB, 8e-6,
+                        _B200, _B200, f"{_B200}: 1.8 TB/s total = 900 GB/s per direction", _NVLINK_AR),
+    "rtx-pro-6000-blackwell": lambda: _hw("RTX PRO 6000 Blackwell (PCIe)", 1.792 * TB, 96 * GB, 0.5e15, 1.0e15,
+                                          "pcie", 63 * GB, 30e-6, _RTX6000, _RTX6000_FLOPS, _PCIE5, _PCIE_AR),
 }
 
 
-def moe_config_from_hf(cfg: Mapping[str, Any], name: str, source: str, dense_bytes_per_param: float = 2.0,
-                       expert_weight_bits: float = 16.0, expert_group_size: int = 1, expert_scale_bytes: float = 0.0,
-                       kv_bytes_per_elem: float = 2.0) -> MoEModelConfig:
-    """A MoEModelConfig from a DeepSeek-V3 ``config.json`` dict (or a Kimi-K2.5 one, via its ``text_config``).
-
-    Storage (dtype, quantisation) is not in the shape keys, so it is passed in; defaults are all-BF16.
-    """
-    text = cfg.get("text_config", cfg)
-    missing = [hf for hf in _HF_KEYS.values() if hf not in text]
-    if missing:
-        raise PerfModelError(f"{source}: DeepSeek-V3 config lacks {', '.join(missing)}; pass a deepseek_v3 text config")
-    values = {ours: text[hf] for ours, hf in _HF_KEYS.items()}
-    storage = {"dense_bytes_per_param": dense_bytes_per_param, "expert_weight_bits": expert_weight_bits,
-               "expert_group_size": expert_group_size, "expert_scale_bytes": expert_scale_bytes,
-               "kv_bytes_per_elem": kv_bytes_per_elem}
-    sources = {ours: f"{hf} in {source}" for ours, hf in _HF_KEYS.items()}
-    sources.update({key: f"given with {source}" for key in storage})
-    return MoEModelConfig(name=name, **values, **storage, sources=sources)
+def hardware_preset(name: str) -> Hardware:
+    """A GPU by its preset name; an unknown name lists the known ones."""
+    try:
+        return HARDWARE[name]()
+    except KeyError:
+        raise PerfModelError(f"unknown hardware '{name}'; known: {', '.join(sorted(HARDWARE))}") from None
 
 
-def tiny_kimi(num_layers: int = 4) -> MoEModelConfig:
-    """The cpu profile's tiny Kimi-K2.5-shaped target, all BF16, read from the tiny model generator's config."""
+# ---------------------------------------------------------------------------------------------- model configs
+def load_config(path_or_name: str | Path) -> tuple[dict[str, Any], str]:
+    """(config dict, where it came from) for a config.json path, or the name of a stored config (data/configs)."""
+    path = Path(path_or_name)
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.is_file():
+        stored = CONFIG_DIR / f"{path_or_name}.json"
+        if not stored.is_file():
+            known = ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.json")))
+            raise PerfModelError(f"config '{path_or_name}' is neither a config.json (or a folder holding one) nor "
+                                 f"a stored config ({known})")
+        path = stored
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PerfModelError(f"cannot read config {path}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise PerfModelError(f"{path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(data, dict):
+        raise PerfModelError(f"{path}: a config.json must be a JSON object")
+    return data, str(data.get("_source") or path)
+
+
+def stored_model(name: str, label: Optional[str] = None) -> ModelArch:
+    cfg, source = load_config(name)
+    return model_from_config(cfg, label or name, source)
+
+
+def kimi_k25() -> ModelArch:
+    """Kimi-K2.5's text backbone (DeepseekV3ForCausalLM inside KimiK25ForConditionalGeneration), INT4 experts."""
+    return stored_model("kimi-k2.5", "Kimi-K2.5 (INT4 experts)")
+
+
+def kimi_k25_eagle3_drafter() -> ModelArch:
+    """AQ-MedAI/Kimi-K25-eagle3 (LlamaForCausalLMEagle3: hidden 7168, one layer, draft vocabulary 32000); its head
+    layout and MLP width are not published and follow the EAGLE-3 drafter rule (``eagle3_drafter``)."""
+    return with_name(eagle3_drafter(kimi_k25(), 32000, "AQ-MedAI/Kimi-K25-eagle3 config (hidden 7168, 1 layer, "
+                                                       "draft_vocab_size 32000); head layout assumed"),
+                     "Kimi-K2.5 EAGLE-3 drafter")
+
+
+def tiny_kimi(num_layers: int = 4) -> ModelArch:
+    """The cpu profile's tiny Kimi-K2.5-shaped target, read from the tiny model generator's own config."""
     from eagle3lab.runtime.tinymodel.configs import text_config
 
-    return moe_config_from_hf(text_config(num_layers), "tiny Kimi-K2.5 (cpu profile)",
-                              "eagle3lab.runtime.tinymodel.configs.text_config")
+    cfg = {**text_config(num_layers), "torch_dtype": "bfloat16"}
+    return model_from_config(cfg, "tiny Kimi-K2.5 (cpu profile)", "eagle3lab.runtime.tinymodel.configs.text_config")
 
 
+# -------------------------------------------------------------------------------------------- speculative flags
+def speculative_flags(steps: int, topk: int, draft_tokens: int, draft_model_path: str = "(cost model: no launch)"):
+    """The EAGLE flags in the object the server launch uses (``runtime.speculative.SpeculativeSpec``)."""
+    from eagle3lab.runtime.speculative import SpeculativeSpec
+
+    return SpeculativeSpec(draft_model_path=draft_model_path, algorithm="EAGLE3", num_steps=steps, eagle_topk=topk,
+                           num_draft_tokens=draft_tokens)
+
+
+def profile_speculative_spec(profile_name: str):
+    """The speculative flags of a profile, built by the same function that builds its server launch."""
+    from eagle3lab.runtime.deployment import Models, server_spec
+    from eagle3lab.runtime.profiles import load_profile
+
+    profile = load_profile(profile_name)
+    # flags only: the checkpoints need not be on disk (a GPU profile's are fetched separately, with fetch-models)
+    return server_spec(profile, Models(profile.target_model, profile.draft_model), speculative=True).speculative
+
+
+# ------------------------------------------------------------------------------------------- the cpu profile
 def measure_copy_bandwidth(nbytes: int = 256 * 1024**2, repeats: int = 3) -> float:
     """Bytes/s of a large numpy copy on this machine (read + write counted), best of ``repeats``."""
     if nbytes < 1024 or repeats < 1:
@@ -206,68 +158,61 @@ def measure_copy_bandwidth(nbytes: int = 256 * 1024**2, repeats: int = 3) -> flo
     return 2 * src.nbytes / max(best, 1e-9)
 
 
-def cpu_preset(measured_step_s: float, context_len: float, model: MoEModelConfig | None = None,
-               mem_bandwidth: float | None = None, measured_where: str = "cpu profile baseline") -> Hardware:
-    """This machine (TP 1, no GPU) with its fixed overhead calibrated from the cpu profile's measured step time.
-
-    The tiny model's weights are a few hundred kB, so nearly all of a CPU decode step is fixed overhead
-    (Python scheduling, torch dispatch); the calibration makes that explicit instead of hiding it.
-    """
-    model = model or tiny_kimi()
+def cpu_hardware(mem_bandwidth: Optional[float] = None) -> Hardware:
+    """This machine as the cost model sees it: measured copy bandwidth, no tensor cores, no interconnect."""
     bw = mem_bandwidth if mem_bandwidth is not None else measure_copy_bandwidth()
-    base = Hardware(
-        name="this machine (cpu, 2 cores)", tp_size=1,
-        mem_bandwidth=bw, bandwidth_efficiency=1.0, peak_flops=5.0e10, flops_efficiency=0.5,
-        allreduce_latency_s=0.0, allreduce_bus_bw=1.0, gpu_memory_bytes=24 * GIB,
-        step_overhead_s=0.0, draft_forward_overhead_s=0.0, spec_cycle_overhead_s=0.0,
-        sources={
-            "tp_size": "cpu profile: --tp-size 1",
-            "mem_bandwidth": "measured: numpy copy bandwidth on this machine "
-                             "(measure_copy_bandwidth)" if mem_bandwidth is None else "given",
-            "bandwidth_efficiency": "measured bandwidth is already achievable bandwidth",
-            "peak_flops": "assumption: ~50 GFLOP/s BF16 on 2 cores",
-            "flops_efficiency": "assumption: 50%",
-            "allreduce_latency_s": "TP 1: no all-reduce",
-            "allreduce_bus_bw": "TP 1: unused",
-            "gpu_memory_bytes": "24 GiB RAM of this machine",
-            "step_overhead_s": _OVERHEAD_PENDING,
-            "draft_forward_overhead_s": "EAGLE-3 cannot run on CPU in sglang 0.5.9 (shared/FINDINGS.md): no draft cost",
-            "spec_cycle_overhead_s": "EAGLE-3 cannot run on CPU in sglang 0.5.9: no cycle cost",
-        },
-    )
-    return calibrate_overhead(model, base, measured_step_s, context_len,
-                              f"calibrated: measured single-stream step {measured_step_s * 1e3:.3f} ms "
-                              f"({measured_where})")
+    measured = ("measured: numpy copy bandwidth on this machine (presets.measure_copy_bandwidth)"
+                if mem_bandwidth is None else "given")
+    return Hardware(name="this machine (cpu)", mem_bandwidth=bw, memory_bytes=24 * 1024**3, peak_bf16_flops=5e10,
+                    peak_fp8_flops=None, interconnect="none", link_bandwidth=1.0, allreduce_latency_s=1e-9,
+                    sources={"mem_bandwidth": measured, "memory_bytes": "24 GiB RAM of this machine",
+                             "peak_bf16_flops": "assumption: about 50 GFLOP/s BF16 on two cores",
+                             "peak_fp8_flops": "no FP8 units", "link_bandwidth": "TP 1: unused",
+                             "allreduce_latency_s": "TP 1: unused"})
 
 
-# ------------------------------------------------------------------------------------------- the incident
+# -------------------------------------------------------------------------------------------- the incident
 INCIDENT_CONTEXT_LEN = 1024 + 128
 INCIDENT_CONTEXT_SOURCE = ("assumption: mean context during decode of the blackwell-8x benchmark "
                            "(params/blackwell-8x.yaml: 1024 prompt tokens + half of 256 output tokens); "
                            "the engineer did not report the workload")
-INCIDENT_MEM_FRACTION = 0.9  # --mem-fraction-static 0.9 (incident flags)
+INCIDENT_MEM_FRACTION = 0.9  # --mem-fraction-static 0.9 (params/blackwell-8x.yaml)
+INCIDENT_TP = 8
+INCIDENT_PROFILE = "blackwell-8x"
 DEFAULT_ACCEPT_LENGTHS = (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0)
 
 
-def incident_hardware(context_len: float = INCIDENT_CONTEXT_LEN) -> tuple[Hardware, Hardware]:
-    """(RTX PRO 6000 x8 calibrated on the reported 63.6 tok/s, H200 x8 with the same fixed overhead)."""
+def incident_spec():
+    """The incident's EAGLE flags, from the blackwell-8x profile through the launch's own builder."""
+    return profile_speculative_spec(INCIDENT_PROFILE)
+
+
+def incident_deployment(hardware: str = "rtx-pro-6000-blackwell", context_len: float = INCIDENT_CONTEXT_LEN,
+                        engine: Optional[Engine] = None) -> Deployment:
+    """Kimi-K2.5 and its drafter on 8 GPUs, overhead calibrated on the engineer's reported 63.6 tok/s.
+
+    On another GPU the same calibration is applied (same software stack); that is an assumption and says so.
+    """
     from eagle3lab.report import incident
 
-    m = kimi_k25()
-    pcie = calibrate_overhead(m, rtx_pro_6000_x8(), incident.single_stream_step_s(), context_len,
-                              f"calibrated: 1/{incident.SINGLE_STREAM.value} tok/s single stream, {incident.SOURCE}")
-    same = ("assumption: same fixed overhead as the calibrated RTX PRO 6000 deployment "
-            "(same software stack, CUDA graphs on)")
-    nvlink = h200_x8().with_overhead(pcie.step_overhead_s, same)
-    return pcie, nvlink
+    target, drafter = kimi_k25(), kimi_k25_eagle3_drafter()
+    pcie = Deployment(target, drafter, hardware_preset("rtx-pro-6000-blackwell"), INCIDENT_TP,
+                      engine or sglang_engine(), context_len)
+    pcie = calibrate_baseline(pcie, incident.SINGLE_STREAM.value, incident.SOURCE)
+    if hardware == "rtx-pro-6000-blackwell":
+        return pcie
+    same = ("assumption: the kernel overhead calibrated on the RTX PRO 6000 deployment (same software stack, "
+            "CUDA graphs on)")
+    return replace(pcie, hardware=hardware_preset(hardware),
+                   engine=pcie.engine.with_(same, kernel_overhead_s=pcie.engine.kernel_overhead_s))
 
 
 def predict_incident(context_len: float = INCIDENT_CONTEXT_LEN,
                      accept_lengths: Sequence[float] = DEFAULT_ACCEPT_LENGTHS) -> list[DeploymentPrediction]:
     """The model's predictions for the incident's deployment and for the same on 8x H200."""
-    m, d, spec = kimi_k25(), kimi_k25_eagle3_drafter(), incident_spec()
-    return [predict_deployment(m, d, hw, spec, context_len, INCIDENT_MEM_FRACTION, accept_lengths)
-            for hw in incident_hardware(context_len)]
+    spec = incident_spec()
+    return [predict_capacity_limited(incident_deployment(hw, context_len), spec, INCIDENT_MEM_FRACTION,
+                                     accept_lengths) for hw in ("rtx-pro-6000-blackwell", "h200")]
 
 
 # ------------------------------------------------------------------------------------------- sensitivity
@@ -275,12 +220,12 @@ INCIDENT_VARIATIONS: dict[str, dict[str, float]] = {
     "as stated": {},
     "context 512": {"context_len": 512},
     "context 2048": {"context_len": 2048},
-    "all-reduce bus 40 GB/s": {"allreduce_bus_bw": 40e9},
     "all-reduce latency 15 us": {"allreduce_latency_s": 15e-6},
     "all-reduce latency 60 us": {"allreduce_latency_s": 60e-6},
     "bandwidth efficiency 0.6": {"bandwidth_efficiency": 0.6},
     "bandwidth efficiency 0.95": {"bandwidth_efficiency": 0.95},
-    "spec cycle overhead 3 ms": {"spec_cycle_overhead_s": 3e-3},
+    "CPU prep per pass 1 ms": {"cpu_forward_prep_s": 1e-3},
+    "spec cycle extra 3 ms": {"spec_cycle_extra_s": 3e-3},
 }
 
 
@@ -288,22 +233,51 @@ def incident_sensitivity(variations: Mapping[str, Mapping[str, float]] = INCIDEN
                          accept_lengths: Sequence[float] = (2.0, 3.0, 4.0)) -> list[dict[str, Any]]:
     """The incident prediction again with one assumption changed at a time (re-calibrated on 63.6 tok/s each
     time), so a reader sees which conclusions survive the assumptions."""
-    from dataclasses import replace
-
     from eagle3lab.report import incident
 
-    m, d, spec = kimi_k25(), kimi_k25_eagle3_drafter(), incident_spec()
+    hw_fields = set(Hardware.__dataclass_fields__)
+    engine_fields = set(Engine.__dataclass_fields__)
+    spec = incident_spec()
     rows = []
     for name, change in variations.items():
         change = dict(change)
         context = change.pop("context_len", INCIDENT_CONTEXT_LEN)
-        unknown = set(change) - set(Hardware.__dataclass_fields__)
+        unknown = set(change) - hw_fields - engine_fields
         if unknown:
-            raise PerfModelError(f"sensitivity '{name}': unknown hardware parameter(s) {sorted(unknown)}")
-        base = replace(rtx_pro_6000_x8(), **change)
-        hw = calibrate_overhead(m, base, incident.single_stream_step_s(), context, f"calibrated ({name})")
-        p = predict_deployment(m, d, hw, spec, context, INCIDENT_MEM_FRACTION, accept_lengths)
+            raise PerfModelError(f"sensitivity '{name}': unknown parameter(s) {sorted(unknown)}")
+        hw = hardware_preset("rtx-pro-6000-blackwell")
+        hw_change = {k: v for k, v in change.items() if k in hw_fields}
+        engine_change = {k: v for k, v in change.items() if k in engine_fields}
+        if hw_change:
+            hw = hw.with_(f"sensitivity: {name}", **hw_change)
+        engine = sglang_engine()
+        if engine_change:
+            engine = engine.with_(f"sensitivity: {name}", **engine_change)
+        dep = Deployment(kimi_k25(), kimi_k25_eagle3_drafter(), hw, INCIDENT_TP, engine, context)
+        dep = calibrate_baseline(dep, incident.SINGLE_STREAM.value, f"{incident.SOURCE}; {name}")
+        p = predict_capacity_limited(dep, spec, INCIDENT_MEM_FRACTION, accept_lengths)
         rows.append({"variation": name, **p.to_dict()})
+    return rows
+
+
+def incident_cycle_breakdown(context_len: float = INCIDENT_CONTEXT_LEN,
+                             batches: Sequence[int] = (1, 8, 48)) -> list[dict[str, Any]]:
+    """Per batch size on the incident's deployment: the plain step and the EAGLE cycle by part (ms), how many plain
+    steps one verify pass costs, and the distinct experts each touches per MoE layer. Plain data for the report's
+    sentences about why verifying is not free (modelled)."""
+    from eagle3lab.report.costmodel.cycle import plain_step, spec_cycle
+
+    dep, spec = incident_deployment("rtx-pro-6000-blackwell", context_len), incident_spec()
+    rows = []
+    for batch in batches:
+        step, cycle = plain_step(dep, batch), spec_cycle(dep, spec, batch)
+        rows.append({"batch": batch, "plain_step_ms": step.total_s * 1e3, "cycle_ms": cycle.total_s * 1e3,
+                     **{f"cycle_{k}_ms": v * 1e3 for k, v in cycle.parts().items()},
+                     "verify_over_plain_step": cycle.verify.total_s / step.total_s,
+                     "cycle_over_plain_step": cycle.total_s / step.total_s,
+                     "plain_distinct_experts_per_layer": step.target.distinct_experts,
+                     "verify_distinct_experts_per_layer": cycle.verify.distinct_experts,
+                     "kind": "modelled"})
     return rows
 
 
@@ -312,6 +286,7 @@ def incident_report(context_len: float = INCIDENT_CONTEXT_LEN) -> dict[str, Any]
     from eagle3lab.report import incident
 
     pcie, nvlink = predict_incident(context_len)
+    dep = incident_deployment("rtx-pro-6000-blackwell", context_len)
     return {
         "reported": [vars(r) for r in incident.REPORTED],
         "context_len": context_len, "context_source": INCIDENT_CONTEXT_SOURCE,
@@ -319,7 +294,7 @@ def incident_report(context_len: float = INCIDENT_CONTEXT_LEN) -> dict[str, Any]
         "side_by_side": {
             "single_stream_tok_s": {"reported": incident.SINGLE_STREAM.value,
                                     "predicted": pcie.single_stream_tok_s,
-                                    "note": "calibration target: the fixed overhead is fitted to it",
+                                    "note": "calibration target: the kernel overhead is fitted to it",
                                     "bandwidth_and_allreduce_floor": pcie.floor_single_stream_tok_s},
             "peak_tok_s": {"reported": incident.PEAK.value, "predicted": pcie.baseline_peak_tok_s,
                            "predicted_at_requests": pcie.baseline_peak_batch,
@@ -327,8 +302,61 @@ def incident_report(context_len: float = INCIDENT_CONTEXT_LEN) -> dict[str, Any]
         },
         "break_even_accept_length": {"single_stream": pcie.break_even_single_stream,
                                      f"at_{pcie.spec_max_batch}_requests": pcie.break_even_at_spec_max_batch},
+        "cycle_breakdown": incident_cycle_breakdown(context_len),
         "sensitivity": incident_sensitivity(),
-        "sources": {"model": dict(kimi_k25().sources), "drafter": dict(kimi_k25_eagle3_drafter().sources),
-                    "rtx_pro_6000_x8": dict(incident_hardware(context_len)[0].sources),
-                    "h200_x8": dict(incident_hardware(context_len)[1].sources)},
+        "sources": {"model": dep.target.source, "drafter": dep.drafter.source,
+                    "rtx_pro_6000_x8": dict(dep.hardware.sources), "engine": dict(dep.engine.sources),
+                    "h200_x8": dict(hardware_preset("h200").sources)},
     }
+
+
+# ------------------------------------------------------------------------------------------- a measured run
+def run_deployment(profile, report=None, mem_bandwidth: Optional[float] = None) -> tuple[Deployment, str]:
+    """The deployment a profile's run measured, calibrated on its own measured plain single-stream decode step if
+    the bench report has one (else, on a GPU profile, on the incident's reported rate). Returns it with a sentence
+    saying what it was calibrated on."""
+    from eagle3lab.report import incident
+    from eagle3lab.report.plots.model import single_stream_step_s
+
+    context = profile.bench_input_len + profile.bench_output_len / 2
+    if profile.device == "cpu":
+        from eagle3lab.runtime.tinymodel.configs import draft_config
+
+        target = tiny_kimi(profile.model_num_layers)
+        drafter = drafter_from_config(draft_config(profile.model_num_layers),
+                                      "eagle3lab.runtime.tinymodel.configs.draft_config")
+        dep = Deployment(target, drafter, cpu_hardware(mem_bandwidth), profile.tp_size, sglang_engine(), context)
+    else:
+        target = kimi_k25()
+        dep = Deployment(target, kimi_k25_eagle3_drafter(), hardware_preset("rtx-pro-6000-blackwell"),
+                         profile.tp_size, sglang_engine(), context)
+    step = single_stream_step_s(report) if report is not None else None
+    if step:
+        where = f"measured plain single-stream step {step * 1e3:.2f} ms ({profile.name}, {report.date})"
+        return calibrate_baseline(dep, 1.0 / step, where), where
+    if profile.device == "cpu":
+        raise PerfModelError(f"profile '{profile.name}': no measured plain single-stream point to calibrate the "
+                             "cost model on; include concurrency 1 in bench_concurrency")
+    return calibrate_baseline(dep, incident.SINGLE_STREAM.value, incident.SOURCE), \
+        f"the engineer's reported {incident.SINGLE_STREAM.value:g} tok/s (no single-stream point measured here)"
+
+
+def run_break_even(profile, report=None, batch: Optional[int] = None,
+                   mem_bandwidth: Optional[float] = None) -> tuple[float, str]:
+    """(break-even acceptance length, where it comes from) for a profile's run: the acceptance EAGLE-3 needs to
+    match plain decoding at ``batch`` requests (default: the largest concurrency the EAGLE-3 arm measured, else 1).
+    This is what ``diagnostics.rule_acceptance_below_break_even`` compares the measured acceptance with."""
+    from eagle3lab.report.costmodel.cycle import break_even_accept_length
+    from eagle3lab.runtime.speculative import SpeculativeSpec
+
+    dep, calibrated = run_deployment(profile, report, mem_bandwidth)
+    if batch is None:
+        from eagle3lab.bench.sweep import ARM_KIND_EAGLE3
+
+        measured = [p.concurrency for arm in (report.arms if report is not None else [])
+                    if arm.kind == ARM_KIND_EAGLE3 for p in arm.measured_points()]
+        batch = max(measured) if measured else 1
+    spec = SpeculativeSpec.from_profile(profile, profile.draft_model)
+    value = break_even_accept_length(dep, spec, batch)
+    return value, (f"modelled at {batch} request{'s' if batch > 1 else ''}, {dep.target.name} on {dep.tp}x "
+                   f"{dep.hardware.name}, context {dep.context:g}; calibrated on {calibrated}")

@@ -19,6 +19,7 @@ from eagle3lab.runtime.deployment import Models, server_spec
 from eagle3lab.errors import ExpectationError, ServerDiedError
 from eagle3lab.runtime.profiles import Profile
 from eagle3lab.runtime.server import LaunchOutcome, launch, running_server
+from eagle3lab.trace.hooks import SET_LAYERS_TO_CAPTURE
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class ExpectedCrash:
 
     exc_type: str = "AttributeError"
     object_class: str = "KimiK25ForConditionalGeneration"
-    missing_attribute: str = "set_eagle3_layers_to_capture"
+    missing_attribute: str = SET_LAYERS_TO_CAPTURE
 
     def describe(self) -> str:
         return f"{self.exc_type}: '{self.object_class}' object has no attribute '{self.missing_attribute}'"
@@ -79,10 +80,14 @@ def log_path(logs_dir: Path, run: str, profile: Profile) -> Path:
 
 def reproduce_crash(profile: Profile, models: Models, logs_dir: Path, shims: Sequence[str] = (),
                     run: str = "01_eagle3_launch", port: int | None = None) -> CrashRun:
-    """Launch the real server with EAGLE-3 and read the crash out of its log."""
+    """Launch the real server with EAGLE-3 and read the crash out of its log (on the unpatched release only)."""
+    from eagle3lab.fix.patching import installed_root
+    from eagle3lab.fix.restore import require_release
+
+    require_release(installed_root(), "reproducing the crash")  # a leftover patch would change the crash
     spec = server_spec(profile, models, speculative=True, shims=shims, port=port)
     outcome = launch(spec, log_path(logs_dir, run, profile), timeout_s=profile.ready_timeout_s)
-    return CrashRun(spec.argv(), outcome, crash_report(outcome.log_text()))
+    return CrashRun(spec.argv(), outcome, crash_report(outcome.log_text(), profile.name))
 
 
 def expect_signature(run: CrashRun, expected: ExpectedCrash) -> CrashReport:
@@ -125,8 +130,8 @@ def control_run(profile: Profile, models: Models, logs_dir: Path, shims: Sequenc
             body, seconds = generate(spec.base_url, prompt, max_new_tokens)
             peak = max(server.peak_rss_bytes, server.tree_rss_bytes())
     except ServerDiedError as exc:
-        report = crash_report(path.read_text(encoding="utf-8", errors="replace"))
-        detail = f": {report.signature}" if report else ""
+        report = crash_report(path.read_text(encoding="utf-8", errors="replace"), profile.name)
+        detail = f": {report.signature}" + (f" (fix: {report.fix})" if report.fix else "") if report else ""
         raise ServerDiedError(f"{exc}{detail}") from None
     meta = body.get("meta_info", {})
     return ControlRun(spec.argv(), round(ready_s, 2), peak, prompt, body.get("text", ""),
@@ -136,9 +141,11 @@ def control_run(profile: Profile, models: Models, logs_dir: Path, shims: Sequenc
 def crash_table(report: CrashReport) -> dict[str, Any]:
     """The crash report as rows for display."""
     return {"exception": report.exc_type, "message": report.message, "category": report.category,
-            "explanation": report.explanation, "object class": report.object_class,
+            "explanation": report.explanation, "fix": report.fix, "object class": report.object_class,
             "missing attribute": report.missing_attribute, "runtime call site": str(report.call_site),
-            "frames": len(report.frames), "tracebacks in log": report.tracebacks_found}
+            "frames": len(report.frames), "tracebacks in log": report.tracebacks_found,
+            "chain": " <- ".join(entry["exc_type"] for entry in reversed(report.chain)) if len(report.chain) > 1
+            else None}
 
 
 def timings_table(crash: CrashRun, control: ControlRun) -> list[dict[str, Any]]:

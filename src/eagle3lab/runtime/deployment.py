@@ -1,7 +1,10 @@
-"""From a profile to a concrete launch: model paths, harness environment and the ServerSpec.
+"""From a profile to a concrete launch: local model directories, harness environment and the ServerSpec.
 
-This is the only place where the ``cpu`` and ``gpu`` profiles differ in code: the tiny model is generated and
-the CPU harness environment is added when the profile asks for them; everything downstream is shared.
+Hub ids are resolved to their local snapshot here, once, offline; everything downstream (server, configs,
+tokenizers, benchmark) reads the local directory. Launches never download: a 547 GB checkpoint fetched inside a
+server's ready timeout ends as a misleading timeout, so it is fetched beforehand (``fetch-models``) and every
+launch runs with the hub offline. The tiny model is generated and the CPU harness environment added when the
+profile asks for them; this is the only place where the profiles differ in code.
 """
 
 from __future__ import annotations
@@ -9,31 +12,86 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from eagle3lab.errors import ModelPathError
+from eagle3lab.runtime import checkpoints, modelinfo
+from eagle3lab.runtime.checkpoints import Checkpoint
 from eagle3lab.runtime.envinfo import check_sglang
 from eagle3lab.runtime.profiles import Profile
 from eagle3lab.runtime.server import ServerSpec
 from eagle3lab.runtime.speculative import SpeculativeSpec
 
+TINY = "tiny"
+# Every launch and every reader runs against what is on disk; nothing reaches the hub behind the user's back.
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+class ModelsNotFetched(ModelPathError):
+    """A profile's checkpoint is not on this machine (not a directory, not in the Hugging Face cache)."""
+
 
 @dataclass(frozen=True)
 class Models:
-    """Where the target and the drafter come from, and the tiny model's cache key if generated."""
+    """The local directories of the target and the drafter, and where they came from."""
 
-    target: str
+    target: str  # local directory: the server, configs and tokenizers all read this
     draft: str
-    cache_key: str | None = None
-    aux_layer_ids: tuple[int, ...] | None = None
+    cache_key: str | None = None  # the tiny models' cache key, when generated
+    aux_layer_ids: tuple[int, ...] | None = None  # read from the drafter's config.json
+    target_source: str | None = None  # as the profile names it (hub id, path or "tiny")
+    draft_source: str | None = None
+    trust_remote_code: bool = False
+
+
+def fetch_command(profile: Profile) -> str:
+    return f"python -m eagle3lab fetch-models --profile {profile.name}"
+
+
+def locate_models(profile: Profile) -> tuple[Checkpoint, Checkpoint, str | None]:
+    """(target, draft, tiny cache key): where each model is, generating the tiny ones; nothing raised."""
+    cache_key = None
+    tiny_dirs: dict[str, str] = {}
+    if TINY in (profile.target_model, profile.draft_model):
+        from eagle3lab.runtime.tinymodel import build_tiny_models
+
+        tiny = build_tiny_models(num_layers=profile.model_num_layers)
+        cache_key = tiny.cache_key
+        tiny_dirs = {"target": str(tiny.target_dir), "draft": str(tiny.draft_dir)}
+
+    def one(role: str, source: str) -> Checkpoint:
+        if source == TINY:
+            return Checkpoint(role, source, "generated", tiny_dirs[role])
+        return checkpoints.locate(role, source)
+
+    return one("target", profile.target_model), one("draft", profile.draft_model), cache_key
+
+
+def not_fetched_message(profile: Profile, missing: Sequence[Checkpoint]) -> str:
+    """One line: which models are missing, where they were looked for, and the command that fetches them."""
+    names = " and ".join(f"{c.role} {c.source}" for c in missing)
+    where = f"the Hugging Face cache at {checkpoints.hub_cache_dir()}" if any(c.kind == "hub" for c in missing) \
+        else "this machine"
+    verb = "is" if len(missing) == 1 else "are"
+    return f"{names} {verb} not in {where}; fetch with: {fetch_command(profile)}"
 
 
 def resolve_models(profile: Profile) -> Models:
-    """Generate (or reuse from the cache) the tiny models, or pass the profile's paths through."""
-    if not profile.uses_tiny_model:
-        return Models(profile.target_model, profile.draft_model)
-    from eagle3lab.runtime.tinymodel import build_tiny_models
+    """Local directories for the profile's models (hub ids resolved offline, tiny ones generated), or one line
+    naming what is missing and the command that fetches it."""
+    target, draft, cache_key = locate_models(profile)
+    missing = [c for c in (target, draft) if not c.present]
+    if missing:
+        raise ModelsNotFetched(not_fetched_message(profile, missing))
+    ids = modelinfo.drafter_aux_layer_ids(modelinfo.read_config(draft.path))  # type: ignore[arg-type]
+    return Models(target.path, draft.path, cache_key, tuple(ids) if ids is not None else None,  # type: ignore[arg-type]
+                  profile.target_model, profile.draft_model, profile.trust_remote_code)
 
-    tiny = build_tiny_models(num_layers=profile.model_num_layers)
-    draft = str(tiny.draft_dir) if profile.draft_model == "tiny" else profile.draft_model
-    return Models(str(tiny.target_dir), draft, tiny.cache_key, tuple(tiny.aux_layer_ids))
+
+def layer_setup(profile: Profile) -> modelinfo.LayerSetup:
+    """The profile's drafter ids and target depth, read from their configs; 'not fetched' when they are absent."""
+    target, draft, _ = locate_models(profile)
+    missing = [c for c in (target, draft) if not c.present]
+    fix = not_fetched_message(profile, missing) if missing else None
+    return modelinfo.layer_setup(profile, target.path, draft.path, fix)
 
 
 def harness_env(profile: Profile, shims: Sequence[str], speculative: bool = False) -> dict[str, str]:
@@ -57,4 +115,5 @@ def server_spec(profile: Profile, models: Models, *, speculative: bool, shims: S
         attention_backend=profile.attention_backend, disable_cuda_graph=profile.disable_cuda_graph,
         context_length=profile.context_length, max_total_tokens=profile.max_total_tokens,
         max_running_requests=profile.max_running_requests, mem_fraction_static=profile.mem_fraction_static,
-        speculative=spec, extra_args=tuple(profile.extra_server_args), env=harness_env(profile, shims, speculative))
+        speculative=spec, extra_args=tuple(profile.extra_server_args),
+        env={**harness_env(profile, shims, speculative), **OFFLINE_ENV})

@@ -6,10 +6,13 @@ a different code base than the profile claims.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import importlib.metadata
 import os
 import platform
 import subprocess
+from pathlib import Path
 
 import psutil
 
@@ -36,6 +39,30 @@ def check_sglang(expected: str) -> str:
         raise EnvironmentProblem(f"sglang {found} is installed but the profile pins {expected}; "
                                  f"run `make setup` or set 'sglang_version' in the profile")
     return found
+
+
+def installed_changes(package: str = "sglang") -> dict[str, list[str]]:
+    """Files of an installed package that differ from its wheel's RECORD (pip copies it into ``*.dist-info``):
+    ``modified`` (another sha256) and ``missing``. Both empty means the install is the release as published.
+    Only files inside the package folder count; pip rewrites the console scripts it generates."""
+    try:
+        recorded = importlib.metadata.files(package) or []
+    except importlib.metadata.PackageNotFoundError:
+        return {"modified": [], "missing": []}
+    modified, missing = [], []
+    for entry in recorded:
+        rel = entry.as_posix() if hasattr(entry, "as_posix") else str(entry)
+        if not rel.startswith(f"{package}/") or entry.hash is None or entry.hash.mode != "sha256":
+            continue
+        try:
+            data = Path(str(entry.locate())).read_bytes()
+        except FileNotFoundError:
+            missing.append(rel)
+            continue
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        if digest != entry.hash.value:
+            modified.append(rel)
+    return {"modified": sorted(modified), "missing": sorted(missing)}
 
 
 def git_revision() -> str | None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
 
 from eagle3lab.errors import ProfileError
 from eagle3lab.paths import params_dir
@@ -49,7 +49,7 @@ class Profile(BaseModel):
     port: int = Field(gt=0, lt=65536, description="server port")
     ready_timeout_s: float = Field(gt=0, description="seconds to wait for readiness or death")
     extra_server_args: list[str] = Field(description="more launch_server flags, appended verbatim")
-    bench_concurrency: list[int] = Field(min_length=1, description="concurrency sweep of the benchmark")
+    bench_concurrency: list[PositiveInt] = Field(min_length=1, description="concurrency sweep of the benchmark")
     bench_input_len: int = Field(gt=0, description="prompt tokens per benchmark request")
     bench_output_len: int = Field(gt=0, description="completion tokens per benchmark request (ignore_eos)")
     bench_num_prompts: int = Field(gt=0, description="requests per sweep point")
@@ -68,7 +68,8 @@ def profile_path(name_or_path: str | Path) -> Path:
 
 
 def _describe(error: dict[str, Any]) -> str:
-    key = ".".join(str(part) for part in error["loc"]) or "(top level)"
+    key = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]).lstrip(".") \
+        or "(top level)"
     kind = error["type"]
     if kind == "missing":
         return f"key '{key}' is missing"
@@ -92,6 +93,15 @@ def validate_profile(data: Any, source: str, overrides: dict[str, Any] | None = 
         raise ProfileError(f"{origin}: {_describe(first)}{more}") from None
 
 
+def _yaml_error(path: Path, exc: yaml.YAMLError) -> str:
+    """``file:line:column: problem`` (1-based, as editors count), so the mistake can be found at once."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    return f"{where}: not valid YAML ({problem}{', ' + context if context else ''})"
+
+
 def load_profile(name_or_path: str | Path = DEFAULT_PROFILE, overrides: dict[str, Any] | None = None) -> Profile:
     """Load ``params/<name>.yaml`` (or a YAML path) and apply overrides (for example from papermill)."""
     path = profile_path(name_or_path)
@@ -101,7 +111,7 @@ def load_profile(name_or_path: str | Path = DEFAULT_PROFILE, overrides: dict[str
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        raise ProfileError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+        raise ProfileError(_yaml_error(path, exc)) from None
     return validate_profile(data, str(path), overrides)
 
 

@@ -2,16 +2,19 @@
 
 A launch has three outcomes: ready (``/health`` answers 200 once warm-up is done), died (the launcher exited,
 typically because a scheduler subprocess raised), or timeout. Whatever happens -- success, crash, timeout, an
-exception in the caller, Ctrl-C -- the whole process tree is killed and the port is free again afterwards,
-because sglang spawns scheduler and detokenizer subprocesses that would otherwise outlive the notebook.
+exception in the caller, Ctrl-C, SIGTERM or SIGHUP -- the whole process tree is killed and the port is free
+again afterwards, because sglang spawns scheduler and detokenizer subprocesses that would otherwise outlive the
+notebook. A host that cannot be bound and a full disk under the log are reported as such before the launch.
 """
 
 from __future__ import annotations
 
 import atexit
 import ctypes
+import errno
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -25,11 +28,14 @@ from typing import Any, Iterator, Literal, Mapping
 import psutil
 import requests
 
-from eagle3lab.errors import ModelPathError, PortInUseError, ServerDiedError, ServerTimeoutError
+from eagle3lab.errors import (HostBindError, ModelPathError, OutputWriteError, PortInUseError, ServerDiedError,
+                              ServerTimeoutError)
+from eagle3lab.runtime import procwatch, signals
 from eagle3lab.runtime.speculative import SpeculativeSpec
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 PR_SET_PDEATHSIG = 1
+MIN_LOG_SPACE_BYTES = 16 << 20  # free space the server's log needs before a launch
 
 
 @dataclass(frozen=True)
@@ -112,16 +118,39 @@ def check_model_path(path: str, what: str = "model") -> None:
 
 
 def check_port_free(host: str, port: int) -> None:
-    """Fail early, with the owner if we can see it, instead of letting sglang die on bind."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    """Fail early, with the owner if we can see it, instead of letting sglang die on bind.
+
+    Only a taken port is "in use": a host that is not an address of this machine, or does not resolve, is
+    reported as a host problem, since choosing another port would not help.
+    """
+    try:
+        family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as exc:
+        raise HostBindError(f"host '{host}' does not resolve ({exc.strerror}); set 'host' to an address of this "
+                            f"machine, e.g. 127.0.0.1") from None
     with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind((host, port))
-        except OSError:
-            raise PortInUseError(
-                f"port {port} on {host} is already in use{_port_owner(port)}; "
-                f"stop that process or choose another port (parameter 'port')") from None
+            sock.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise PortInUseError(
+                    f"port {port} on {host} is already in use{_port_owner(port)}; "
+                    f"stop that process or choose another port (parameter 'port')") from None
+            if exc.errno == errno.EACCES:
+                raise HostBindError(f"binding {host}:{port} is not permitted ({exc.strerror}); ports below 1024 "
+                                    f"need privileges, choose another port (parameter 'port')") from None
+            raise HostBindError(f"host '{host}' cannot be bound on this machine ({exc.strerror}); set 'host' to "
+                                f"one of its addresses, e.g. 127.0.0.1 (parameter 'host')") from None
+
+
+def check_log_space(folder: Path, need_bytes: int = MIN_LOG_SPACE_BYTES) -> None:
+    """The server writes everything it says to its log: a full disk there must be named, not guessed at."""
+    folder.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(folder).free
+    if free < need_bytes:
+        raise OutputWriteError(f"no space left on the device holding {folder} ({free >> 10} KiB free, the server "
+                               f"log needs {need_bytes >> 20} MiB); free some space and rerun")
 
 
 def _port_owner(port: int) -> str:
@@ -174,13 +203,24 @@ class ServerProcess:
         if self.spec.speculative is not None:
             check_model_path(self.spec.speculative.draft_model_path, "draft model")
         check_port_free(self.spec.host, self.spec.port)
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        check_log_space(self.log_path.parent)
         env = {**os.environ, **self.spec.env, "PYTHONUNBUFFERED": "1"}
-        with open(self.log_path, "wb") as log:
-            log.write(("$ " + " ".join(self.spec.argv()) + "\n").encode())
-            log.flush()
-            self.proc = subprocess.Popen(self.spec.argv(), stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, env=env, preexec_fn=_die_with_parent)
+        signals.hold_termination()  # from here until stop(), SIGTERM/SIGHUP unwind like Ctrl-C
+        try:
+            with open(self.log_path, "wb") as log:
+                log.write(("$ " + " ".join(self.spec.argv()) + "\n").encode())
+                log.flush()
+                self.proc = subprocess.Popen(self.spec.argv(), stdout=log, stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL, env=env, preexec_fn=_die_with_parent)
+        except OSError as exc:
+            signals.release_termination()
+            if exc.errno == errno.ENOSPC:
+                raise OutputWriteError(f"no space left on the device while writing {self.log_path}; "
+                                       f"free some space and rerun") from None
+            raise
+        except BaseException:
+            signals.release_termination()
+            raise
         self.started_at = time.monotonic()
         _LIVE.add(self)
 
@@ -208,6 +248,11 @@ class ServerProcess:
                 pass
         return total
 
+    def watch(self) -> procwatch.TreeWatch:
+        """Its process tree as it is now; ``.death()`` later names the first member gone, with its status."""
+        assert self.proc is not None, "start() first"
+        return procwatch.TreeWatch(self.proc.pid, self.proc)
+
     def is_ready(self) -> bool:
         try:
             return requests.get(f"{self.spec.base_url}/health", timeout=5).status_code == 200
@@ -232,13 +277,35 @@ class ServerProcess:
         except KeyboardInterrupt:
             self.stop()
             raise
+        if status != "ready":
+            self._check_log_space_after(status)
         return LaunchOutcome(status, round(self.elapsed(), 2), self.proc.poll(), self.log_path,
                              self.peak_rss_bytes, self.proc.pid)
 
-    def stop(self, grace_s: float = 10.0) -> None:
-        """Kill the whole process tree (SIGTERM, then SIGKILL) and wait until the port is free."""
-        if self.proc is None:
+    def _check_log_space_after(self, status: str) -> None:
+        """A server that died or hung while the disk under its log is full: say that, not what the log lacks."""
+        try:
+            free = shutil.disk_usage(self.log_path.parent).free
+        except OSError:
             return
+        if free < (1 << 20):
+            raise OutputWriteError(f"the server {status} while the device holding its log {self.log_path} is full "
+                                   f"({free >> 10} KiB free), so its log is cut short; free some space and rerun")
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """Kill the whole process tree (SIGTERM, then SIGKILL) and wait until the port is free.
+
+        Signals arriving meanwhile wait until the tree is gone, so a second Ctrl-C cannot leave half of it.
+        """
+        if self.proc is None or self not in _LIVE:
+            return
+        with signals.deferred():
+            self._stop_tree(grace_s)
+        signals.release_termination()
+        signals.restored(f"sglang server pid {self.proc.pid} stopped")
+
+    def _stop_tree(self, grace_s: float) -> None:
+        assert self.proc is not None
         try:
             procs = psutil.Process(self.proc.pid).children(recursive=True)
         except psutil.Error:

@@ -3,230 +3,38 @@
 For each contract member an entry class either provides it, inherits it, delegates it to its inner language
 model, reaches it through a custom ``__getattr__`` proxy, or lacks it; a lacked member the inner model has is a
 *delegation gap* (fixable by delegating), otherwise a real lack. ``nn.Module.__getattr__`` is what turns a lack
-into the ``AttributeError`` of the incident.
+into the ``AttributeError`` of the incident. Class resolution (inner models, proxies, bases) lives in ``resolve``.
 """
 
 from __future__ import annotations
 
 import ast
-import importlib.util
 import os
-import re
 import textwrap
 import time
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
-from functools import lru_cache
-from pathlib import Path
+from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
 from packaging.version import Version
 
 from eagle3lab.trace import contract as contract_mod
-from eagle3lab.errors import EntryClassError
+from eagle3lab.trace.hooks import SET_LAYERS_TO_CAPTURE
 from eagle3lab.trace.modindex import ClassRef, ModuleIndex
+from eagle3lab.trace.resolve import (  # noqa: F401 - re-exported: the audit's public names
+    SATISFIED,
+    ClassReport,
+    MemberStatus,
+    Resolver,
+    delegation_target,
+    torch_module_members,
+)
 from eagle3lab.trace.sources import SglangSource, open_source
-from eagle3lab.trace.startup import StartupProfile, startup_order
+from eagle3lab.trace.facts import release_facts, startup
+from eagle3lab.trace.startup import StartupProfile
 
-EAGLE3_HOOK = "set_eagle3_layers_to_capture"
-_INNER_NAME = re.compile(r"For(CausalLM|ConditionalGeneration)|LanguageModel|LMHeadModel", re.I)
-_PREFERRED_INNER = ("language_model", "model", "llm", "text_model", "lm")
-
-
-@dataclass
-class MemberStatus:
-    member: str
-    status: str  # provided | inherited | delegated | proxied | unresolved | missing
-    via: str = ""
-    inner_has: Optional[bool] = None
-
-    @property
-    def gap(self) -> str:
-        """``delegation gap`` (inner has it), ``real lack`` or '' when satisfied."""
-        if self.status != "missing":
-            return ""
-        return "delegation gap" if self.inner_has else "real lack"
-
-
-@dataclass
-class ClassReport:
-    entry: str
-    module: str
-    resolution_order: list[str]
-    nn_module_getattr: bool
-    custom_getattr: list[str]
-    inner_attr: str
-    inner_class: str
-    members: dict[str, MemberStatus] = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        data = asdict(self)
-        data["members"] = {k: {**asdict(v), "gap": v.gap} for k, v in self.members.items()}
-        return data
-
-
-# ----------------------------------------------------------------------------------------------------------
-# members of one class
-
-
-def _defined(node: ast.ClassDef) -> dict[str, ast.AST]:
-    """Members a class body defines: methods, class attributes and ``self.x = ...`` in any method."""
-    out: dict[str, ast.AST] = {}
-    for stmt in node.body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            out[stmt.name] = stmt
-        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-            for tgt in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
-                if isinstance(tgt, ast.Name):
-                    out[tgt.id] = stmt
-    for sub in ast.walk(node):
-        if isinstance(sub, (ast.Assign, ast.AnnAssign)):
-            for tgt in sub.targets if isinstance(sub, ast.Assign) else [sub.target]:
-                if isinstance(tgt, ast.Attribute) and isinstance(tgt.value, ast.Name) and tgt.value.id == "self":
-                    out.setdefault(tgt.attr, sub)
-    return out
-
-
-def _delegation_target(func: ast.AST, member: str) -> str:
-    """``self.<inner>`` if a method's body just forwards ``member`` to an inner object, else ''."""
-    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return ""
-    for node in ast.walk(func):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == member:
-            recv = node.func.value
-            if isinstance(recv, ast.Attribute) and isinstance(recv.value, ast.Name) and recv.value.id == "self":
-                return recv.attr
-    return ""
-
-
-def _getattr_proxy(func: ast.FunctionDef) -> str:
-    """The inner attribute a custom ``__getattr__`` forwards to (``getattr(self.inner, name)``), or ''."""
-    for node in ast.walk(func):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr":
-            if node.args and isinstance(node.args[0], ast.Attribute) and isinstance(node.args[0].value, ast.Name):
-                if node.args[0].value.id == "self":
-                    return node.args[0].attr
-    return ""
-
-
-@lru_cache(maxsize=1)
-def torch_module_members() -> frozenset[str]:
-    """Members ``torch.nn.Module`` defines, read from the installed torch's source (not imported: slow)."""
-    spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.submodule_search_locations:
-        return frozenset()
-    path = Path(list(spec.submodule_search_locations)[0]) / "nn" / "modules" / "module.py"
-    if not path.is_file():
-        return frozenset()
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == "Module":
-            return frozenset(_defined(node))
-    return frozenset()
-
-
-def _is_torch_module(ref: ClassRef) -> bool:
-    return ref.name == "Module" and ref.module.startswith("torch")
-
-
-class Resolver:
-    """Class resolution for one release."""
-
-    def __init__(self, src: SglangSource) -> None:
-        self.src = src
-        self.index = ModuleIndex(src)
-        self._has_cache: dict[tuple[str, str], bool] = {}
-
-    def find(self, entry: str) -> ClassRef:
-        ref = self.index.find_class(entry)
-        if ref is None:
-            raise EntryClassError(
-                f"class '{entry}' is not defined under srt/models in sglang {self.src.version}; "
-                f"pick one from audit.entry_class_names()"
-            )
-        return ref
-
-    def owner_of(self, ref: ClassRef, member: str) -> Optional[tuple[ClassRef, ast.AST]]:
-        for cls in self.index.mro(ref):
-            if cls.node is not None:
-                found = _defined(cls.node).get(member)
-                if found is not None:
-                    return cls, found
-            elif _is_torch_module(cls) and member in torch_module_members():
-                return cls, ast.Pass()
-        return None
-
-    def has(self, ref: ClassRef, member: str) -> bool:
-        key = (ref.qualname, member)
-        if key not in self._has_cache:
-            self._has_cache[key] = self.owner_of(ref, member) is not None
-        return self._has_cache[key]
-
-    def inner_model(self, ref: ClassRef) -> tuple[str, Optional[ClassRef]]:
-        """(attribute, class) of the inner language model a wrapper holds, from ``self.x = Cls(...)``."""
-        candidates: list[tuple[int, str, ClassRef]] = []
-        for cls in self.index.mro(ref):
-            if cls.node is None:
-                continue
-            for sub in ast.walk(cls.node):
-                if not (isinstance(sub, ast.Assign) and len(sub.targets) == 1 and isinstance(sub.value, ast.Call)):
-                    continue
-                tgt = sub.targets[0]
-                if not (isinstance(tgt, ast.Attribute) and isinstance(tgt.value, ast.Name) and tgt.value.id == "self"):
-                    continue
-                called = ast.unparse(sub.value.func)
-                target = self.index.resolve(cls.module, called)
-                if target.external or not _INNER_NAME.search(target.name) or target.qualname == ref.qualname:
-                    continue
-                rank = _PREFERRED_INNER.index(tgt.attr) if tgt.attr in _PREFERRED_INNER else len(_PREFERRED_INNER)
-                candidates.append((rank, tgt.attr, target))
-        if not candidates:
-            return "", None
-        _, attr, target = sorted(candidates, key=lambda c: c[0])[0]
-        return attr, target
-
-    def report(self, ref: ClassRef, members: list[str]) -> ClassReport:
-        mro = self.index.mro(ref)
-        nn_getattr = any(c.external and _is_torch_module(c) for c in mro)
-        proxies = []
-        proxy_attr = ""
-        for cls in mro:
-            if cls.node is not None and "__getattr__" in _defined(cls.node):
-                proxies.append(cls.qualname)
-                proxy_attr = proxy_attr or _getattr_proxy(_defined(cls.node)["__getattr__"])  # type: ignore[arg-type]
-        inner_attr, inner = self.inner_model(ref)
-        # bases outside the release (transformers' PreTrainedModel ...) may define anything: say so, do not guess
-        unreadable = [c.qualname for c in mro if c.external and c.name != "object" and not _is_torch_module(c)]
-        rep = ClassReport(
-            entry=ref.name,
-            module=ref.module,
-            resolution_order=[c.qualname for c in mro],
-            nn_module_getattr=nn_getattr,
-            custom_getattr=proxies,
-            inner_attr=inner_attr,
-            inner_class=inner.qualname if inner else "",
-        )
-        for member in members:
-            inner_has = self.has(inner, member) if inner else None
-            found = self.owner_of(ref, member)
-            if found is not None:
-                owner, node = found
-                via = _delegation_target(node, member)
-                if via:
-                    where = "" if owner.qualname == ref.qualname else f"{owner.qualname}: "
-                    status = MemberStatus(member, "delegated", f"{where}self.{via}", inner_has)
-                elif owner.qualname == ref.qualname:
-                    status = MemberStatus(member, "provided", owner.qualname, inner_has)
-                else:
-                    status = MemberStatus(member, "inherited", owner.qualname, inner_has)
-            elif proxy_attr:
-                status = MemberStatus(member, "proxied", f"__getattr__ -> self.{proxy_attr}", inner_has)
-            elif unreadable:
-                status = MemberStatus(member, "unresolved", "external base " + ", ".join(unreadable), inner_has)
-            else:
-                status = MemberStatus(member, "missing", "", inner_has)
-            rep.members[member] = status
-        return rep
+EAGLE3_HOOK = SET_LAYERS_TO_CAPTURE
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -240,14 +48,23 @@ class Contract:
     sites: list[contract_mod.Site]
     required: list[str]  # unguarded somewhere
     optional: list[str]  # only ever guarded
+    every_module_has: list[str]  # used by the runtime, but every torch.nn.Module has them: not contract members
 
     @classmethod
     def of(cls, src: SglangSource, roles: tuple[str, ...] = ("target", "either")) -> "Contract":
         """The target's contract by default; ``roles=("draft", "either")`` gives the drafter's."""
-        sites = [s for s in contract_mod.contract(contract_mod.trace(src)) if s.role in roles]
-        required = sorted({s.member for s in sites if not s.guarded and contract_mod.RunCondition.ERROR_PATH not in s.runs_when})
-        optional = sorted({s.member for s in sites} - set(required))
-        return cls(sites, required, optional)
+        return cls.from_sites(release_facts(src).sites, roles)
+
+    @classmethod
+    def from_sites(cls, eagle_sites: list[contract_mod.Site], roles: tuple[str, ...] = ("target", "either")
+                   ) -> "Contract":
+        common = torch_module_members()
+        sites = [s for s in eagle_sites if s.role in roles]
+        members = {s.member for s in sites}
+        required = sorted({s.member for s in sites if not s.guarded and contract_mod.RunCondition.ERROR_PATH not in s.runs_when}
+                          - common)
+        optional = sorted(members - set(required) - common)
+        return cls(sites, required, optional, sorted(members & common))
 
 
 def draft_report(src: SglangSource, draft_class: str = "LlamaForCausalLMEagle3") -> dict[str, Any]:
@@ -263,6 +80,10 @@ def draft_report(src: SglangSource, draft_class: str = "LlamaForCausalLMEagle3")
 
 def entry_class_names(src: SglangSource) -> list[str]:
     return sorted({ref.name for _, ref in ModuleIndex(src).entry_classes()})
+
+
+def _gaps(rep: ClassReport, missing: list[str]) -> list[str]:
+    return [m for m in missing if rep.members[m].gap == "delegation gap"]
 
 
 def _first_raise(order: list[dict], sites: list[contract_mod.Site], lacking: set[str]) -> dict:
@@ -287,15 +108,20 @@ def verdict(src: SglangSource, entry: str = "KimiK25ForConditionalGeneration") -
     """The members the runtime needs unguarded that ``entry`` lacks, where each profile raises first, and
     whether delegating one method would have been enough."""
     res = Resolver(src)
+    return verdict_for(src, res, res.find(entry))
+
+
+def verdict_for(src: SglangSource, res: Resolver, ref: ClassRef) -> dict[str, Any]:
+    """``verdict`` for a class already found (the preflight reaches it through the registry)."""
     con = Contract.of(src)
-    ref = res.find(entry)
+    entry = ref.name
     rep = res.report(ref, con.required + con.optional)
     missing = [m for m in con.required if rep.members[m].status == "missing"]
-    gaps = [m for m in missing if rep.members[m].gap == "delegation gap"]
+    gaps = _gaps(rep, missing)
     first: dict[str, dict] = {}
     after_one: dict[str, dict] = {}
     for profile in (StartupProfile.cpu(), StartupProfile.gpu()):
-        order = startup_order(src, con.sites, profile)
+        order = startup(src, profile)
         first[profile.name] = _first_raise(order, con.sites, set(missing))
         hit = first[profile.name].get("member")
         after_one[profile.name] = _first_raise(order, con.sites, set(missing) - {hit}) if hit else {}
@@ -305,7 +131,9 @@ def verdict(src: SglangSource, entry: str = "KimiK25ForConditionalGeneration") -
         "class_report": rep.to_dict(),
         "required_members": con.required,
         "optional_members": con.optional,
+        "every_module_has": con.every_module_has,
         "missing_members": missing,
+        "unresolved_members": [m for m in con.required if rep.members[m].status == "unresolved"],
         "delegation_gaps": gaps,
         "real_lacks": [m for m in missing if m not in gaps],
         "first_raise": first,
@@ -352,16 +180,18 @@ def _hook_function(res: Resolver, ref: ClassRef, member: str = EAGLE3_HOOK) -> t
     """The function that really runs for ``member``: follow delegation (or a gap) into the inner model."""
     for _ in range(5):
         found = res.owner_of(ref, member)
-        inner_attr, inner = res.inner_model(ref)
+        inner = res.inner(ref)
+        options = inner.resolved if inner else []
+        target = next((c for c in options if res.owner_of(c, member)), options[0] if options else None)
         if found is None:
-            if inner is None:
+            if target is None:
                 return "", None
-            ref = inner
+            ref = target
             continue
         owner, node = found
-        via = _delegation_target(node, member)
-        if via and inner is not None and via == inner_attr:
-            ref = inner
+        via = delegation_target(node, member)
+        if via and target is not None and inner is not None and via == inner.attr.split(".")[0]:
+            ref = target
             continue
         return owner.qualname, node if isinstance(node, ast.FunctionDef) else None
     return "", None
@@ -382,7 +212,7 @@ def layer_table(src: SglangSource, entry: str, depth: int, aux_ids: list[int], p
     res = Resolver(src)
     con = Contract.of(src)
     owner, func = _hook_function(res, res.find(entry))
-    order = startup_order(src, con.sites, profile)
+    order = startup(src, profile)
     rank = {o["where"]: o["rank"] for o in order}
     certain = {o["where"]: o["certain"] for o in order}
     hook_sites = [s for s in con.sites if s.member == EAGLE3_HOOK and s.access == "call"]
@@ -418,33 +248,86 @@ def layer_table(src: SglangSource, entry: str, depth: int, aux_ids: list[int], p
 # conformance and bisect
 
 
+WRAPPER = "wrapper of an EAGLE-3-capable model"
+OTHER_WRAPPER = "wrapper of a model without EAGLE-3"
+PLAIN = "not a wrapper"
+DRAFT = "draft model (MTP/NextN head)"
+UNRESOLVED = "unresolved entry"
+KINDS = (WRAPPER, OTHER_WRAPPER, PLAIN, DRAFT, UNRESOLVED)
+VERDICTS = ("conforming", "lacking", "unresolved")
+
+
+def classify(res: Resolver, path: str, ref: ClassRef, members: list[str], draft_only: frozenset[str]) -> dict:
+    """One entry class: what it is (a wrapper of an EAGLE-3-capable model or not) and, for wrappers, whether it
+    satisfies the contract. Every entry gets a row; what cannot be decided says ``unresolved`` and why."""
+    row: dict[str, Any] = {"file": path, "entry": ref.name, "module": ref.module, "kind": "", "verdict": "",
+                           "reason": "", "inner": "", "inner_attr": "", "inner_options": [], "via": [],
+                           "status": {}, "missing": [], "unresolved_members": {}, "gaps": {}, "resolved_with": []}
+    if ref.external:
+        row.update(kind=UNRESOLVED, reason=f"EntryClass names {ref.qualname}, which is not defined in the release")
+        return row
+    row["resolved_with"] = res.external_sources(ref)
+    if ref.name in draft_only:
+        row.update(kind=DRAFT, reason="sglang's ModelConfig rewrites a draft model's architecture to this name")
+        return row
+    inner = res.inner(ref)
+    if inner is None:
+        row.update(kind=PLAIN, reason="holds no inner language model")
+        return row
+    capable = {c.qualname: res.capable(c) for c in inner.resolved}
+    row.update(inner=next(iter(capable), ""), inner_attr=inner.attr, via=inner.via,
+               inner_options=[{**o.to_dict(), "eagle3": capable.get(o.cls.qualname) if o.cls else None}
+                              for o in inner.options])
+    if not any(capable.values()):
+        if inner.unresolved:
+            reasons = sorted({o.reason for o in inner.unresolved})
+            row.update(kind=UNRESOLVED, reason=f"inner model self.{inner.attr} not resolved: {'; '.join(reasons)}")
+        else:
+            row.update(kind=OTHER_WRAPPER, reason="no inner option defines " + EAGLE3_HOOK)
+        return row
+    row["kind"] = WRAPPER
+    rep = res.report(ref, members)
+    row["status"] = {m: rep.members[m].status for m in members}
+    row["missing"] = [m for m in members if rep.members[m].status == "missing"]
+    row["unresolved_members"] = {m: rep.members[m].via for m in members if rep.members[m].status == "unresolved"}
+    row["gaps"] = {m: rep.members[m].gap for m in row["missing"]}
+    if row["missing"]:
+        row["verdict"] = "lacking"
+    elif row["unresolved_members"]:
+        row["verdict"] = "unresolved"
+        row["reason"] = "; ".join(f"{m}: {why}" for m, why in row["unresolved_members"].items())
+    else:
+        row["verdict"] = "conforming"
+    return row
+
+
 def conformance(src: SglangSource, members: Optional[list[str]] = None) -> dict[str, Any]:
-    """Every registered entry class that wraps an EAGLE-3-capable inner model: its status per contract member."""
+    """Every registered entry class, classified; wrappers of EAGLE-3-capable models checked per contract member.
+
+    ``counts`` add up: every entry is exactly one kind, every wrapper exactly one verdict. ``rows`` keeps the
+    wrappers (the matrix), ``lacking`` and ``unresolved`` the ones that need attention, with reasons.
+    """
     t0 = time.perf_counter()
     res = Resolver(src)
     con = Contract.of(src)
     members = members or con.required
-    rows = []
-    entries = res.index.entry_classes()
-    unresolved = sorted({ref.name for _, ref in entries if ref.external})
-    not_eagle3: list[str] = []
-    for path, ref in entries:
-        if ref.external:
-            continue
-        attr, inner = res.inner_model(ref)
-        if inner is None:
-            continue  # not a wrapper (or it builds its inner model in a way ``self.x = Cls(...)`` does not show)
-        if not res.has(inner, EAGLE3_HOOK):
-            not_eagle3.append(ref.name)
-            continue
-        rep = res.report(ref, members)
-        rows.append({
-            "file": path, "entry": ref.name, "inner": inner.qualname, "inner_attr": attr,
-            "status": {m: rep.members[m].status for m in members},
-            "missing": [m for m in members if rep.members[m].status == "missing"],
-        })
-    return {"sglang_version": src.version, "members": members, "rows": rows, "entry_classes": len(entries),
-            "wrappers_of_non_eagle3_models": sorted(set(not_eagle3)), "unresolved_entry_classes": unresolved,
+    draft_only = frozenset(release_facts(src).draft_only)
+    entries = [classify(res, path, ref, members, draft_only) for path, ref in res.index.entry_classes()]
+    kinds = Counter(e["kind"] for e in entries)
+    wrappers = [e for e in entries if e["kind"] == WRAPPER]
+    verdicts = Counter(e["verdict"] for e in wrappers)
+    counts = {"entry_classes": len(entries), **{k: kinds.get(k, 0) for k in KINDS},
+              **{f"wrappers {v}": verdicts.get(v, 0) for v in VERDICTS}}
+    if sum(kinds.values()) != len(entries) or sum(verdicts.values()) != len(wrappers):
+        raise AssertionError("an entry class fell out of the counts")  # a programming error
+    unresolved = [{"entry": e["entry"], "file": e["file"], "kind": e["kind"],
+                   "reason": e["reason"]} for e in entries if e["kind"] == UNRESOLVED or e["verdict"] == "unresolved"]
+    return {"sglang_version": src.version, "provenance": f"traced from sglang {src.version}'s source ({src.origin_label})",
+            "members": members, "every_module_has": con.every_module_has, "counts": counts,
+            "rows": wrappers, "lacking": [e for e in wrappers if e["verdict"] == "lacking"],
+            "unresolved": unresolved, "entries": entries,
+            "wrappers_of_non_eagle3_models": sorted({e["entry"] for e in entries if e["kind"] == OTHER_WRAPPER}),
+            "entry_classes": len(entries),
             "seconds": round(time.perf_counter() - t0, 3), "skipped": [asdict(s) for s in src.skipped]}
 
 

@@ -56,6 +56,13 @@ class SglangSource:
         prefix = under.rstrip("/") + "/" if under else ""
         return sorted(p for p in self._texts if p.startswith(prefix) and p.endswith(suffix))
 
+    @property
+    def origin_label(self) -> str:
+        """Where the text came from, without machine paths: the wheel's file name or "installed package"."""
+        if self.origin.endswith(".whl"):
+            return Path(self.origin).name
+        return "installed package" if Path(self.origin, "__init__.py").is_file() else self.origin
+
     def exists(self, path: str) -> bool:
         return path in self._texts
 

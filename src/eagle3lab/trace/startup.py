@@ -5,6 +5,12 @@ them), so this module walks sglang's own start-up code in statement order: the t
 constructor (following ``self.method()`` calls, ``super().__init__`` and graph-runner constructions), then the
 EAGLE draft workers' constructors. Branch tests are evaluated against a small profile (device, CUDA graphs on
 or off, EAGLE-3 on, target or draft runner); tests it cannot decide are taken both ways.
+
+Newer releases no longer call the capture hook from the runner's constructor: the scheduler builds the TP worker
+(which builds the runner) and then asks it to set up attention backends, which calls the hook. When the
+constructor walk reaches no target site, the walk starts again from the scheduler's constructor and also follows
+``self.<attr>.<method>()`` where ``self.<attr>`` is assigned one of the runtime's classes (or is a property
+annotated with one), and the construction of runtime workers.
 """
 
 from __future__ import annotations
@@ -41,6 +47,22 @@ class StartupProfile:
 class _Index:
     classes: dict[str, tuple[str, ast.ClassDef]] = field(default_factory=dict)
     functions: dict[str, tuple[str, ast.FunctionDef]] = field(default_factory=dict)
+    attr_types: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # (class, attr) -> runtime classes
+
+    def type_attributes(self) -> None:
+        """``self.x = Cls(...)`` and ``@property def x(self) -> Cls`` with ``Cls`` a runtime class."""
+        for name, (_, node) in self.classes.items():
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Assign) and len(sub.targets) == 1 and isinstance(sub.value, ast.Call):
+                    tgt, made = sub.targets[0], sub.value.func
+                    if (isinstance(tgt, ast.Attribute) and isinstance(tgt.value, ast.Name) and tgt.value.id == "self"
+                            and isinstance(made, ast.Name) and made.id in self.classes):
+                        self.attr_types.setdefault((name, tgt.attr.lstrip("_")), set()).add(made.id)
+            for stmt in node.body:
+                if (isinstance(stmt, ast.FunctionDef) and isinstance(stmt.returns, ast.Name)
+                        and stmt.returns.id in self.classes
+                        and any(ast.unparse(d) == "property" for d in stmt.decorator_list)):
+                    self.attr_types.setdefault((name, stmt.name), set()).add(stmt.returns.id)
 
     def method(
         self, cls: str, name: str, seen: Optional[set[str]] = None
@@ -97,6 +119,7 @@ class _Walker:
         self.certain: dict[tuple[str, int, str], bool] = {}
         self.visited: set[tuple[str, str, str]] = set()
         self.undecided = 0  # >0 while inside a branch whose test the profile cannot decide
+        self.follow_objects = False  # the scheduler-driven walk of newer releases (see the module docstring)
         self.open_branches: list[dict[str, Any]] = []  # those branches, outermost first
         self.depends_on: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
 
@@ -145,7 +168,8 @@ class _Walker:
         if not found or depth > 30:
             return
         path, owner, func = found
-        key = (owner, func.name, role)
+        # following typed attributes, the concrete class decides what ``self.<attr>`` is: key on it too
+        key = (f"{cls}:{owner}" if self.follow_objects else owner, func.name, role)
         if key in self.visited:
             return
         self.visited.add(key)
@@ -233,6 +257,27 @@ class _Walker:
         elif isinstance(func, ast.Name) and func.id in self.idx.classes and func.id.endswith("ModelRunner"):
             draft = any(k.arg == "is_draft_worker" and ast.unparse(k.value) == "True" for k in node.keywords)
             self.walk_method(func.id, "__init__", "draft" if draft else role, depth + 1)
+        elif not self.follow_objects:
+            return
+        elif isinstance(func, ast.Name) and func.id in self.idx.classes and func.id.endswith("Worker"):
+            self.walk_method(func.id, "__init__", role, depth + 1)
+        elif (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute)
+              and isinstance(func.value.value, ast.Name) and func.value.value.id == "self"):
+            attr = func.value.attr.lstrip("_")
+            owners = [c for c in self._mro_names(cls) if (c, attr) in self.idx.attr_types]
+            for target in sorted(self.idx.attr_types[(owners[0], attr)]) if owners else []:
+                self.walk_method(target, func.attr, "draft" if "draft" in attr else role, depth + 1)
+
+    def _mro_names(self, cls: str) -> list[str]:
+        """``cls`` and its bases by name (the index's single-namespace approximation)."""
+        out, stack = [], [cls]
+        while stack:
+            name = stack.pop(0)
+            if name in out or name not in self.idx.classes:
+                continue
+            out.append(name)
+            stack += [ast.unparse(b).rsplit(".", 1)[-1] for b in self.idx.classes[name][1].bases]
+        return out
 
 
 def _is_super(call: ast.Call) -> bool:
@@ -254,6 +299,12 @@ def startup_order(src: SglangSource, sites: list[Site], profile: StartupProfile)
     walker = _Walker(idx, profile, lines, flag_provenance(src))
     if "ModelRunner" in idx.classes:
         walker.walk_method("ModelRunner", "__init__", "target")
+    target_sites = {(s.file, s.line) for s in sites if s.role in ("target", "either")}
+    if "Scheduler" in idx.classes and not any((f, ln) in target_sites for f, ln, _ in walker.order):
+        idx.type_attributes()
+        walker.follow_objects = True
+        walker.walk_method("Scheduler", "__init__", "target")
+        walker.follow_objects = False
     phase_one = len(walker.order)
     workers = sorted(
         name

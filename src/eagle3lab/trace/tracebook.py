@@ -55,11 +55,38 @@ def contract_table(src: sources.SglangSource) -> list[dict]:
     return [s.to_dict() for s in contract.contract(contract.trace(src))]
 
 
-def layer_ids(src: sources.SglangSource, entry: str, depth: int, aux: list[int], tiny_depth: int,
-              tiny_aux: list[int]) -> list[dict]:
-    """Layer-id tables: the real depth under the gpu profile, the tiny model under the cpu profile."""
-    return [audit.layer_table(src, entry, depth, aux, StartupProfile.gpu()),
-            audit.layer_table(src, entry, tiny_depth, tiny_aux, StartupProfile.cpu())]
+# The GPU deployment whose drafter a cpu-profile run traces next to its own (the incident's).
+GPU_DEPLOYMENT = "blackwell-8x"
+CPU_DEPLOYMENT = "cpu"
+
+
+def layer_setups(profile: Any) -> list[Any]:
+    """Depth and aux ids for each start-up path, read from the drafters' own configs (``deployment.layer_setup``):
+    the GPU path from this run's profile if it runs on CUDA, else from the incident's deployment; the CPU path
+    from this run's profile if it runs on CPU, else from the cpu profile. A deployment whose checkpoints are not
+    on disk gives a 'not fetched' setup, never a typed-in number."""
+    from eagle3lab.runtime.deployment import layer_setup
+    from eagle3lab.runtime.profiles import load_profile
+
+    gpu = profile if profile.device == "cuda" else load_profile(GPU_DEPLOYMENT)
+    cpu = profile if profile.device == "cpu" else load_profile(CPU_DEPLOYMENT)
+    return [layer_setup(gpu), layer_setup(cpu)]
+
+
+def layer_ids(src: sources.SglangSource, entry: str, setups: list[Any]) -> list[dict]:
+    """One layer-id table per start-up path ('gpu', 'cpu'), each from its deployment's drafter config."""
+    tables = []
+    for setup in setups:
+        origin = {"deployment": setup.deployment, "status": setup.status, "drafter_config": setup.draft_config,
+                  "fix": setup.fix}
+        if not setup.usable:
+            tables.append({"profile": setup.startup, "depth": None, "aux_layer_ids": None, "rows": [],
+                           "eager_forwards_capture": None, "cuda_graph_forwards_capture": None, "conflict": False,
+                           **origin})
+            continue
+        startup = StartupProfile(setup.startup, setup.device, cuda_graphs=setup.cuda_graphs)
+        tables.append({**audit.layer_table(src, entry, setup.depth, setup.aux_layer_ids, startup), **origin})
+    return tables
 
 
 def verdict_text(verdict: dict[str, Any]) -> str:
@@ -92,17 +119,26 @@ def verdict_text(verdict: dict[str, Any]) -> str:
 
 
 def layer_rows(tables: list[dict]) -> list[dict]:
-    """All layer-id rows of all profiles, one table, in start-up order per profile."""
-    return [{"profile": t["profile"], "depth": t["depth"], "drafter ids": t["aux_layer_ids"], **row}
-            for t in tables for row in t["rows"]]
+    """All layer-id rows of all profiles, one table, in start-up order per profile; a deployment whose drafter
+    is not on disk is one row saying so."""
+    rows = []
+    for t in tables:
+        head = {"profile": t["profile"], "deployment": t.get("deployment"), "depth": t["depth"],
+                "drafter ids": t["aux_layer_ids"]}
+        if t.get("status") == "not fetched":
+            rows.append({**head, "where": f"not fetched: {t.get('fix')}"})
+        rows += [{**head, **row} for row in t["rows"]]
+    return rows
 
 
 def layer_text(tables: list[dict]) -> str:
     """Which forwards see which captured layers, per profile."""
     return "\n".join(
-        f"{t['profile']} (depth {t['depth']}, drafter ids {t['aux_layer_ids']}): eager forwards capture "
-        f"{t['eager_forwards_capture']}; CUDA-graph forwards capture {t['cuda_graph_forwards_capture']}; "
-        f"disagree: {t['conflict']}"
+        f"{t['profile']} ({t.get('deployment')}): drafter config not fetched, no claim; {t.get('fix')}"
+        if t.get("status") == "not fetched" else
+        f"{t['profile']} ({t.get('deployment')}, depth {t['depth']}, drafter ids {t['aux_layer_ids']}): eager "
+        f"forwards capture {t['eager_forwards_capture']}; CUDA-graph forwards capture "
+        f"{t['cuda_graph_forwards_capture']}; disagree: {t['conflict']}"
         for t in tables
     )
 
@@ -122,3 +158,34 @@ def figures(conf_here: dict, conf_newest: Optional[dict], bis: dict) -> list[Pat
     paths = [plots_trace.conformance_matrix(c, out / f"02_matrix_{c['sglang_version']}.png") for c in confs]
     paths.append(plots_trace.bisect_timeline(bis, out / "02_bisect_timeline.png"))
     return paths
+
+
+def audit_summary(conf: dict[str, Any]) -> str:
+    """The audit's counts in one sentence, every number computed from the conformance result."""
+    c = conf["counts"]
+    return (f"sglang {conf['sglang_version']} [traced]: {c['entry_classes']} registered entry classes; "
+            f"{c[audit.WRAPPER]} wrap an EAGLE-3-capable model ({c['wrappers conforming']} conforming, "
+            f"{c['wrappers lacking']} lacking, {c['wrappers unresolved']} unresolved); "
+            f"{c[audit.OTHER_WRAPPER]} wrap a model without EAGLE-3; {c[audit.PLAIN]} are not wrappers; "
+            f"{c[audit.DRAFT]} are draft heads; {c[audit.UNRESOLVED]} could not be resolved. Contract members: "
+            f"{', '.join(conf['members'])} (left out, every nn.Module has them: "
+            f"{', '.join(conf['every_module_has']) or 'none'}). Audited in {conf['seconds']} s [measured].")
+
+
+def count_rows(conf: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per kind and per wrapper verdict, with the counts that add up to the entry classes."""
+    c = conf["counts"]
+    rows = [{"release": conf["sglang_version"], "group": kind, "count": c[kind]} for kind in audit.KINDS]
+    rows += [{"release": conf["sglang_version"], "group": f"  of which {v}", "count": c[f"wrappers {v}"]}
+             for v in audit.VERDICTS]
+    rows.append({"release": conf["sglang_version"], "group": "entry classes (total)", "count": c["entry_classes"]})
+    return rows
+
+
+def lacking_rows(conf: dict[str, Any]) -> list[dict[str, Any]]:
+    """Wrappers that lack part of the contract: what they hold, through what, and what is missing."""
+    return [{"entry": r["entry"], "file": r["file"], "inner": f"self.{r['inner_attr']}",
+             "inner classes": ", ".join(f"{(o['class'] or '?').rsplit('.', 1)[-1]}{'' if o['eagle3'] else ' (no EAGLE-3)'}"
+                                        for o in r["inner_options"]),
+             "via": " / ".join(r["via"]), "missing": r["missing"], "gaps": sorted(set(r["gaps"].values()))}
+            for r in conf["lacking"]]

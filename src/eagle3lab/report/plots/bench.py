@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from eagle3lab.atomic import save_figure_atomic  # noqa: E402
 from eagle3lab.bench.sweep import ARM_NOT_RUNNABLE, ArmResult, BenchReport  # noqa: E402
 from eagle3lab.paths import repo_dir  # noqa: E402
 
@@ -183,7 +184,7 @@ def draw_bench_figures(report: BenchReport, out_dir: Path | None = None) -> dict
     for kind, draw in FIGURES.items():
         fig = draw(report)
         paths[kind].parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(paths[kind], dpi=110)
+        save_figure_atomic(fig, paths[kind], dpi=110)
         plt.close(fig)
     return paths
 

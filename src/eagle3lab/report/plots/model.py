@@ -1,8 +1,9 @@
 """Report figures from the cost model, with measured points overlaid and the incident's reported numbers apart.
 
-Three kinds of number meet here and must never be confused: *predicted* (lines, from ``perfmodel``),
-*measured here* (filled markers, from a benchmark sidecar) and *reported by the engineer* (hollow markers,
-from ``incident``). Every figure says which is which in its legend.
+Three kinds of number meet here and must never be confused: *predicted* (lines, from the cost model),
+*measured here* (filled markers, from a benchmark sidecar, through the bench's own metrics) and *reported*
+(hollow markers: the engineer's numbers, or published measurements in the validation figure). Every figure says
+which is which in its legend.
 """
 
 from __future__ import annotations
@@ -18,27 +19,31 @@ matplotlib.use("Agg")  # figures are files; never ask for a display
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from eagle3lab.report import incident  # noqa: E402
+from eagle3lab.atomic import save_figure_atomic  # noqa: E402
 from eagle3lab.errors import PerfModelError  # noqa: E402
 from eagle3lab.paths import repo_dir  # noqa: E402
+from eagle3lab.report import incident  # noqa: E402
 from eagle3lab.report.perfmodel import (  # noqa: E402
-    DraftModelConfig,
-    Hardware,
-    MoEModelConfig,
-    SpecConfig,
-    StepCost,
-    baseline_tok_s,
+    COMPONENTS,
+    Deployment,
+    PassCost,
+    SpeculativeFlags,
     break_even_accept_length,
+    max_accept_length,
+    plain_step,
+    plain_tok_s,
     spec_tok_s,
     speedup,
-    target_forward,
+    verify_tokens,
 )
 
-COMPONENTS = ("weights", "kv_cache", "compute_excess", "all_reduce", "overhead")
-COMPONENT_LABELS = {"weights": "weights read", "kv_cache": "KV cache read", "compute_excess": "compute beyond memory",
-                    "all_reduce": "all-reduces", "overhead": "fixed overhead"}
-COMPONENT_COLORS = {"weights": "#4c72b0", "kv_cache": "#64b5cd", "compute_excess": "#8172b2",
-                    "all_reduce": "#dd8452", "overhead": "#937860"}
+COMPONENT_LABELS = {"weights": "weights read", "gemm_compute": "GEMM compute beyond weights",
+                    "kv_cache": "KV cache read", "attention_compute": "attention compute beyond KV",
+                    "activations": "activations", "all_reduce": "all-reduces", "sampling": "logits and sampling",
+                    "launch": "kernel launches (fixed)"}
+COMPONENT_COLORS = {"weights": "#4c72b0", "gemm_compute": "#8172b2", "kv_cache": "#64b5cd",
+                    "attention_compute": "#2a9d8f", "activations": "#b3b3b3", "all_reduce": "#dd8452",
+                    "sampling": "#c44e52", "launch": "#937860"}
 REPORTED_STYLE = dict(marker="o", markersize=11, markerfacecolor="none", markeredgewidth=2, linestyle="none",
                       color="crimson")
 MEASURED_STYLE = dict(marker="s", markersize=7, linestyle="none", color="black")
@@ -67,29 +72,33 @@ def slug(text: str) -> str:
 
 
 def save_figure(fig: Figure, name: str, out_dir: Optional[Path] = None) -> Path:
-    """Write ``<name>.png`` into ``figures/`` (or out_dir) and release the figure."""
+    """Write ``<name>.png`` into ``figures/`` (or out_dir) atomically and release the figure."""
     path = (out_dir or repo_dir("figures")) / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    try:
+        return save_figure_atomic(fig, path, dpi=110)
+    finally:
+        plt.close(fig)
 
 
 # ------------------------------------------------------------------------------------------ step breakdown
-def breakdown_cases(m: MoEModelConfig, hardware: Sequence[Hardware], spec: SpecConfig, context_len: float,
-                    batches: Sequence[int] = (1, 48)) -> list[tuple[str, StepCost]]:
-    """Per preset: a plain step and a verify step (num_draft_tokens per request) at each batch size."""
+def breakdown_cases(deployments: Sequence[Deployment], spec: SpeculativeFlags,
+                    batches: Sequence[int] = (1, 48)) -> list[tuple[str, PassCost]]:
+    """Per deployment: a plain step and a verify pass (num_draft_tokens per request) at each batch size."""
+    from eagle3lab.report.costmodel.forward import Pass, forward_cost
+
     cases = []
-    for hw in hardware:
+    for dep in deployments:
         for batch in batches:
-            cases.append((f"{hw.name}\nplain, {batch} req", target_forward(m, hw, batch, context_len)))
-            cases.append((f"{hw.name}\nverify {spec.num_draft_tokens} tok, {batch} req",
-                          target_forward(m, hw, batch, context_len, tokens_per_request=spec.num_draft_tokens)))
+            cases.append((f"{dep.hardware.name} x{dep.tp}\nplain, {batch} req", plain_step(dep, batch).target))
+            d = verify_tokens(spec)
+            cases.append((f"{dep.hardware.name} x{dep.tp}\nverify {d} tok, {batch} req",
+                          forward_cost(dep.target, dep.hardware, dep.tp, dep.engine, Pass(batch, d, dep.context, d))))
     return cases
 
 
-def draw_step_breakdown(cases: Sequence[tuple[str, StepCost]], title: str = "Predicted decode step time") -> Figure:
-    """Stacked horizontal bars: where each forward's time goes (predicted)."""
+def draw_step_breakdown(cases: Sequence[tuple[str, PassCost]], title: str = "Predicted decode pass time") -> Figure:
+    """Stacked horizontal bars: where each forward pass's time goes (predicted)."""
     if not cases:
         raise PerfModelError("step breakdown: no cases to draw")
     fig, ax = plt.subplots(figsize=(9, 0.55 * len(cases) + 1.8))
@@ -105,7 +114,7 @@ def draw_step_breakdown(cases: Sequence[tuple[str, StepCost]], title: str = "Pre
         ax.text(total, y, f" {total:.1f} ms", va="center", fontsize=7)
     ax.invert_yaxis()
     ax.tick_params(axis="y", labelsize=7)
-    ax.set_xlabel("ms per forward, one GPU (predicted by the cost model)")
+    ax.set_xlabel("ms per forward pass, one GPU (predicted by the cost model)")
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(axis="x", alpha=0.3)
@@ -114,21 +123,20 @@ def draw_step_breakdown(cases: Sequence[tuple[str, StepCost]], title: str = "Pre
 
 
 # ------------------------------------------------------------------------------------------------- speedup
-def draw_speedup(m: MoEModelConfig, d: DraftModelConfig, hw: Hardware, spec: SpecConfig, context_len: float,
-                 batches: Sequence[int] = (1, 8, 48), accept_taus: Sequence[float] = (2.0, 3.0, 4.0),
-                 max_batch: int = 256, spec_max_batch: Optional[int] = None,
-                 measured: Sequence[MeasuredPoint] = ()) -> Figure:
+def draw_speedup(dep: Deployment, spec: SpeculativeFlags, batches: Sequence[int] = (1, 8, 48),
+                 accept_taus: Sequence[float] = (2.0, 3.0, 4.0), max_batch: int = 256,
+                 spec_max_batch: Optional[int] = None, measured: Sequence[MeasuredPoint] = ()) -> Figure:
     """Left: predicted speedup vs acceptance length per batch size, each line's break-even marked.
     Right: predicted speedup vs concurrency per acceptance length, EAGLE-3 capped at its request limit.
-    Speedup 1 is the break-even line.
     Measured speedups (both arms at one batch) are overlaid as filled squares."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.3))
-    taus = [1.0 + i * (spec.max_accept_length - 1.0) / 60 for i in range(61)]
+    top = max_accept_length(spec)
+    taus = [1.0 + i * (top - 1.0) / 60 for i in range(61)]
     for batch in batches:
-        line, = left.plot(taus, [speedup(m, d, hw, spec, batch, context_len, t) for t in taus],
+        line, = left.plot(taus, [speedup(dep, spec, batch, t) for t in taus],
                           label=f"{batch} request{'s' if batch > 1 else ''} (predicted)")
-        tau_be = break_even_accept_length(m, d, hw, spec, batch, context_len)
-        if tau_be <= spec.max_accept_length:
+        tau_be = break_even_accept_length(dep, spec, batch)
+        if tau_be <= top:
             left.plot([tau_be], [1.0], marker="v", color=line.get_color(), linestyle="none",
                       label=f"break-even {tau_be:.2f} at {batch}")
     left.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="speedup 1 (break-even)")
@@ -138,8 +146,8 @@ def draw_speedup(m: MoEModelConfig, d: DraftModelConfig, hw: Hardware, spec: Spe
     batch_axis = sorted(b for b in candidates if b <= max_batch)
     cap = spec_max_batch or max_batch
     for tau in accept_taus:  # beyond the request limit EAGLE-3 runs only `cap` requests; the rest queue
-        right.plot(batch_axis, [spec_tok_s(m, d, hw, spec, min(b, cap), context_len, tau)
-                                / baseline_tok_s(m, hw, b, context_len) for b in batch_axis],
+        tau = min(tau, top)
+        right.plot(batch_axis, [spec_tok_s(dep, spec, min(b, cap), tau) / plain_tok_s(dep, b) for b in batch_axis],
                    label=f"acceptance {tau:g} (predicted)")
     right.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="speedup 1 (break-even)")
     if spec_max_batch:
@@ -157,16 +165,16 @@ def draw_speedup(m: MoEModelConfig, d: DraftModelConfig, hw: Hardware, spec: Spe
     for ax in (left, right):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle(f"Predicted EAGLE-3 speedup, {m.name} on {hw.name}, "
-                 f"{spec.num_steps} draft steps, context {context_len:g}", fontsize=10)
+    fig.suptitle(f"Predicted EAGLE-3 speedup, {dep.target.name} on {dep.tp}x {dep.hardware.name}, "
+                 f"{spec.num_steps} steps, topk {spec.eagle_topk}, context {dep.context:g}", fontsize=10)
     fig.tight_layout()
     return fig
 
 
 # ---------------------------------------------------------------------------------------------- throughput
-def draw_throughput(m: MoEModelConfig, d: DraftModelConfig, hw: Hardware, spec: SpecConfig, context_len: float,
-                    max_batch: int, spec_max_batch: int, accept_taus: Sequence[float] = (2.0, 3.0, 4.0),
-                    measured: Sequence[MeasuredPoint] = (), show_reported: bool = False) -> Figure:
+def draw_throughput(dep: Deployment, spec: SpeculativeFlags, max_batch: int, spec_max_batch: int,
+                    accept_taus: Sequence[float] = (2.0, 3.0, 4.0), measured: Sequence[MeasuredPoint] = (),
+                    show_reported: bool = False) -> Figure:
     """Output tok/s vs running requests: plain decoding up to its KV limit, EAGLE-3 up to its request limit
     (flat beyond: more clients only queue). Measured points filled; the incident's reported numbers hollow."""
     if max_batch < 1 or spec_max_batch < 1:
@@ -174,10 +182,11 @@ def draw_throughput(m: MoEModelConfig, d: DraftModelConfig, hw: Hardware, spec: 
     fig, ax = plt.subplots(figsize=(8, 4.8))
     grid = sorted({max(1, round(2 ** (i / 4))) for i in range(0, 4 * max(1, max_batch.bit_length()) + 1)} | {max_batch})
     grid = [b for b in grid if b <= max_batch]
-    ax.plot(grid, [baseline_tok_s(m, hw, b, context_len) for b in grid], color="black",
+    ax.plot(grid, [plain_tok_s(dep, b) for b in grid], color="black",
             label=f"plain decoding (predicted, up to {max_batch} requests)")
     for tau in accept_taus:
-        rates = [spec_tok_s(m, d, hw, spec, min(b, spec_max_batch), context_len, tau) for b in grid]
+        tau = min(tau, max_accept_length(spec))
+        rates = [spec_tok_s(dep, spec, min(b, spec_max_batch), tau) for b in grid]
         ax.plot(grid, rates, linestyle="--", label=f"EAGLE-3, acceptance {tau:g} (predicted; capped at "
                                                    f"{spec_max_batch})")
     for arm, marker in (("baseline", "s"), ("eagle3", "D")):
@@ -194,11 +203,65 @@ def draw_throughput(m: MoEModelConfig, d: DraftModelConfig, hw: Hardware, spec: 
     ax.set_xscale("log", base=2)
     ax.set_xlabel("running requests (concurrency)")
     ax.set_ylabel("output tokens/s")
-    ax.set_title(f"{m.name} on {hw.name}, context {context_len:g} tokens", fontsize=10)
+    ax.set_title(f"{dep.target.name} on {dep.tp}x {dep.hardware.name}, context {dep.context:g} tokens", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     return fig
+
+
+# ---------------------------------------------------------------------------------------------- validation
+def draw_validation(results) -> Figure:
+    """Left: every predicted point against its published value (the diagonal is a perfect prediction, the band
+    +-15%). Then one panel per source: published speedups (hollow) and the model's predictions (lines) per series,
+    the single-stream point each series was calibrated on filled. Panel titles carry the computed MAPE."""
+    if not results:
+        raise PerfModelError("validation figure: no results")
+    fig, axes = plt.subplots(1, len(results) + 1, figsize=(5.2 * (len(results) + 1), 4.8), squeeze=False)
+    parity, panels = axes[0][0], axes[0][1:]
+    lo, hi = 0.4, 2.6
+    parity.plot([lo, hi], [lo, hi], color="grey", linewidth=1)
+    parity.fill_between([lo, hi], [lo * 0.85, hi * 0.85], [lo * 1.15, hi * 1.15], color="grey", alpha=0.15,
+                        label="within 15%")
+    for src in results:
+        pts = src.predicted_points
+        parity.plot([p.published_speedup for p in pts], [p.predicted_speedup for p in pts], marker="o",
+                    linestyle="none", markersize=4, label=f"{src.source} (MAPE {src.mape_pct:.1f}%)")
+    parity.set_xlim(lo, hi)
+    parity.set_ylim(lo, hi)
+    parity.set_xlabel("published speedup")
+    parity.set_ylabel("predicted speedup")
+    parity.set_title("predicted points only (calibration points left out)", fontsize=9)
+    parity.grid(alpha=0.3)
+    parity.legend(fontsize=7, loc="upper left")
+    for ax, src in zip(panels, results):
+        for s in src.series:
+            xs = [p.batch for p in s.points]
+            line, = ax.plot(xs, [p.predicted_speedup for p in s.points], linewidth=1)
+            ax.plot(xs, [p.published_speedup for p in s.points], marker="o", markerfacecolor="none",
+                    linestyle="none", color=line.get_color(), label=s.series)
+            fitted = [p for p in s.points if p.role == "calibration"]
+            ax.plot([p.batch for p in fitted], [p.published_speedup for p in fitted], marker="o", linestyle="none",
+                    color=line.get_color())
+        ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("batch size (concurrent requests)")
+        ax.set_ylabel("speedup (EAGLE / plain tok/s)")
+        ax.set_title(f"{src.source}: MAPE {src.mape_pct:.1f}% over {len(src.predicted_points)} predicted points, "
+                     f"trends {src.trends_right}/{len(src.series)}", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=5, ncol=2, loc="lower left")
+    fig.suptitle("Cost model vs published speedup measurements (hollow = published, line = predicted, filled = "
+                 "the single-stream point a series was calibrated on)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def validation_figure(out_dir: Optional[Path] = None) -> Path:
+    """The validation figure as a PNG (``figures/model_validation.png``)."""
+    from eagle3lab.report.perfmodel import validate
+
+    return save_figure(draw_validation(validate()), "model_validation", out_dir)
 
 
 # ---------------------------------------------------------------------------------------- from bench sidecars
@@ -206,8 +269,8 @@ def measured_points_from_bench(report, rate: str = "output") -> list[MeasuredPoi
     """Measured points of a ``bench.BenchReport``: the baseline arm and the headline EAGLE-3 arm (by their
     ``kind``; the EAGLE-3 experiments -- control drafter, shifted layers -- are not the comparison the model makes).
 
-    rate 'output': output tok/s as a client saw it (prefill and TTFT included). rate 'decode': concurrency /
-    mean TPOT, the decode-only rate the cost model predicts.
+    rate 'output': output tok/s as a client saw it (prefill and TTFT included). rate 'decode': the bench's
+    decode-only rate (``PointMetrics.decode_tok_per_s``), the rate the cost model predicts.
     """
     if rate not in ("output", "decode"):
         raise PerfModelError(f"measured points: rate must be 'output' or 'decode', got {rate!r}")
@@ -221,24 +284,22 @@ def measured_points_from_bench(report, rate: str = "output") -> list[MeasuredPoi
         kind = arm.kind
         for point in arm.measured_points():
             metrics = point.metrics
-            value = metrics.output_tok_per_s
-            if rate == "decode":
-                if not metrics.tpot_s.mean:
-                    continue
-                value = point.concurrency / metrics.tpot_s.mean
+            value = metrics.output_tok_per_s if rate == "output" else metrics.decode_tok_per_s
+            if value is None:
+                continue
             points.append(MeasuredPoint(point.concurrency, value, kind, metrics.accept_length, label))
     return points
 
 
 def single_stream_step_s(report) -> Optional[float]:
-    """Mean time per output token of the baseline at concurrency 1 (TPOT): the step time the cost model's
-    fixed overhead is calibrated on. None if that point was not measured."""
+    """The baseline's decode step at concurrency 1 (the bench's ``decode_step_s``, i.e. mean TPOT): what the cost
+    model's fixed overhead is calibrated on. None if that point was not measured."""
     for arm in report.arms:
         if arm.speculative:
             continue
         for point in arm.measured_points():
-            if point.concurrency == 1 and point.metrics.tpot_s.mean:
-                return float(point.metrics.tpot_s.mean)
+            if point.concurrency == 1 and point.metrics.decode_step_s:
+                return float(point.metrics.decode_step_s)
     return None
 
 
@@ -250,35 +311,33 @@ def incident_figures(out_dir: Optional[Path] = None, context_len: Optional[float
     ``measured`` points belong on this deployment only (a gpu-profile run); cpu-profile points go to
     ``cpu_profile_figures``, which draws them against the tiny model on this machine.
     """
-    from eagle3lab.report.presets import (INCIDENT_CONTEXT_LEN, incident_hardware, incident_spec, kimi_k25,
-                                       kimi_k25_eagle3_drafter, predict_incident)
+    from eagle3lab.report.presets import INCIDENT_CONTEXT_LEN, incident_deployment, incident_spec, predict_incident
 
     ctx = context_len or INCIDENT_CONTEXT_LEN
-    m, d, spec = kimi_k25(), kimi_k25_eagle3_drafter(), incident_spec()
-    pcie, nvlink = incident_hardware(ctx)
+    spec = incident_spec()
+    pcie, nvlink = incident_deployment("rtx-pro-6000-blackwell", ctx), incident_deployment("h200", ctx)
     pred = predict_incident(ctx)[0]
     return {
         "step_breakdown": save_figure(draw_step_breakdown(
-            breakdown_cases(m, [pcie, nvlink], spec, ctx),
-            f"Predicted decode step time, {m.name}, context {ctx:g} (overhead calibrated on the reported 63.6 tok/s)"),
-            "report_step_breakdown", out_dir),
-        "speedup": save_figure(draw_speedup(m, d, pcie, spec, ctx, max_batch=pred.baseline_max_batch,
+            breakdown_cases([pcie, nvlink], spec),
+            f"Predicted decode pass time, {pcie.target.name}, context {ctx:g} (fixed overhead calibrated on the "
+            f"reported {incident.SINGLE_STREAM.value:g} tok/s)"), "report_step_breakdown", out_dir),
+        "speedup": save_figure(draw_speedup(pcie, spec, max_batch=pred.baseline_max_batch,
                                             spec_max_batch=pred.spec_max_batch, measured=measured),
-                               f"report_speedup_{slug(pcie.name)}", out_dir),
-        "throughput": save_figure(draw_throughput(m, d, pcie, spec, ctx, pred.baseline_max_batch, pred.spec_max_batch,
+                               f"report_speedup_{slug(pcie.hardware.name)}", out_dir),
+        "throughput": save_figure(draw_throughput(pcie, spec, pred.baseline_max_batch, pred.spec_max_batch,
                                                   measured=measured, show_reported=True),
-                                  f"report_throughput_{slug(pcie.name)}", out_dir),
+                                  f"report_throughput_{slug(pcie.hardware.name)}", out_dir),
     }
 
 
 def cpu_profile_figures(report, out_dir: Optional[Path] = None,
                         mem_bandwidth: Optional[float] = None) -> dict[str, Path]:
-    """The cpu profile's measured baseline against the cost model calibrated on it (tiny model, this machine).
-
-    EAGLE-3 cannot run on CPU in sglang 0.5.9, so only plain decoding is predicted here; the figure shows how
-    much of a CPU step is fixed overhead, which is why the cpu profile says nothing about GPU speedups.
-    """
-    from eagle3lab.report.presets import cpu_preset, incident_spec, kimi_k25_eagle3_drafter, tiny_kimi
+    """The cpu profile's measured baseline against the cost model calibrated on it (tiny model, this machine)."""
+    from eagle3lab.report.perfmodel import calibrate_baseline
+    from eagle3lab.report.costmodel.arch import eagle3_drafter
+    from eagle3lab.report.costmodel.engine import sglang_engine
+    from eagle3lab.report.presets import cpu_hardware, speculative_flags, tiny_kimi
 
     step = single_stream_step_s(report)
     if step is None:
@@ -286,16 +345,17 @@ def cpu_profile_figures(report, out_dir: Optional[Path] = None,
                              "concurrency 1; include 1 in bench_concurrency")
     sweep = next((a.sweep for a in report.arms if a.sweep), None) or {}
     ctx = float(sweep.get("input_len", 32)) + float(sweep.get("output_len", 32)) / 2
-    m = tiny_kimi()
-    hw = cpu_preset(step, ctx, m, mem_bandwidth, f"profile {report.profile}, {report.date}")
+    target = tiny_kimi()
+    dep = Deployment(target, eagle3_drafter(target), cpu_hardware(mem_bandwidth), 1, sglang_engine(), ctx)
+    dep = calibrate_baseline(dep, 1.0 / step, f"profile {report.profile}, {report.date}")
     measured = [p for p in measured_points_from_bench(report, rate="decode") if p.arm == "baseline"]
     top = max([p.batch for p in measured] + [1])
+    spec = speculative_flags(3, 1, 4)
     return {
         "step_breakdown": save_figure(draw_step_breakdown(
-            [(f"{hw.name}\nplain, {b} req", target_forward(m, hw, b, ctx)) for b in sorted({1, top})],
-            f"{m.name}: predicted step time, overhead calibrated on the measured {step * 1e3:.1f} ms"),
+            [(f"{dep.hardware.name}\nplain, {b} req", plain_step(dep, b).target) for b in sorted({1, top})],
+            f"{target.name}: predicted step time, overhead calibrated on the measured {step * 1e3:.1f} ms"),
             f"report_step_breakdown_{slug(report.profile)}", out_dir),
-        "throughput": save_figure(draw_throughput(m, kimi_k25_eagle3_drafter(), hw, incident_spec(), ctx, top, top,
-                                                  accept_taus=(), measured=measured),
+        "throughput": save_figure(draw_throughput(dep, spec, top, top, accept_taus=(), measured=measured),
                                   f"report_throughput_{slug(report.profile)}", out_dir),
     }

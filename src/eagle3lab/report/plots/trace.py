@@ -10,6 +10,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from eagle3lab.atomic import save_figure_atomic  # noqa: E402
+
 _COLORS = {"provided": "#4c9a2a", "inherited": "#7fbf5f", "delegated": "#2a6f9a", "proxied": "#8fb8d8",
            "unresolved": "#b59b3b", "missing": "#c0392b", "not required": "#f2f2f2"}
 
@@ -22,7 +24,7 @@ def conformance_matrix(conf: dict[str, Any], path: Path) -> Path:
         ax.axis("off")
         ax.text(0.5, 0.5, f"sglang {conf['sglang_version']}: no wrapper of an EAGLE-3-capable model, or no contract",
                 ha="center", va="center", fontsize=9)
-        fig.savefig(path, dpi=110)
+        save_figure_atomic(fig, path, dpi=110)
         plt.close(fig)
         return path
     fig, ax = plt.subplots(figsize=(2.2 + 1.8 * len(members), 0.8 + 0.28 * max(len(rows), 1)))
@@ -39,7 +41,7 @@ def conformance_matrix(conf: dict[str, Any], path: Path) -> Path:
     ax.xaxis.tick_top()
     ax.set_title(f"EAGLE-3 contract of wrapper models, sglang {conf['sglang_version']}", fontsize=9, pad=24)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure_atomic(fig, path, dpi=110)
     plt.close(fig)
     return path
 
@@ -70,6 +72,6 @@ def bisect_timeline(bis: dict[str, Any], path: Path) -> Path:
     )
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure_atomic(fig, path, dpi=110)
     plt.close(fig)
     return path

@@ -4,6 +4,8 @@
 config.json, tokenizer files and a seeded random-valued safetensors checkpoint in the real Hugging Face naming.
 The cache key hashes every input (both config dicts, seed, vocabulary, generator version, and the sglang and
 transformers versions whose classes define the tensor names), so changing any of them builds a new model.
+The manifest records the sha256 of every file built; each use of the cache checks them, so a truncated or edited
+file is reported (with ``setup --rebuild`` as the fix) instead of being loaded as "(cached)".
 """
 
 from __future__ import annotations
@@ -101,6 +103,58 @@ def _read_manifest(root: Path) -> dict[str, Any] | None:
         return None
 
 
+REBUILD_HINT = "rebuild it with: python -m eagle3lab setup --rebuild"
+
+
+def _file_hashes(root: Path) -> dict[str, str]:
+    """sha256 of every file of both models, by path relative to the pair's folder."""
+    out = {}
+    for part in ("target", "draft"):
+        for path in sorted((root / part).rglob("*")):
+            if path.is_file():
+                out[path.relative_to(root).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    """Why a safetensors file is not whole (its header's tensor extents must end exactly at the file's end)."""
+    try:
+        with open(path, "rb") as handle:
+            size_bytes = handle.read(8)
+            header_len = int.from_bytes(size_bytes, "little") if len(size_bytes) == 8 else -1
+            header = json.loads(handle.read(header_len)) if 0 < header_len < (100 << 20) else None
+    except (OSError, ValueError):
+        header = None
+    if not isinstance(header, dict):
+        return "has no readable safetensors header"
+    end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
+    actual = path.stat().st_size
+    return None if actual == 8 + header_len + end else f"is {actual} bytes, its header says {8 + header_len + end}"
+
+
+def verify_cache(root: Path, manifest: dict[str, Any]) -> None:
+    """Every file the manifest lists is there with its checksum; a cache from before checksums were recorded
+    gets a structural check of its checkpoints, then its checksums recorded. Raises TinyModelError."""
+    recorded = manifest.get("files")
+    if recorded is None:
+        for path in sorted(root.glob("*/*.safetensors")):
+            problem = _safetensors_problem(path)
+            if problem:
+                raise TinyModelError(f"tiny model cache {root} is damaged: {path.relative_to(root)} {problem}; "
+                                     f"{REBUILD_HINT}")
+        from eagle3lab.atomic import write_json_atomic
+
+        write_json_atomic(root / MANIFEST, {**manifest, "files": _file_hashes(root)})
+        return
+    actual = _file_hashes(root)
+    for rel, digest in recorded.items():
+        if rel not in actual:
+            raise TinyModelError(f"tiny model cache {root} is damaged: {rel} is missing; {REBUILD_HINT}")
+        if actual[rel] != digest:
+            raise TinyModelError(f"tiny model cache {root} is damaged: {rel} does not match the checksum recorded "
+                                 f"when it was built; {REBUILD_HINT}")
+
+
 def build_tiny_models(cache_root: Path | None = None, seed: int = 0, num_layers: int = 4,
                       force: bool = False) -> TinyModels:
     """Return the tiny target + drafter for these inputs, building them into the cache if they are not there.
@@ -124,14 +178,16 @@ def build_tiny_models(cache_root: Path | None = None, seed: int = 0, num_layers:
                      for offset, part in enumerate(("target", "draft"))}
             build_seconds = round(time.perf_counter() - started, 2)
             manifest = {"cache_key": key, "inputs": inputs, "checkpoint_bytes": sizes, "build_seconds": build_seconds,
-                        "tensors": {part: len(specs[part]) for part in specs}}
+                        "tensors": {part: len(specs[part]) for part in specs}, "files": _file_hashes(staging)}
             (staging / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
             if root.exists():
                 shutil.rmtree(root)
             staging.rename(root)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    origin = f"built in {build_seconds:.1f} s" if build_seconds is not None else "cached"
+    else:
+        verify_cache(root, manifest)
+    origin = f"built in {build_seconds:.1f} s" if build_seconds is not None else "cached, checksums verified"
     print(f"tiny models: cache key {key} ({origin}) at {root}")
     return TinyModels(
         target_dir=root / "target",

@@ -1,0 +1,246 @@
+"""Where a patch keeps the originals it replaced, who holds them, and the lock every patcher shares.
+
+Why: while a patch is applied, its originals and their sha256 sit in a backup folder under the per-user cache
+with a manifest naming the process that applied it. If that process dies (SIGKILL, a power cut), the next
+command finds a manifest whose holder is gone -- a stale backup -- and says how to restore. The lock does not
+live in the cache: it is a file next to the sglang package it protects, so every process that patches that
+package shares it, whatever its ``EAGLE3LAB_CACHE``.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import psutil
+
+from eagle3lab.atomic import write_json_atomic, write_text_atomic
+from eagle3lab.errors import PatchError
+from eagle3lab.paths import cache_dir
+
+LOCK_NAME = ".eagle3lab-sglang.lock"
+MANIFEST = "manifest.json"
+TEMPORARY = "temporary"  # applied for the length of a ``with patched(...)`` block
+APPLIED = "applied"  # applied on purpose (``patch apply``) and left in place
+
+RESTORE_COMMAND = "python -m eagle3lab patch restore"
+
+
+def _cache_root() -> Path:
+    return cache_dir("patch-backups").resolve()
+
+
+def _root_key(root: Path) -> str:
+    return hashlib.sha256(str(Path(root).resolve()).encode()).hexdigest()[:16]
+
+
+def _slug(name: str) -> str:
+    """A patch name as one safe folder name (a header like ``Patch-Name: ../../x`` must not steer the path)."""
+    slug = re.sub(r"[^A-Za-z0-9._-]", "_", name).strip(".") or "patch"
+    return slug[:80] + "-" + hashlib.sha256(name.encode()).hexdigest()[:8] if slug != name else slug
+
+
+def inside(path: Path, folder: Path) -> bool:
+    """Does ``path`` resolve (symlinks followed) to ``folder`` or something below it?"""
+    return Path(path).resolve().is_relative_to(Path(folder).resolve())
+
+
+def backup_dir(root: Path, patch_name: str) -> Path:
+    folder = _cache_root() / _root_key(root) / _slug(patch_name)
+    if not inside(folder, _cache_root()):
+        raise PatchError(f"backup folder for {patch_name!r} would leave the cache ({folder}); refused")
+    return folder
+
+
+@dataclass
+class Manifest:
+    """What one applied patch replaced, and who applied it."""
+
+    path: Path  # the manifest file itself
+    root: str
+    patch: str  # the patch name
+    patch_file: str
+    kind: str  # TEMPORARY or APPLIED
+    holder: dict[str, Any]  # pid, started (process start time), command
+    files: list[dict[str, str]]  # path (site-packages-relative), sha256_original, sha256_patched
+    saved_at: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def folder(self) -> Path:
+        return self.path.parent
+
+    def original(self, rel: str) -> Path:
+        copy = self.folder / "originals" / rel
+        if not inside(copy, self.folder):
+            raise PatchError(f"manifest {self.path} names {rel!r}, which is outside its backup; delete it by hand")
+        return copy
+
+    def holder_alive(self) -> bool:
+        return process_alive(self.holder.get("pid"), self.holder.get("started"))
+
+    @property
+    def stale(self) -> bool:
+        """A temporary patch whose process is gone: nobody will ever revert it."""
+        return self.kind == TEMPORARY and not self.holder_alive()
+
+    def describe_holder(self) -> str:
+        return f"pid {self.holder.get('pid')} ({self.holder.get('command') or 'unknown command'})"
+
+
+def process_alive(pid: Any, started: Any) -> bool:
+    """Is ``pid`` running and the very process that started at ``started`` (pids get reused)?"""
+    if not isinstance(pid, int):
+        return False
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return started is None or abs(proc.create_time() - float(started)) < 0.5
+    except (psutil.Error, ValueError, TypeError):
+        return False
+
+
+def this_process() -> dict[str, Any]:
+    me = psutil.Process()
+    return {"pid": me.pid, "started": me.create_time(), "command": " ".join(sys.argv[:4])[:200]}
+
+
+def save(root: Path, patch_name: str, patch_file: str, kind: str,
+         files: list[tuple[str, str, str, str]]) -> Manifest:
+    """Copy the originals, then write the manifest (files: rel, original text, sha original, sha patched).
+
+    The manifest is written last, so it only ever names copies that exist; a failure removes the folder.
+    """
+    folder = backup_dir(root, patch_name)
+    entries = []
+    try:
+        for rel, text, sha_original, sha_patched in files:
+            copy = folder / "originals" / rel
+            if not inside(copy, folder):
+                raise PatchError(f"{patch_name}: backup path {rel!r} would leave the backup folder; refused")
+            write_text_atomic(copy, text, mode=None)
+            entries.append({"path": rel, "sha256_original": sha_original, "sha256_patched": sha_patched})
+        manifest = Manifest(folder / MANIFEST, str(Path(root).resolve()), patch_name, patch_file, kind,
+                            this_process(), entries, time.time())
+        write_json_atomic(manifest.path, {k: v for k, v in manifest.__dict__.items() if k != "path"})
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return manifest
+
+
+def load(path: Path) -> Manifest:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return Manifest(Path(path), data["root"], data["patch"], data.get("patch_file", ""),
+                        data.get("kind", TEMPORARY), data.get("holder") or {}, list(data["files"]),
+                        float(data.get("saved_at", 0.0)))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise PatchError(f"backup manifest {path} is unreadable ({type(exc).__name__}); "
+                         f"run {RESTORE_COMMAND}, which restores from the release wheel") from None
+
+
+def manifests(root: Path) -> list[Manifest]:
+    """Every backup manifest of patches applied to ``root`` (oldest first), as this process's cache sees them."""
+    folder = _cache_root() / _root_key(root)
+    found = [load(path) for path in sorted(folder.glob(f"*/{MANIFEST}"))] if folder.is_dir() else []
+    return sorted(found, key=lambda m: m.saved_at)
+
+
+def all_manifests() -> list[Manifest]:
+    """Every readable backup manifest in this process's cache, whatever package root it belongs to."""
+    found = []
+    for path in sorted(_cache_root().glob(f"*/*/{MANIFEST}")):
+        try:
+            found.append(load(path))
+        except PatchError:
+            pass
+    return sorted(found, key=lambda m: m.saved_at)
+
+
+def find(root: Path, patch_name: str) -> Manifest | None:
+    path = backup_dir(root, patch_name) / MANIFEST
+    return load(path) if path.is_file() else None
+
+
+def drop(manifest_or_folder: Manifest | Path) -> None:
+    """The originals are back in place: forget them (manifest first, so no half-deleted backup looks valid)."""
+    folder = manifest_or_folder.folder if isinstance(manifest_or_folder, Manifest) else Path(manifest_or_folder)
+    with suppress(FileNotFoundError):
+        (folder / MANIFEST).unlink()
+    shutil.rmtree(folder, ignore_errors=True)
+    with suppress(OSError):
+        folder.parent.rmdir()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The lock, next to the package
+
+
+def lock_path(root: Path) -> Path:
+    return Path(root).resolve() / LOCK_NAME
+
+
+_local = threading.local()
+
+
+def _say(line: str) -> None:
+    print(f"eagle3lab: {line}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def package_lock(root: Path, on_wait: Callable[[str], None] | None = _say) -> Iterator[None]:
+    """One patcher per sglang package across processes (re-entrant within a thread).
+
+    The lock file lives beside the package, so processes with different caches still exclude each other.
+    ``on_wait`` hears one line (default: stderr) if another process holds the lock and this one has to wait.
+    """
+    held: dict[str, tuple[int, int]] = getattr(_local, "held", None) or {}
+    _local.held = held
+    path = lock_path(root)
+    key = str(path)
+    if key in held:
+        fd, depth = held[key]
+        held[key] = (fd, depth + 1)
+        try:
+            yield
+        finally:
+            fd, depth = held[key]
+            held[key] = (fd, depth - 1)
+        return
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise PatchError(f"cannot create the patch lock {path} ({exc.strerror}); the folder holding sglang "
+                         f"must be writable to patch it") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise
+            if on_wait:
+                on_wait(f"waiting for another eagle3lab process that holds the sglang patch lock {path}")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        held[key] = (fd, 1)
+        try:
+            yield
+        finally:
+            del held[key]
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

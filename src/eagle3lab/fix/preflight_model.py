@@ -1,0 +1,152 @@
+"""Will an EAGLE-3 launch of this model crash on this sglang release? Answered from sglang's source in seconds.
+
+``python -m eagle3lab preflight-model --config CONFIG_JSON | --arch ARCHITECTURE [--sglang VERSION] [--json]``
+
+The config's ``architectures`` go through sglang's own registry rules (``trace.registry``) to the entry class
+sglang would instantiate; the release's EAGLE-3 contract (cached per release, ``trace.facts``) is checked against
+that class (``trace.resolve``); the first start-up call site that would raise is named for the cpu and gpu
+start-up paths; and the patches under ``patches/`` are tried on the release's source in memory to name one that
+makes the class conform. Offline once the release's wheel is cached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from eagle3lab.errors import EntryClassError, SourceError
+from eagle3lab.fix.fixgen import patch_that_fixes
+from eagle3lab.trace import audit, registry, sources
+from eagle3lab.trace.facts import release_facts
+from eagle3lab.trace.resolve import Resolver
+
+KEYS = ("architecture", "entry_class", "sglang_version", "will_crash", "missing", "first_raise", "patch")
+
+
+def read_architectures(config: str | Path) -> list[str]:
+    """``architectures`` of a ``config.json`` (or of a model folder holding one)."""
+    path = Path(config)
+    if path.is_dir():
+        path = path / "config.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise EntryClassError(f"{path} not found; pass a model's config.json or its folder") from None
+    except (OSError, ValueError) as err:
+        raise EntryClassError(f"{path} is not readable JSON ({err}); pass a model's config.json") from None
+    archs = data.get("architectures") if isinstance(data, dict) else None
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs) or not archs:
+        raise EntryClassError(f"{path} has no 'architectures' list; pass --arch ARCHITECTURE instead")
+    return archs
+
+
+def open_release(version: Optional[str]) -> sources.SglangSource:
+    """A release's wheel (cached after the first download); without a version the installed sglang, or its
+    release wheel when the installed copy has been patched."""
+    if version:
+        return sources.open_source(version)
+    src = sources.open_source(sources.INSTALLED)
+    return sources.open_source(src.version) if src.modified else src
+
+
+def _site(row: dict) -> Optional[dict]:
+    if not row:
+        return None
+    out = {k: row.get(k) for k in ("where", "member", "function", "phase", "certain")}
+    checked = any("raises otherwise" in c for c in row.get("conditions", []))
+    out["error"] = ("the runtime's own hasattr check raises" if checked
+                    else "AttributeError from nn.Module.__getattr__")
+    if row.get("otherwise"):
+        out["otherwise"] = {k: row["otherwise"].get(k) for k in ("where", "member", "function")}
+    return out
+
+
+def preflight(architectures: list[str], version: Optional[str] = None, with_patch: bool = True,
+              src: Optional[sources.SglangSource] = None) -> dict[str, Any]:
+    """The answer as plain data (the JSON of ``--json``); ``src`` overrides the release (tests)."""
+    started = time.perf_counter()
+    src = src or open_release(version)
+    facts = release_facts(src)
+    res = Resolver(src)
+    chosen, note = registry.choose(architectures, facts.registry, src.version)
+    reg = facts.registry[chosen]
+    ref = res.index.resolve(reg["module"], reg["class"])
+    if ref.node is None:
+        raise SourceError(f"{reg['class']} is registered by {reg['file']} but not readable in sglang {src.version}")
+    row = audit.classify(res, reg["file"], ref, audit.Contract.of(src).required, frozenset(facts.draft_only))
+    verdict = audit.verdict_for(src, res, ref)
+    missing = verdict["missing_members"]
+    unresolved = {m: verdict["class_report"]["members"][m]["via"] for m in verdict["unresolved_members"]}
+    will_crash: Optional[bool] = True if missing else (None if unresolved else False)
+    answer: dict[str, Any] = {
+        "architecture": chosen,
+        "entry_class": ref.name,
+        "sglang_version": src.version,
+        "will_crash": will_crash,
+        "missing": missing,
+        "first_raise": {name: _site(site) for name, site in verdict["first_raise"].items()},
+        "patch": None,
+        "requested_architectures": list(architectures),
+        "entry_file": reg["file"],
+        "kind": row["kind"],
+        "inner_model": row["inner"],
+        "delegation_gaps": verdict["delegation_gaps"],
+        "real_lacks": verdict["real_lacks"],
+        "unresolved": unresolved,
+        "note": note,
+        "provenance": f"traced from sglang {src.version}'s source ({src.origin_label}); "
+                      f"contract {'cached' if facts.cached else 'traced now'}",
+    }
+    if with_patch and missing:
+        answer["patch"] = patch_that_fixes(src, ref, missing)
+    answer["seconds"] = round(time.perf_counter() - started, 2)
+    return answer
+
+
+def text(answer: dict[str, Any]) -> str:
+    """The answer in a few plain lines."""
+    lines = [f"{', '.join(answer['requested_architectures'])} -> {answer['entry_class']} "
+             f"({answer['entry_file']}, sglang {answer['sglang_version']}; {answer['kind']})"]
+    if answer["note"]:
+        lines.append(f"note: {answer['note']}")
+    if answer["will_crash"]:
+        lines.append(f"EAGLE-3 launch WILL CRASH: the entry class lacks {', '.join(answer['missing'])}")
+        for profile, site in answer["first_raise"].items():
+            if site:
+                certain = "" if site.get("certain", True) else " (behind a branch the profile cannot decide)"
+                lines.append(f"  {profile} start-up raises first at {site['where']} {site['member']} "
+                             f"in {site['function']}{certain}: {site['error']}")
+            else:
+                lines.append(f"  {profile} start-up reaches no missing member; it raises when first served")
+        patch = answer["patch"]
+        if patch and patch.get("path"):
+            lines.append(f"fix: {patch['path']} ({patch['how']})")
+        elif patch:
+            lines.append(f"fix: none available ({patch.get('reason', '')})")
+    elif answer["will_crash"] is None:
+        lines.append("EAGLE-3 launch: UNDECIDED, members not resolvable: "
+                     + "; ".join(f"{m}: {why}" for m, why in answer["unresolved"].items()))
+    else:
+        lines.append("EAGLE-3 launch will not crash on a missing member: the entry class has every member "
+                     "the runtime needs")
+    lines.append(f"({answer['provenance']}; {answer['seconds']} s)")
+    return "\n".join(lines)
+
+
+def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--config", help="the model's config.json (or its folder)")
+    what.add_argument("--arch", help="an architecture name, as in config.json's 'architectures'")
+    parser.add_argument("--sglang", default=None, metavar="VERSION",
+                        help="sglang release to check (default: the installed one)")
+    parser.add_argument("--json", action="store_true", help="print the answer as JSON")
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    archs = read_architectures(args.config) if args.config else [args.arch]
+    answer = preflight(archs, args.sglang)
+    print(json.dumps(answer, indent=2) if args.json else text(answer))
+    return 0

@@ -1,0 +1,10 @@
+"""The decode cost model, split by job.
+
+``arch``      what a model is: parameter and KV-cache bytes per GPU under tensor parallelism, from a config.json
+``hardware``  what a GPU is: datasheet bandwidth, FLOP/s, memory, interconnect (presets with their sources)
+``engine``    what the serving software adds: kernel launches, CPU scheduling, the speculative cycle's passes
+``forward``   the time of one forward pass: separate rooflines for weights, KV cache and compute
+``cycle``     plain decoding steps and speculative cycles built from forward passes; speedup, break-even
+``predict``   the one call users make: a deployment, calibrated on a measured single-stream rate if given
+``validation`` the model against published speedup-vs-batch measurements it was not fitted to
+"""

@@ -1,0 +1,201 @@
+"""A launch command line checked by sglang's own ``ServerArgs``, and the values sglang chose for a run.
+
+Two levels: sglang's argparse parser (``ServerArgs.add_cli_args``) accepts the flags or names the bad one; then
+``ServerArgs.from_cli_args`` runs sglang's own ``__post_init__``, which resolves every default it derives
+(memory fraction, prefill chunk, CUDA-graph batch sizes, request caps for speculative decoding). The second level
+reads the models' configs, so it runs only when they are on disk. Importing sglang costs seconds and must never
+happen in a notebook kernel, so both run in a child process (``python -m eagle3lab.runtime.sglang_args``) with the
+launch's own environment.
+
+``chosen_from_log`` reads the same values from a server log, where sglang prints ``server_args=ServerArgs(...)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping, Sequence
+
+from eagle3lab.errors import EnvironmentProblem
+
+RESULT_PREFIX = "EAGLE3LAB_SERVER_ARGS "
+LAUNCH_MODULE = ("-m", "sglang.launch_server")
+# The values sglang derives at start-up that decide memory and speculative behaviour.
+CHOSEN_KEYS = ("mem_fraction_static", "chunked_prefill_size", "cuda_graph_max_bs", "max_running_requests",
+               "max_total_tokens", "attention_backend", "disable_cuda_graph", "page_size", "context_length",
+               "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+               "speculative_num_draft_tokens", "tp_size", "device")
+
+
+@dataclass
+class ParsedLaunch:
+    """What sglang's own parser said about one command line."""
+
+    label: str
+    parsed: bool  # sglang's argparse accepted every flag
+    validated: bool | None  # ServerArgs.__post_init__ ran through (None: not attempted)
+    error: str | None = None
+    skipped_because: str | None = None
+    chosen: dict[str, Any] = field(default_factory=dict)  # sglang's resolved values (after __post_init__)
+    warnings: list[str] = field(default_factory=list)  # what sglang logged while resolving them
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def launch_flags(argv: Sequence[str]) -> list[str]:
+    """The flags after ``python -m sglang.launch_server``."""
+    argv = list(argv)
+    for i in range(len(argv) - 1):
+        if (argv[i], argv[i + 1]) == LAUNCH_MODULE:
+            return argv[i + 2:]
+    return argv
+
+
+def parse_launches(argvs: Mapping[str, Sequence[str]], env: Mapping[str, str] | None = None, *,
+                   validate: bool = True, python: str = sys.executable, timeout_s: float = 300.0
+                   ) -> dict[str, ParsedLaunch]:
+    """Each labelled command line through sglang's parser in one child process (the launch's environment)."""
+    request = json.dumps({"launches": {label: launch_flags(argv) for label, argv in argvs.items()},
+                          "validate": validate})
+    try:
+        proc = subprocess.run([python, "-m", "eagle3lab.runtime.sglang_args"], input=request, text=True,
+                              capture_output=True, env={**os.environ, **(env or {})}, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise EnvironmentProblem(f"sglang's argument parser did not answer within {timeout_s:.0f} s") from None
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
+    if not lines:
+        tail = " | ".join(proc.stderr.strip().splitlines()[-3:]) or f"exit {proc.returncode}"
+        raise EnvironmentProblem(f"could not run sglang's argument parser: {tail}")
+    data = json.loads(lines[-1][len(RESULT_PREFIX):])
+    return {label: ParsedLaunch(**value) for label, value in data.items()}
+
+
+_SERVER_ARGS_LINE = re.compile(r"server_args=ServerArgs\((?P<body>.*)\)\s*$")
+
+
+def chosen_from_log(log_text: str, keys: Sequence[str] = CHOSEN_KEYS) -> dict[str, Any]:
+    """The values in the ``server_args=ServerArgs(...)`` line sglang logs at start-up (the first one)."""
+    for line in log_text.splitlines():
+        match = _SERVER_ARGS_LINE.search(line)
+        if not match:
+            continue
+        body = match["body"]
+        found: dict[str, Any] = {}
+        for key in keys:
+            value = re.search(rf"(?:^|, ){key}=('[^']*'|[^,()]*)", body)
+            if value:
+                found[key] = _literal(value.group(1))
+        return found
+    return {}
+
+
+def _literal(text: str) -> Any:
+    import ast
+
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def memory_rows(profile_value: float | None, logs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """For each labelled server log: who set ``mem_fraction_static`` and the value sglang ran with."""
+    from pathlib import Path
+
+    rows = []
+    for label, path in logs.items():
+        text = Path(path).read_text(encoding="utf-8", errors="replace") if Path(path).is_file() else ""
+        rows.append({"launch": label, **memory_setting(profile_value, chosen_from_log(text), f"server log {path}")})
+    return rows
+
+
+def memory_setting(profile_value: float | None, chosen: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """Who set ``mem_fraction_static`` for a run, and its value: the profile's, or sglang's own sizing."""
+    return {"mem_fraction_static": chosen.get("mem_fraction_static"),
+            "set_by": "profile" if profile_value is not None else "sglang",
+            "source": source if chosen else f"{source} (no server_args line found)",
+            "chunked_prefill_size": chosen.get("chunked_prefill_size"),
+            "cuda_graph_max_bs": chosen.get("cuda_graph_max_bs"),
+            "max_running_requests": chosen.get("max_running_requests")}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Child side: imports sglang
+
+
+class _ParserError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _ParserError(message)
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.name.startswith("sglang"):
+            self.messages.append(record.getMessage().strip())
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        json.dumps(value)
+        return value
+    except TypeError:
+        return str(value)
+
+
+def _parse_one(label: str, flags: list[str], validate: bool) -> ParsedLaunch:
+    from sglang.srt.server_args import ServerArgs
+
+    started = time.monotonic()
+    parser = _Parser(prog="sglang.launch_server")
+    ServerArgs.add_cli_args(parser)
+    try:
+        namespace = parser.parse_args(flags)
+    except _ParserError as exc:
+        return ParsedLaunch(label, parsed=False, validated=None, error=str(exc))
+    if not validate:
+        return ParsedLaunch(label, parsed=True, validated=None, skipped_because="validation not asked for")
+    collect = _Collect()
+    logging.getLogger().addHandler(collect)
+    environ = dict(os.environ)  # __post_init__ exports some settings; the next command line must not see them
+    try:
+        args = ServerArgs.from_cli_args(namespace)
+    except Exception as exc:  # noqa: BLE001 -- sglang's own validation error is the result
+        message = (str(exc).strip().splitlines() or [""])[0]
+        return ParsedLaunch(label, parsed=True, validated=False, error=f"{type(exc).__name__}: {message}",
+                            warnings=collect.messages, seconds=round(time.monotonic() - started, 2))
+    finally:
+        logging.getLogger().removeHandler(collect)
+        os.environ.clear()
+        os.environ.update(environ)
+    chosen = {key: _jsonable(getattr(args, key, None)) for key in CHOSEN_KEYS}
+    return ParsedLaunch(label, parsed=True, validated=True, chosen=chosen, warnings=collect.messages,
+                        seconds=round(time.monotonic() - started, 2))
+
+
+def main() -> int:
+    request = json.loads(sys.stdin.read())
+    results = {label: _parse_one(label, list(flags), bool(request.get("validate", True))).to_dict()
+               for label, flags in request["launches"].items()}
+    print(RESULT_PREFIX + json.dumps(results), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,84 @@
+"""The blackwell-8x profile's notebooks, end to end, on this CPU: a rehearsal of the GPU path's first run.
+
+Everything that makes the GPU profile different from ``cpu`` except the GPUs runs for real: hub ids resolved
+offline from a Hugging Face cache (the tiny models under ``moonshotai/Kimi-K2.5`` and
+``AQ-MedAI/Kimi-K25-eagle3``), configs and tokenizers read from the snapshot with the profile's
+``trust_remote_code``, launches with the hub offline, the preflight, sglang's parsing of both command lines,
+text prompts, sglang's own bench_serving on the snapshot's tokenizer, and the report. The device and size keys
+are overridden to run on CPU; the preflight's GPU checks are what that override skips, and it says so.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import HUB_IDS
+
+from eagle3lab.runtime import preflight
+from eagle3lab.runtime.profiles import load_profile
+from eagle3lab.runtime.server import free_port
+
+# device and size keys only: what makes blackwell-8x run on 2 CPU cores (the cpu profile's values)
+CPU_KEYS = ("device", "cpu_harness", "tp_size", "dtype", "attention_backend", "disable_cuda_graph", "context_length",
+            "max_total_tokens", "max_running_requests", "model_num_layers", "ready_timeout_s")
+
+
+def rehearsal_overrides() -> dict:
+    cpu = load_profile("cpu")
+    overrides = {key: getattr(cpu, key) for key in CPU_KEYS}
+    overrides.update(port=free_port(), bench_concurrency=[1], bench_input_len=16, bench_output_len=8,
+                     bench_num_prompts=2)
+    return overrides
+
+
+@pytest.mark.server
+@pytest.mark.notebook
+@pytest.mark.network  # notebook 02 reads the sglang 0.5.9 wheel (downloaded once into the cache)
+def test_the_gpu_profile_runs_end_to_end_from_an_offline_hub_cache(offline_hub, monkeypatch, tmp_path):
+    from eagle3lab.report.build import build_report
+    from eagle3lab.runbook import run_notebook
+
+    for name in ("artifacts", "reports", "figures"):
+        monkeypatch.setenv(f"EAGLE3LAB_{name.upper()}_DIR", str(tmp_path / name))
+    monkeypatch.setenv("EAGLE3LAB_REPORT_MD", str(tmp_path / "REPORT.md"))
+    overrides = rehearsal_overrides()
+    # what `report` runs first (quick); notebook 01 runs it again in full and keeps it in its sidecar
+    assert preflight.require(load_profile("blackwell-8x", overrides=overrides), echo=None).ok
+
+    common = {"overrides": overrides}
+    run_notebook("01", "blackwell-8x", common)
+    run_notebook("02", "blackwell-8x", {**common, "sglang_source": "0.5.9", "bisect_versions": ["0.5.9"],
+                                        "verify_fixes": False})
+    run_notebook("03", "blackwell-8x", {**common, "prompt_kind": "text", "capture": False})
+    build_report("blackwell-8x", run=False, parameters=common)
+
+    artifacts = tmp_path / "artifacts"
+    s01 = json.loads((artifacts / "01_crash_repro.blackwell-8x.json").read_text())
+    snapshot = offline_hub / "hub" / "models--moonshotai--Kimi-K2.5" / "snapshots"
+    assert s01["models"]["target_source"] == HUB_IDS["target"] and s01["models"]["trust_remote_code"]
+    assert Path(s01["models"]["target"]).parent == snapshot
+    assert s01["crash"]["signature"].startswith("AttributeError: 'KimiK25ForConditionalGeneration'")
+    assert str(snapshot) in " ".join(s01["crash"]["argv"]) and HUB_IDS["target"] not in s01["crash"]["argv"]
+    checks = {c["name"]: c for c in s01["preflight"]["checks"]}
+    assert s01["preflight"]["ok"] and not s01["preflight"]["quick"]
+    assert checks["GPUs"]["outcome"] == "skipped" and "runs on cpu (device key)" in checks["GPUs"]["detail"]
+    assert checks["target checkpoint"]["outcome"] == checks["draft checkpoint"]["outcome"] == "ok"
+    for label in ("baseline", "EAGLE-3"):
+        assert checks[f"server flags ({label})"]["outcome"] == "ok"
+        assert checks[f"server flags ({label})"]["data"]["validated"] is True, "sglang read the snapshot's configs"
+    assert {row["set_by"] for row in s01["memory"]} == {"sglang"}
+    assert all(row["mem_fraction_static"] for row in s01["memory"]), "read from each server log"
+
+    s02 = json.loads((artifacts / "02_interface_trace.blackwell-8x.json").read_text())
+    setups = {s["deployment"]: s for s in s02["layer_setups"]}
+    assert setups["blackwell-8x"]["status"] == "read" and setups["blackwell-8x"]["aux_layer_ids"] == [0, 1, 2]
+    assert "models--AQ-MedAI--Kimi-K25-eagle3" in setups["blackwell-8x"]["draft_config"]
+
+    s03 = json.loads((artifacts / "03_patch_and_bench.blackwell-8x.json").read_text())
+    assert s03["parameters"]["prompt_kind"] == "text"
+    baseline = next(row for row in s03["arms"] if row["arm"] == "baseline")
+    assert baseline["status"] == "ok" and baseline["ok"] == "2/2" and baseline["out_tok_s"] > 0
+    assert s03["cross_check"], "sglang's bench_serving ran with the snapshot's tokenizer"
+    assert (tmp_path / "REPORT.md").read_text().count("blackwell-8x") >= 1
