@@ -36,7 +36,7 @@ def rehearsal_overrides() -> dict:
 @pytest.mark.server
 @pytest.mark.notebook
 @pytest.mark.network  # notebook 02 reads the sglang 0.5.9 wheel (downloaded once into the cache)
-def test_the_gpu_profile_runs_end_to_end_from_an_offline_hub_cache(offline_hub, monkeypatch, tmp_path):
+def test_the_gpu_profile_runs_end_to_end_from_an_offline_hub_cache(offline_hub, monkeypatch, tmp_path, tiny_models):
     from eagle3lab.report.build import build_report
     from eagle3lab.runbook import run_notebook
 
@@ -73,7 +73,7 @@ def test_the_gpu_profile_runs_end_to_end_from_an_offline_hub_cache(offline_hub, 
 
     s02 = json.loads((artifacts / "02_interface_trace.blackwell-8x.json").read_text())
     setups = {s["deployment"]: s for s in s02["layer_setups"]}
-    assert setups["blackwell-8x"]["status"] == "read" and setups["blackwell-8x"]["aux_layer_ids"] == [0, 1, 2]
+    assert setups["blackwell-8x"]["status"] == "read" and setups["blackwell-8x"]["aux_layer_ids"] == list(tiny_models.aux_layer_ids)
     assert "models--AQ-MedAI--Kimi-K25-eagle3" in setups["blackwell-8x"]["draft_config"]
 
     s03 = json.loads((artifacts / "03_patch_and_bench.blackwell-8x.json").read_text())

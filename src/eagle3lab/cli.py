@@ -47,7 +47,8 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 
 def cmd_setup(args: argparse.Namespace) -> None:
-    """Everything a profile needs before its first launch: the sglang check, the stub driver, the tiny model.
+    """Everything a profile needs before its first launch: the sglang check, the stub driver, the tiny model and,
+    for a tiny-model profile, the drafter trained on it (minutes on a cold cache, then reused).
     Hub checkpoints are only located here (fetch-models downloads them), so set-up never starts a 547 GB download.
     A local model path must exist; the tiny models' cache is verified against the checksums written when it was
     built (``--rebuild`` builds it again)."""
@@ -75,6 +76,10 @@ def cmd_setup(args: argparse.Namespace) -> None:
         print(f"{ckpt.role} model: {ckpt.source} -> {where}")
     if cache_key:
         print(f"tiny model cache key: {cache_key}")
+    if profile.uses_tiny_model and profile.speculative_eagle_topk == 1:
+        from eagle3lab.runtime.tinymodel.drafter_training import describe_trained_drafter, trained_drafter_for_profile
+
+        print(describe_trained_drafter(trained_drafter_for_profile(profile, force=args.rebuild)))
 
 
 def cmd_preflight(args: argparse.Namespace) -> None:
@@ -142,10 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--no-run", action="store_true", help="reuse executed notebooks and sidecars")
     report.set_defaults(func=cmd_report)
 
-    setup = sub.add_parser("setup", help="check sglang, build the stub driver and the tiny model for a profile")
+    setup = sub.add_parser("setup", help="check sglang, build the stub driver, the tiny model and its trained "
+                                         "drafter for a profile")
     setup.add_argument("--profile", default="cpu")
     setup.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a profile key")
-    setup.add_argument("--rebuild", action="store_true", help="build the tiny models again, even if cached")
+    setup.add_argument("--rebuild", action="store_true", help="build the tiny models and the drafter again, even if cached")
     setup.set_defaults(func=cmd_setup)
 
     check = sub.add_parser("preflight", help="check GPUs, sglang, checkpoints, disk, server flags and layer ids "

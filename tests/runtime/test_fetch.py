@@ -138,10 +138,11 @@ def test_an_interrupted_file_is_resumed_not_restarted_mocked_hub(mirror, fresh_c
     assert (snapshot / "model.safetensors").read_bytes() == weights
 
 
-def test_configs_only_is_enough_for_the_layer_ids_but_not_for_a_launch_mocked_hub(mirror, fresh_cache):
+def test_configs_only_is_enough_for_the_layer_ids_but_not_for_a_launch_mocked_hub(mirror, fresh_cache, tiny_models):
     profile = load_profile("blackwell-8x")
     fetch.fetch_models(profile, endpoint=mirror.url, configs_only=True, echo=lambda _: None)
-    assert deployment.layer_setup(profile).aux_layer_ids == [0, 1, 2]
+    served = json.loads((Path(tiny_models.draft) / "config.json").read_text())["eagle_config"]
+    assert deployment.layer_setup(profile).aux_layer_ids == served["eagle_aux_hidden_state_layer_ids"]
     check = preflight.check_checkpoint(profile, checkpoints.locate("target", HUB_IDS["target"]))
     assert check.outcome == "fail" and "safetensors" in check.detail and "(resumes)" in check.fix
 

@@ -11,14 +11,16 @@ from conftest import HUB_IDS
 from eagle3lab.errors import ModelPathError
 from eagle3lab.runtime import deployment, modelinfo
 from eagle3lab.runtime.profiles import load_profile
+from eagle3lab.runtime.tinymodel.configs import scale_aux_layer_ids
 
 
 def test_the_tiny_drafter_config_names_its_ids_and_the_target_its_depth(tiny_models):
     draft, target = modelinfo.read_config(tiny_models.draft), modelinfo.read_config(tiny_models.target)
-    assert modelinfo.drafter_aux_layer_ids(draft) == [0, 1, 2]
-    assert modelinfo.num_layers(target) == load_profile("cpu").model_num_layers
+    depth = load_profile("cpu").model_num_layers
+    assert modelinfo.drafter_aux_layer_ids(draft) == scale_aux_layer_ids(depth)
+    assert modelinfo.num_layers(target) == depth
     assert modelinfo.entry_class(target) == "KimiK25ForConditionalGeneration"
-    assert tiny_models.aux_layer_ids == (0, 1, 2)
+    assert tiny_models.aux_layer_ids == tuple(scale_aux_layer_ids(depth))
 
 
 @pytest.mark.parametrize("config", [{}, {"eagle_config": None}, {"eagle_config": {"use_aux_hidden_state": True}}])
@@ -46,18 +48,19 @@ def test_the_gpu_profile_without_its_checkpoints_is_a_not_fetched_layer_setup(em
     assert "python -m eagle3lab fetch-models --profile blackwell-8x" in setup.fix
 
 
-def test_the_gpu_profile_reads_its_layer_setup_from_the_hub_snapshot(offline_hub):
-    setup = deployment.layer_setup(load_profile("blackwell-8x"))
-    assert setup.status == "read" and setup.aux_layer_ids == [0, 1, 2] and setup.depth == 4
+def test_the_gpu_profile_reads_its_layer_setup_from_the_hub_snapshot(offline_hub, tiny_models):
+    setup = deployment.layer_setup(load_profile("blackwell-8x"))  # the hub snapshot holds the tiny pair
+    ids = list(tiny_models.aux_layer_ids)
+    assert setup.status == "read" and setup.aux_layer_ids == ids and setup.depth == load_profile("cpu").model_num_layers
     assert "models--AQ-MedAI--Kimi-K25-eagle3/snapshots" in setup.draft_config
-    assert setup.row()["drafter aux layer ids"] == [0, 1, 2]
+    assert setup.row()["drafter aux layer ids"] == ids
 
 
-def test_resolve_models_gives_local_snapshots_for_hub_ids(offline_hub):
+def test_resolve_models_gives_local_snapshots_for_hub_ids(offline_hub, tiny_models):
     models = deployment.resolve_models(load_profile("blackwell-8x"))
     assert "models--moonshotai--Kimi-K2.5/snapshots" in models.target
     assert (models.target_source, models.draft_source) == (HUB_IDS["target"], HUB_IDS["draft"])
-    assert models.trust_remote_code and models.aux_layer_ids == (0, 1, 2)
+    assert models.trust_remote_code and models.aux_layer_ids == tiny_models.aux_layer_ids
     assert json.loads((Path(models.target) / "config.json").read_text())["architectures"]
 
 

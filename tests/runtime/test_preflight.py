@@ -101,7 +101,7 @@ def test_the_report_of_the_gpu_profile_stops_before_any_notebook(tmp_path):
     print(f"report --profile blackwell-8x stopped after {seconds:.1f} s (not asserted: shared machine)")
 
 
-def test_blackwell_8x_passes_with_eight_96gb_gpus_mocked_gpu(offline_hub):
+def test_blackwell_8x_passes_with_eight_96gb_gpus_mocked_gpu(offline_hub, tiny_models):
     """Eight constructed Blackwell GPUs; the tiny models under the real repo ids; every other check real."""
     result = preflight.run_preflight(load_profile("blackwell-8x"), inventory=blackwells)
     outcomes = {c.name: c.outcome for c in result.checks}
@@ -115,11 +115,14 @@ def test_blackwell_8x_passes_with_eight_96gb_gpus_mocked_gpu(offline_hub):
     assert result.check("server flags (EAGLE-3)").data["chosen"]["speculative_algorithm"] == "EAGLE3"
     assert result.check("interconnect").detail.endswith("no NVLink: all-reduce goes over PCIe")
     layers = result.check("drafter aux layers")
-    # the tiny drafter (ids [0, 1, 2], 4 layers): eager forwards capture [1, 2, 3]; sglang's CUDA-graph runner
-    # calls the hook without ids, so graph replays capture its defaults [2, 4 // 2, 4 - 3]
+    # the tiny drafter (ids i, depth L): eager forwards capture [i + 1]; sglang's CUDA-graph runner calls the hook
+    # without ids, so graph replays capture its defaults [2, L // 2, L - 3]
+    depth = load_profile("cpu").model_num_layers
     assert layers.outcome == "warn"
-    assert layers.data["trace"]["eager_forwards_capture"]["self.model.layers_to_capture"] == [1, 2, 3]
-    assert layers.data["trace"]["cuda_graph_forwards_capture"]["self.model.layers_to_capture"] == [2, 2, 1]
+    eager = [i + 1 for i in tiny_models.aux_layer_ids]
+    assert layers.data["trace"]["eager_forwards_capture"]["self.model.layers_to_capture"] == eager
+    assert layers.data["trace"]["cuda_graph_forwards_capture"]["self.model.layers_to_capture"] == [2, depth // 2,
+                                                                                                   depth - 3]
 
 
 def test_too_few_gpus_mocked_gpu(offline_hub):
@@ -158,11 +161,12 @@ def test_drafter_ids_outside_the_target_are_a_failure(tmp_path, tiny_models):
     draft = tmp_path / "draft"
     shutil.copytree(tiny_models.draft, draft)
     config = json.loads((draft / "config.json").read_text())
-    config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [0, 1, 3]  # 3 = L - 1 on a 4-layer target
+    depth = json.loads((Path(tiny_models.target) / "config.json").read_text())["text_config"]["num_hidden_layers"]
+    config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [0, 1, depth - 1]  # L - 1: no layer L to feed
     (draft / "config.json").write_text(json.dumps(config))
     profile = load_profile("blackwell-8x", overrides={"target_model": tiny_models.target, "draft_model": str(draft)})
     check = preflight.check_layers(profile)
-    assert check.outcome == "fail" and "include [3], outside 0..2" in check.detail
+    assert check.outcome == "fail" and f"include [{depth - 1}], outside 0..{depth - 2}" in check.detail
 
 
 def test_the_sglang_check_is_real_and_the_install_is_pristine():

@@ -50,6 +50,16 @@ def test_aux_layer_ids_are_distinct_increasing_and_capturable(num_layers):
     assert ids[0] >= 0 and ids[-1] + 1 <= num_layers - 1
 
 
+@pytest.mark.parametrize("num_layers", range(5, 130))
+def test_aux_layer_ids_leave_room_for_the_one_layer_early_set(num_layers):
+    """sglang 0.5.9's CUDA-graph capture hands the drafter each state one layer early: ids - 1 must stay >= 0."""
+    assert scale_aux_layer_ids(num_layers)[0] >= 1
+
+
+def test_small_depths_give_the_documented_ids():
+    assert [scale_aux_layer_ids(n) for n in (5, 6, 8)] == [[1, 2, 3], [1, 2, 4], [1, 4, 6]]
+
+
 def test_too_shallow_target_is_one_line():
     with pytest.raises(TinyModelError, match="num_layers=3 is too shallow") as err:
         build_tiny_models(num_layers=3)

@@ -136,11 +136,12 @@ PatchArg = str | os.PathLike | Sequence[str | os.PathLike] | None
 
 def child_argv(target: str | os.PathLike, draft: str | os.PathLike, *, prompt_len: int = 8, batch_size: int = 2,
                load_format: str = "auto", profile: str = "cpu", python: str = sys.executable,
-               inner_attr: str = DEFAULT_INNER) -> list[str]:
+               inner_attr: str = DEFAULT_INNER, inner_post_load: bool = False) -> list[str]:
     """The command line of the child process."""
-    return [python, "-m", "eagle3lab.fix.capture_check", "--target", str(target), "--draft", str(draft),
+    argv = [python, "-m", "eagle3lab.fix.capture_check", "--target", str(target), "--draft", str(draft),
             "--prompt-len", str(prompt_len), "--batch-size", str(batch_size), "--load-format", load_format,
             "--profile", profile, "--inner-attr", inner_attr]
+    return argv + ["--inner-post-load"] if inner_post_load else argv
 
 
 def run_capture_check(
@@ -156,6 +157,7 @@ def run_capture_check(
     batch_size: int = 2,
     timeout_s: float = 900.0,
     inner_attr: str = DEFAULT_INNER,
+    inner_post_load: bool = False,
 ) -> CaptureResult:
     """Run the check in a child process, with ``patch`` (one name/path or several) applied to the installed sglang.
 
@@ -164,12 +166,15 @@ def run_capture_check(
     (checked under the patch lock), so each result shows exactly the patches asked for; it is restored after.
     ``load_format="dummy"`` exercises sglang's dummy loader instead of the checkpoint; ``profile`` names the
     params file whose launch flags (backend, dtype, lengths, speculative settings) the runner gets.
+    ``inner_post_load`` runs the inner model's ``post_load_weights`` after a dummy load, which sglang's dummy
+    loader does not do for a wrapper without one (so the Kimi wrapper shows that gap unless asked); the generated
+    fixes' verification asks, since it checks delegation of the EAGLE-3 hooks, not the dummy loader.
     """
     for name, path in (("target", target), ("draft", draft)):
         if not Path(path).is_dir():
             raise CaptureCheckError(f"{name} model {path} is not a directory; build the tiny models first")
     argv = child_argv(target, draft, prompt_len=prompt_len, batch_size=batch_size, load_format=load_format,
-                      profile=profile, inner_attr=inner_attr)
+                      profile=profile, inner_attr=inner_attr, inner_post_load=inner_post_load)
     with _patch_state(patch, site_packages) as label:
         result = _run_child(argv, {**os.environ, **(env or {})}, timeout_s)
     result.patch = label
@@ -456,14 +461,14 @@ def inner_model(model: Any, path: str) -> Any:
     return model
 
 
-def _finish_dummy_load(runner: Any, inner_attr: str, load_format: str) -> list[str]:
+def _finish_dummy_load(runner: Any, inner_attr: str, load_format: str, inner_post_load: bool) -> list[str]:
     """Make a ``--load-format dummy`` model usable for the layer comparison, and say what was done.
 
     sglang's dummy loader draws every weight from a tiny uniform range, so in bfloat16 each decoder layer's change
     to the residual stream rounds away and several layers' outputs come out bit-identical: the comparison cannot
     tell which layer a captured slice came from (``ambiguous``). The weights are redrawn, seeded, the way the tiny
     checkpoint draws them (N(0, 0.02), norms 1, biases 0). The loader also calls ``post_load_weights`` on the
-    top-level model only, and only if it has one (FINDINGS obstacle 6: DeepSeek MLA builds w_kc/w_vc there); it is
+    top-level model only, and only if it has one (DeepSeek MLA builds w_kc/w_vc there); with ``inner_post_load`` it is
     run on the inner model when the wrapper has none, as a checkpoint load does from the wrapper's load_weights.
     Neither step touches an EAGLE-3 hook: the capture hook already ran during start-up.
     """
@@ -484,6 +489,8 @@ def _finish_dummy_load(runner: Any, inner_attr: str, load_format: str) -> list[s
                 param.copy_((torch.randn(tuple(param.shape), generator=generator) * 0.02).to(param.dtype))
     steps = ["dummy loader: weights redrawn N(0, 0.02) (seed 0) so layer outputs differ in bfloat16"]
     owner = runner.model if hasattr(runner.model, "post_load_weights") else inner_model(runner.model, inner_attr)
+    if owner is not runner.model and not inner_post_load:
+        return steps  # sglang's dummy loader stops here; the wrapper's gap shows at the first forward
     if hasattr(owner, "post_load_weights"):
         owner.post_load_weights()
         where = "the wrapper" if owner is runner.model else f"{inner_attr} (the wrapper has none)"
@@ -492,7 +499,7 @@ def _finish_dummy_load(runner: Any, inner_attr: str, load_format: str) -> list[s
 
 
 def _child(target: str, draft: str, prompt_len: int, batch_size: int, load_format: str,
-           profile: str, inner_attr: str = DEFAULT_INNER) -> CaptureResult:
+           profile: str, inner_attr: str = DEFAULT_INNER, inner_post_load: bool = False) -> CaptureResult:
     import sglang
 
     result = CaptureResult(patch=None, sglang_version=sglang.__version__)
@@ -511,7 +518,7 @@ def _child(target: str, draft: str, prompt_len: int, batch_size: int, load_forma
     result.drafter_layer_ids = list(runner.eagle_aux_hidden_state_layer_ids or [])
     inner = inner_model(runner.model, inner_attr)
     result.layers_to_capture = list(inner.model.layers_to_capture)
-    result.harness_steps = _finish_dummy_load(runner, inner_attr, load_format)
+    result.harness_steps = _finish_dummy_load(runner, inner_attr, load_format, inner_post_load)
     text_config = runner.model_config.hf_text_config
     result.hidden_size = int(text_config.hidden_size)
 
@@ -545,11 +552,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--load-format", default="auto", help="sglang --load-format (auto, dummy, ...)")
     parser.add_argument("--profile", default="cpu", help="params/<profile>.yaml with the launch flags")
     parser.add_argument("--inner-attr", default=DEFAULT_INNER, help="the wrapper's inner language model attribute")
+    parser.add_argument("--inner-post-load", action="store_true",
+                        help="after a dummy load, run the inner model's post_load_weights (sglang does not)")
     args = parser.parse_args(argv)
     started = time.monotonic()
     try:
         result = _child(args.target, args.draft, args.prompt_len, args.batch_size, args.load_format, args.profile,
-                        args.inner_attr)
+                        args.inner_attr, args.inner_post_load)
     except Exception as err:  # noqa: BLE001 -- every failure becomes part of the structured result
         traceback.print_exc()
         result = CaptureResult(patch=None, error_type=type(err).__name__, error_message=str(err).splitlines()[0])

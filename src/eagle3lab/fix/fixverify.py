@@ -141,6 +141,7 @@ def capture_verify(fix: Fix, entry: str, *, num_layers: int = 4, timeout_s: floa
         plan = (("unpatched", None), ("patched", patch)) if unpatched else (("patched", patch),)
         for label, applied in plan:
             result = run_capture_check(target, draft, applied, load_format="dummy", env=env, inner_attr=attr,
+                                       inner_post_load=True,
                                        timeout_s=timeout_s)
             runs[label] = result
     after = runs["patched"]

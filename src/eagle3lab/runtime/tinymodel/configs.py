@@ -33,19 +33,23 @@ def scale_aux_layer_ids(
     """Scale the drafter's aux layer ids from the real depth to ``num_layers``, keeping them distinct and valid.
 
     sglang captures aux layer id ``i`` at the *input* of layer ``i + 1`` (``layers_to_capture = [i + 1 ...]`` in
-    DeepseekV2ForCausalLM), so a usable id lies in ``0 .. num_layers - 2``. Ids are scaled over that span
-    (61 layers: 0..59) and rounded; collisions are pushed up to the next free id. 4 layers -> [0, 1, 2].
+    DeepseekV2ForCausalLM), so a usable id lies in ``0 .. num_layers - 2``. The ids are scaled linearly from the
+    real span ``1 .. 59`` onto ``1 .. num_layers - 2`` and rounded, which keeps the real ids at 61 layers and keeps
+    every id at least 1 where the depth allows: the set one layer early (what sglang 0.5.9's CUDA-graph capture
+    hands the drafter) then stays capturable too. Collisions are pushed up to the next free id; a target too
+    shallow for that is packed down against the last valid id (4 layers -> [0, 1, 2], 5 -> [1, 2, 3],
+    6 -> [1, 2, 4], 8 -> [1, 4, 6]).
     """
     if num_layers < MIN_LAYERS:
         raise TinyModelError(f"num_layers={num_layers} is too shallow: the tiny target needs at least {MIN_LAYERS} "
                              f"layers for {len(real_ids)} distinct EAGLE-3 capture points")
-    real_span, span = real_num_layers - 2, num_layers - 2
+    real_low, real_high, high = 1, real_num_layers - 2, num_layers - 2
     scaled: list[int] = []
     for real_id in sorted(real_ids):
-        candidate = max(round(real_id * span / real_span), scaled[-1] + 1 if scaled else 0)
-        scaled.append(candidate)
-    if scaled[-1] > span:  # pushed past the end: pack the tail down against the last valid id
-        scaled = [min(value, span - (len(scaled) - 1 - i)) for i, value in enumerate(scaled)]
+        position = 1 + (real_id - real_low) * (high - 1) / (real_high - real_low)
+        scaled.append(max(round(position), scaled[-1] + 1 if scaled else 0))
+    if scaled[-1] > high:  # pushed past the end: pack the tail down against the last valid id
+        scaled = [min(value, high - (len(scaled) - 1 - i)) for i, value in enumerate(scaled)]
     return scaled
 
 
