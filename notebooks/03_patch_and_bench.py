@@ -23,9 +23,11 @@
 from eagle3lab.fix import capture_check, relaunch
 from eagle3lab.runtime import deployment, envinfo
 from eagle3lab import nbparams, show, sidecars
-from eagle3lab.bench import arms as patchbench
-from eagle3lab.bench.sweep import BenchReport, point_rows
+from eagle3lab.bench import acceptance, arms as patchbench, lossless
+from eagle3lab.bench.sweep import ARM_KIND_BASELINE, BenchReport, point_rows
 from eagle3lab.runtime.cpu_harness import CONTROL_SHIMS, SPEC_SHIMS
+from eagle3lab.trace import silent_noop
+from eagle3lab.trace.sources import open_source
 from eagle3lab.paths import repo_dir
 from eagle3lab.report import perfmodel
 from eagle3lab.report.plots import model as model_plots
@@ -43,6 +45,7 @@ prompt_kind: str = "ids"  # benchmark prompts: "ids" (token ids) or "text"
 capture: bool = True  # run the in-process capture check (cpu profile only)
 bench: bool = True  # run the benchmark arms
 cross_check_with_bench_serving: bool = True  # also run sglang.bench_serving on the baseline server
+experiment_concurrency: list = [1]  # concurrencies of the EAGLE-3 experiment arms (untrained drafter, shifted layers); [] skips them
 
 # %%
 params = nbparams.resolve(globals())
@@ -51,8 +54,17 @@ logs_dir = repo_dir("artifacts") / "logs"
 bench_dir = repo_dir("artifacts") / f"03_bench.{P.name}"
 models = deployment.resolve_models(P)
 shims = SPEC_SHIMS if P.cpu_harness else ()
-show.table({"profile": P.name, "target": models.target, "draft": models.draft, "patch": patch,
+drafters = patchbench.resolve_drafters(P, models)
+plans = patchbench.eagle3_arm_plans(drafters, experiment_concurrency)
+eagle3_models = plans[0].models(models)  # the relaunch chain serves the headline drafter, so its server is reused
+show.table({"profile": P.name, "target": models.target, "draft": eagle3_models.draft, "patch": patch,
             "CPU harness shims": ", ".join(shims) or "none"})
+
+# %% [markdown]
+# The EAGLE-3 arms: the headline drafter over the whole sweep, and the experiments around it (fewer points).
+
+# %%
+show.table([plan.to_dict() for plan in plans])
 
 # %% [markdown]
 # ## What notebook 02 says the patch must delegate
@@ -77,26 +89,6 @@ delegated = patchbench.expect_patch_covers_trace(patch, verdict.missing_members)
 print("the full patch delegates:", ", ".join(delegated))
 
 # %% [markdown]
-# ## Relaunch chain
-# unpatched -> one-method patch -> full patch, each a real launch with EAGLE-3 on the installed package (patched
-# for that launch only). The outcome of each step is read from the server log, not assumed.
-
-# %%
-chain = relaunch.run_chain(P, models, logs_dir, shims,
-                           steps=[relaunch.ChainStep("unpatched"),
-                                  relaunch.ChainStep("one-method patch", (relaunch.ONE_METHOD_PATCH,)),
-                                  relaunch.ChainStep("full delegation patch", (patch,))], progress=print)
-show.table([step.row() for step in chain])
-
-# %% [markdown]
-# This cell fails the notebook if a wrapper error survives the full patch, or, on `cpu`, if the known CPU
-# limitation of speculative decoding ever goes away (the EAGLE-3 arm could then be measured here).
-
-# %%
-story = relaunch.expect_chain(chain, P, verdict.missing_members)
-print("\n".join(story))
-
-# %% [markdown]
 # ## Capture check: does the inner model capture what the drafter reads?
 # sglang's own `ModelRunner`, built the way `sglang.bench_one_batch` builds it, with the EAGLE-3 server
 # arguments; unpatched, then patched, with real prefill and decode forwards (`cpu` profile).
@@ -118,9 +110,39 @@ agreement = capture_check.compare_with_trace(trace, captures, profile="cpu" if P
 show.table([row.to_dict() for row in agreement]) if agreement else "no capture results to compare"
 
 # %% [markdown]
+# ## Relaunch chain
+# unpatched -> one-method patch -> full patch, each a real launch with EAGLE-3 on the installed package (patched
+# for that launch's start-up only). The outcome of each step is read from the server log, not assumed; a server
+# that comes up is asked for one greedy `/generate`. On `cpu` the speculative loop is sglang 0.5.9's own, run
+# by the CPU harness (topk 1). The full-patch server stays up: the EAGLE-3 arm below is measured on it.
+
+# %%
+chain = relaunch.run_chain(P, eagle3_models, logs_dir, shims,
+                           steps=[relaunch.ChainStep("unpatched"),
+                                  relaunch.ChainStep("one-method patch", (relaunch.ONE_METHOD_PATCH,)),
+                                  relaunch.ChainStep("full delegation patch", (patch,))], progress=print,
+                           keep_last_serving=bench)
+show.table([step.row() for step in chain])
+
+# %% [markdown]
+# This cell fails the notebook if a wrapper error survives the full patch, or if the patched server does not
+# answer `/generate` with speculative decoding, unless it stops at a setting that is still GPU-only (on CPU:
+# topk > 1, which the harness refuses in one line).
+
+# %%
+try:
+    story = relaunch.expect_chain(chain, P, verdict.missing_members)
+except BaseException:
+    relaunch.stop_serving(chain)
+    raise
+print("\n".join(story))
+
+# %% [markdown]
 # ## Benchmark: baseline vs EAGLE-3
-# Same prompts, same sweep. Per request: TTFT, inter-token latency, end-to-end latency, completion tokens from the
-# server's own counts, acceptance from `meta_info`. Every finished request is on disk (JSONL) at once.
+# Same prompts, same sweep. Per request: TTFT, inter-token latency (per token: a chunk of k tokens spreads its gap
+# over k tokens, as `bench_serving` does; the per-chunk gap is kept apart), end-to-end latency, completion tokens
+# and acceptance from the server's own counts, and the generated ids. Every finished request is on disk (JSONL)
+# at once. The EAGLE-3 arm is measured on the chain's full-patch server; the experiment arms get their own.
 
 # %%
 config = patchbench.sweep_config(P, models, prompt_kind)
@@ -128,14 +150,88 @@ show.table(config.to_dict())
 
 # %%
 if bench:
+    eagle3 = patchbench.measure_chain_server(chain, plans[0], config, bench_dir, relaunch.not_runnable_reason(chain))
     baseline, crosscheck = patchbench.run_server_arm(
-        "baseline", P, models, config, bench_dir, logs_dir, speculative=False,
+        "baseline", P, models, config, bench_dir, logs_dir, kind=ARM_KIND_BASELINE, speculative=False,
         shims=CONTROL_SHIMS if P.cpu_harness else (), with_cross_check=cross_check_with_bench_serving)
-    eagle3 = patchbench.eagle3_arm(P, models, config, bench_dir, logs_dir,
-                                   relaunch.not_runnable_reason(chain), patch)
-    report = BenchReport.create(P.name, [baseline, eagle3], crosscheck.__dict__ if crosscheck else None)
+    experiments = [patchbench.run_experiment_arm(plan, P, models, config, bench_dir, logs_dir, patch, shims)
+                   for plan in plans[1:]] if eagle3.measured_points() else []
+    report = BenchReport.create(P.name, [baseline, eagle3, *experiments], crosscheck.to_dict() if crosscheck else None)
     report.save(bench_dir / "bench_report.json")
     show.table(point_rows(report.arms))
+
+# %% [markdown]
+# ### Lossless: speculative output must equal the baseline's greedy output, token for token
+# Every prompt, every speculative arm, against the baseline at the same concurrency. Concurrency 1 is required
+# (one request per batch in both arms); other levels are shown. This cell fails the notebook on any difference.
+
+# %%
+lossless_result = patchbench.lossless_check(report.arms, bench_dir) if bench and eagle3.measured_points() else None
+show.table(lossless_result.rows()) if lossless_result else "no speculative arm measured"
+
+# %%
+if lossless_result:
+    lossless.expect_lossless(lossless_result)
+print("lossless:", lossless_result.lossless if lossless_result else None)
+
+# %% [markdown]
+# ### Acceptance, three ways
+# Ours (completion tokens / verify steps), the server's per-request `spec_accept_length` (must agree exactly), and
+# the server's lifetime `avg_spec_accept_length` after the flush before each point (tokens per verify step without
+# the prefill token, refreshed every 40 steps), next to the same quantity rebuilt from the per-request histograms.
+
+# %%
+acceptance_records = acceptance.acceptance_records(report.arms) if bench else []
+show.table(acceptance.acceptance_table(acceptance_records)) if acceptance_records else "no speculative arm measured"
+
+# %%
+if acceptance_records:
+    acceptance.expect_acceptance_consistent(report.arms)
+
+# %% [markdown]
+# Served at concurrency 1 next to the drafter's own offline simulation of sglang's greedy verify on the same
+# prompts (transformers, recorded when it was trained): the harness's draft, verify and draft-extend attention have
+# to reproduce what the drafter was trained and scored on.
+
+# %%
+offline = acceptance.offline_vs_served(report.arms, drafters.offline_acceptance) if bench else []
+show.table(offline) if offline else "the drafter records no offline simulation"
+
+# %% [markdown]
+# ### The layer-mismatch experiment, measured
+# The trained drafter served twice on the same prompts: with the aux layer ids it was trained on, and with each id
+# one layer early, which is what sglang 0.5.9's CUDA-graph capture hands it while eager forwards hand it the
+# trained ones. The tiny target's magnitude does not transfer to Kimi-K2.5's 61 layers; the mechanism is the same.
+
+# %%
+mismatch = acceptance.layer_mismatch(report.arms, P.model_num_layers,
+                                     {plan.name: plan.aux_layer_ids for plan in plans}) if bench else None
+show.table(mismatch.rows()) if mismatch else "the layer-mismatch arm was not measured"
+
+# %% [markdown]
+# ### Speedup, measured here
+
+# %%
+speedup = acceptance.speedup_records(report.arms) if bench else []
+show.table(speedup) if speedup else "no EAGLE-3 point to compare"
+
+# %% [markdown]
+# ### Sampling
+# On CPU, sglang 0.5.9 verifies greedily even at temperature > 0 (only a log warning). The speculative CPU servers
+# refuse non-greedy sampling with one line instead (and the benchmark refuses such a workload before it starts).
+
+# %%
+sampling = sidecars.SamplingRecord(policy="refused", reason=patchbench.GREEDY_ONLY) if P.cpu_harness else None
+show.table(sampling.model_dump()) if sampling else "not a CPU run"
+
+# %% [markdown]
+# ### A second latent defect: `verify_tree_greedy_func` has no CPU branch
+# Read from the installed sglang's syntax tree: the device dispatch ends without an `else`, so on a CPU the function
+# returns its buffers untouched, and its caller allocated them with `torch.empty`.
+
+# %%
+dispatch_gap = silent_noop.find_dispatch_gap(open_source())
+print("\n".join(dispatch_gap.evidence()))
 
 # %% [markdown]
 # ### Cross-check with sglang's own `bench_serving` (same server, same workload)
@@ -198,7 +294,7 @@ show.table(perfmodel.context_sensitivity())
 
 # %%
 sidecars.write(sidecars.PatchBenchSidecar(
-    profile=P.name, parameters=params.values, profile_values=P.model_dump(), models=vars(models),
+    profile=P.name, parameters=params.values, profile_values=P.model_dump(), models=vars(eagle3_models),
     environment=envinfo.environment_table(), patch=patch, delegated_members=delegated,
     chain=[step.record() for step in chain], story=story,
     capture={str(key): result.to_dict() for key, result in captures.items()},
@@ -208,4 +304,13 @@ sidecars.write(sidecars.PatchBenchSidecar(
     cross_check=crosscheck.to_dict() if bench and crosscheck else None,
     figures={kind: str(path) for kind, path in figures.items()},
     diagnostics=findings,
+    spec_arms=[plan.to_dict() for plan in plans],
+    lossless=lossless_result.to_dict() if lossless_result else None,
+    acceptance=acceptance_records,
+    offline_vs_served=offline,
+    layer_mismatch=mismatch.to_dict() if mismatch else None,
+    speedup=speedup,
+    sampling=sampling,
+    verify_dispatch_gap=dispatch_gap.to_dict(),
+    timings=patchbench.timings(chain, captures, report if bench else None),
 ))

@@ -273,6 +273,18 @@ class InterfaceTraceSidecar(Sidecar):
 # 03: patch, relaunch, capture, bench
 
 
+class ProbeRecord(Record):
+    """One greedy ``/generate`` on a server the chain brought up (``fix.relaunch.probe_generate``)."""
+
+    status_code: Optional[int] = None
+    completion_tokens: Optional[int] = None
+    spec_verify_ct: Optional[int] = None
+    spec_accept_length: Optional[float] = None
+    error: Optional[str] = None
+    ok: bool = False
+    speculated: bool = False
+
+
 class ChainStepRecord(Record):
     """One relaunch of the chain: which patches were in and how the launch ended."""
 
@@ -283,6 +295,56 @@ class ChainStepRecord(Record):
     error: Optional[str] = None
     call_site: Optional[str] = None
     seconds: float
+    probe: Optional[ProbeRecord] = None
+
+
+class SpecArmRecord(Record):
+    """One EAGLE-3 arm as planned (``bench.arms.SpecArmPlan``): its drafter and concurrencies."""
+
+    name: str
+    kind: str  # bench.sweep.ARM_KINDS
+    draft: str
+    aux_layer_ids: Optional[list[int]] = None
+    concurrency: Optional[list[int]] = None  # None: the profile's whole sweep
+    purpose: str = ""
+
+
+class LosslessRecord(Record):
+    """Speculative output against the baseline's greedy output, token for token (``bench.lossless``)."""
+
+    lossless: bool
+    required_concurrency: int
+    comparisons: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class LayerMismatchRecord(Record):
+    """The trained drafter served its trained aux layer ids vs ids shifted by one (``bench.acceptance``)."""
+
+    aligned_arm: str
+    shifted_arm: str
+    aligned_layer_ids: Optional[list[int]] = None
+    shifted_layer_ids: Optional[list[int]] = None
+    target_layers: Optional[int] = None
+    concurrency: list[int]
+    aligned_accept_length: list[float]
+    shifted_accept_length: list[float]
+    drop: list[float]
+    relative_drop: list[Optional[float]]
+
+
+class SamplingRecord(Record):
+    """How the speculative CPU arms treat temperature > 0 (the CPU verify has no sampling kernel)."""
+
+    policy: str  # "refused": the server and the bench refuse non-greedy sampling with one line
+    reason: str
+
+
+class DispatchGapRecord(Record):
+    """``trace.silent_noop``: sglang's verify dispatch has no CPU branch (file:line evidence)."""
+
+    release: str
+    silent_noop: bool
+    evidence: list[str] = Field(default_factory=list)
 
 
 class PatchBenchSidecar(Sidecar):
@@ -301,6 +363,15 @@ class PatchBenchSidecar(Sidecar):
     cross_check: Optional[dict[str, Any]] = None
     figures: dict[str, str] = Field(default_factory=dict)
     diagnostics: list[dict[str, Any]] = Field(default_factory=list)
+    spec_arms: list[SpecArmRecord] = Field(default_factory=list)
+    lossless: Optional[LosslessRecord] = None
+    acceptance: list[dict[str, Any]] = Field(default_factory=list)  # bench.acceptance.acceptance_records
+    offline_vs_served: list[dict[str, Any]] = Field(default_factory=list)  # bench.acceptance.offline_vs_served
+    layer_mismatch: Optional[LayerMismatchRecord] = None
+    speedup: list[dict[str, Any]] = Field(default_factory=list)  # bench.acceptance.speedup_records
+    sampling: Optional[SamplingRecord] = None
+    verify_dispatch_gap: Optional[DispatchGapRecord] = None
+    timings: dict[str, float] = Field(default_factory=dict)  # seconds per part of the notebook, measured
 
 
 # ---------------------------------------------------------------------------------------------------------------

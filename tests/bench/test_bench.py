@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from eagle3lab.bench.sweep import (ARM_FAILED, ARM_MEASURED, ARM_NOT_RUNNABLE, POINT_FAILED, POINT_OK, BenchReport,
-                             load_requests, not_runnable_arm, run_arm)
+from eagle3lab.bench.sweep import (ARM_FAILED, ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_MEASURED, ARM_NOT_RUNNABLE,
+                                   POINT_FAILED, POINT_OK, BenchReport, load_requests, not_runnable_arm, run_arm)
 from eagle3lab.bench.crosscheck import cross_check
 from eagle3lab.errors import BenchError
 from eagle3lab.bench.metrics import compute_point_metrics
@@ -52,7 +52,8 @@ def baseline_server(tmp_path_factory, cpu_profile, tiny_models):
 @pytest.mark.server
 def test_short_sweep_measures_every_point_from_server_counts(baseline_server, tiny_models, tmp_path):
     config = sweep(tiny_models)
-    arm = run_arm("baseline", baseline_server.spec.base_url, config, tmp_path, log=lambda line: None)
+    arm = run_arm("baseline", baseline_server.spec.base_url, config, tmp_path, kind=ARM_KIND_BASELINE,
+                  log=lambda line: None)
     assert arm.status == ARM_MEASURED and [p.concurrency for p in arm.points] == [1, 2]
     records = load_requests(tmp_path / arm.requests_file)
     assert len(records) == sum(config.warmup_count(c) + config.num_prompts for c in config.concurrency)
@@ -67,6 +68,9 @@ def test_short_sweep_measures_every_point_from_server_counts(baseline_server, ti
         assert point.server_cpu > 0 and point.other_cpu is not None  # the server was found and its tree measured
         measured = [r for r in records if r.concurrency == point.concurrency and r.phase == "measure"]
         assert all(r.spec_verify_ct is None and r.completion_tokens == config.output_len for r in measured)
+        assert all(len(r.output_ids) == config.output_len and sum(r.chunk_tokens) == config.output_len
+                   for r in measured)  # the generated ids (lossless check) and the tokens each chunk carried
+        assert sorted(r.prompt_index for r in measured) == list(range(config.num_prompts))
         assert all(r.t_scheduled <= r.t_sent < r.token_times[0] <= r.t_end for r in measured)
         # Every number is recomputable from the JSONL alone.
         assert compute_point_metrics(measured, client_cpu_s=m.client_cpu_s) == m
@@ -79,7 +83,8 @@ def test_cross_check_with_sglang_bench_serving(baseline_server, tiny_models, tmp
     """Same server, same lengths and concurrency: both clients must count the same tokens and agree on speed
     within a factor of two (a client that were the bottleneck, or counted chunks, would not)."""
     config = sweep(tiny_models, concurrency=[2], num_prompts=24)
-    arm = run_arm("baseline", baseline_server.spec.base_url, config, tmp_path, log=lambda line: None)
+    arm = run_arm("baseline", baseline_server.spec.base_url, config, tmp_path, kind=ARM_KIND_BASELINE,
+                  log=lambda line: None)
     check = cross_check(arm.point(2).metrics, baseline_server.spec.base_url, tiny_models.target, config, tmp_path)
     assert check.concurrency == 2 and len(check.ours_before_after) == 2
     assert check.theirs["completed"] == config.num_prompts
@@ -94,7 +99,8 @@ def test_cross_check_with_sglang_bench_serving(baseline_server, tiny_models, tmp
 def test_text_prompts_run_through_the_server_tokenizer(baseline_server, tiny_models, tmp_path):
     config = sweep(tiny_models, concurrency=[1], num_prompts=2, prompt_kind="text",
                    tokenizer_dir=tiny_models.target)
-    arm = run_arm("text", baseline_server.spec.base_url, config, tmp_path, log=lambda line: None)
+    arm = run_arm("text", baseline_server.spec.base_url, config, tmp_path, kind=ARM_KIND_BASELINE,
+                  log=lambda line: None)
     m = arm.point(1).metrics
     assert arm.status == ARM_MEASURED and m.completed == 2
     assert m.output_tokens == 2 * config.output_len and m.input_tokens >= 2 * config.input_len
@@ -128,7 +134,8 @@ def test_server_killed_mid_sweep_keeps_finished_requests_and_stops(cpu_profile, 
     with running_server(spec, tmp_path / "server.log", cpu_profile.ready_timeout_s) as server:
         # The whole server at once, as an OOM kill would.
         killer = kill_after_lines(jsonl, kill_after, lambda: os.killpg(server.pid, signal.SIGKILL))
-        arm = run_arm("victim", spec.base_url, config, tmp_path, log=lambda line: None)
+        arm = run_arm("victim", spec.base_url, config, tmp_path, kind=ARM_KIND_BASELINE,
+                      log=lambda line: None)
         killer.join(timeout=1)
 
     assert arm.status == ARM_FAILED and arm.reason["concurrency"] == 2
@@ -169,7 +176,8 @@ def test_server_whose_scheduler_died_is_detected_without_hanging(cpu_profile, ti
 
         killer = kill_after_lines(jsonl, kill_after, kill_scheduler)
         # as for a remote server: no process tree to watch, so only the stall timeout can end the point
-        arm = run_arm("hung", spec.base_url, config, tmp_path, log=lambda line: None, watch=lambda: None)
+        arm = run_arm("hung", spec.base_url, config, tmp_path, kind=ARM_KIND_BASELINE, log=lambda line: None,
+                      watch=lambda: None)
         killer.join(timeout=1)
         front_still_up = server.proc.poll() is None
 
@@ -183,21 +191,22 @@ def test_server_whose_scheduler_died_is_detected_without_hanging(cpu_profile, ti
 
 
 def test_not_runnable_arm_keeps_its_reason_and_has_no_numbers():
-    arm = not_runnable_arm("eagle3", {"kind": "cpu_limitation", "message": "EAGLE is not supported ..."})
+    arm = not_runnable_arm("eagle3", {"kind": "cpu_limitation", "message": "EAGLE is not supported ..."},
+                           kind=ARM_KIND_EAGLE3)
     assert arm.status == ARM_NOT_RUNNABLE and arm.points == [] and arm.measured_points() == []
     assert arm.reason["kind"] == "cpu_limitation"
     for bad in ({}, None, "EAGLE failed"):
         with pytest.raises(BenchError, match="classified reason"):
-            not_runnable_arm("eagle3", bad)
+            not_runnable_arm("eagle3", bad, kind=ARM_KIND_EAGLE3)
 
 
 def test_bad_arm_name_and_unreachable_server_fail_cleanly(tmp_path, tiny_models):
     with pytest.raises(BenchError, match="must be a non-empty word"):
-        not_runnable_arm("two words", {"kind": "x"})
+        not_runnable_arm("two words", {"kind": "x"}, kind=ARM_KIND_EAGLE3)
     from eagle3lab.runtime.server import free_port
 
     arm = run_arm("nobody", f"http://127.0.0.1:{free_port()}", sweep(tiny_models, concurrency=[1, 2]), tmp_path,
-                  log=lambda line: None)
+                  kind=ARM_KIND_BASELINE, log=lambda line: None)
     assert arm.status == ARM_FAILED and len(arm.points) == 1 and arm.points[0].status == POINT_FAILED
     assert arm.points[0].metrics is None and "stopped answering" in arm.points[0].reason
 
@@ -220,8 +229,9 @@ def test_point_rows_show_numbers_for_points_and_reasons_for_arms_without():
     rec = RequestRecord("r", 1, "measure", True, 0.0, t_sent=0.0, token_times=[0.1, 0.2], t_end=0.2,
                         completion_tokens=2)
     point = PointResult(1, POINT_OK, None, compute_point_metrics([rec], client_cpu_s=0.001), {}, 1, 0, 0, True, "t")
-    rows = point_rows([ArmResult("baseline", ARM_MEASURED, points=[point]),
-                       not_runnable_arm("eagle3", {"message": "EAGLE is not supported on CPU"})])
+    rows = point_rows([ArmResult("baseline", ARM_MEASURED, ARM_KIND_BASELINE, points=[point]),
+                       not_runnable_arm("eagle3", {"message": "EAGLE is not supported on CPU"}, kind=ARM_KIND_EAGLE3)])
     assert rows[0]["out_tok_s"] == 10.0 and rows[0]["ttft_p50_ms"] == 100.0 and rows[0]["accept_len"] is None
     assert rows[0]["client_cpu_s_per_1k_tok"] == 0.5
-    assert rows[1] == {"arm": "eagle3", "status": ARM_NOT_RUNNABLE, "note": "EAGLE is not supported on CPU"}
+    assert rows[1] == {"arm": "eagle3", "kind": ARM_KIND_EAGLE3, "status": ARM_NOT_RUNNABLE,
+                       "note": "EAGLE is not supported on CPU"}

@@ -118,3 +118,48 @@ def test_round_trip_through_json(two_plain_requests):
     with pytest.raises(BenchError, match="unknown keys"):
         RequestRecord.from_dict({**line, "surprise": 1})
     assert "out_tok/s=4.0" in format_point(compute_point_metrics(two_plain_requests))
+
+
+def test_itl_is_per_token_with_a_multi_token_chunk_spread_over_its_tokens():
+    """Chunks at 0.5 (1 token), 0.8 (3 tokens), 0.9 (1 token): per token 0.1 x3 then 0.1; per chunk 0.3, 0.1."""
+    rec = _rec("s", t_sent=0.0, token_times=[0.5, 0.8, 0.9], chunk_tokens=[1, 3, 1], t_end=0.9, completion_tokens=5,
+               spec_verify_ct=2)
+    m = compute_point_metrics([rec])
+    assert m.itl_s.count == 4 and m.itl_s.mean == pytest.approx(0.1) and m.itl_s.max == pytest.approx(0.1)
+    assert m.itl_chunk_s.count == 2 and m.itl_chunk_s.mean == pytest.approx(0.2)
+    assert m.tpot_s.mean == pytest.approx(0.1)  # (0.9 - 0.5) / (5 - 1)
+
+
+def test_records_without_chunk_counts_count_one_token_per_chunk(two_plain_requests):
+    m = compute_point_metrics(two_plain_requests)
+    assert m.itl_s == m.itl_chunk_s
+
+
+def test_damaged_chunk_counts_fail_in_one_line():
+    rec = _rec("s", t_sent=0.0, token_times=[0.5, 0.8], chunk_tokens=[1], t_end=0.9, completion_tokens=2)
+    with pytest.raises(BenchError, match="2 chunk times"):
+        compute_point_metrics([rec])
+
+
+def test_acceptance_readings_agree_with_the_server_and_the_histogram_sums_verify_steps():
+    """r1: 9 tokens in 4 verify steps, histogram [1, 1, 1, 1] (accepted 0, 1, 2, 3 drafts) -> 10 tokens per step
+    before the end cut; r2: 4 tokens in 3 steps, [2, 1]. Server ratios: 2.25 and 4/3 (r2 misreported as 1.5)."""
+    r1 = _rec("r1", t_sent=0.0, token_times=[0.1, 0.2], t_end=0.2, completion_tokens=9, spec_verify_ct=4,
+              spec_accept_length=2.25, spec_accept_histogram=[1, 1, 1, 1])
+    r2 = _rec("r2", t_sent=0.0, token_times=[0.1, 0.2], t_end=0.2, completion_tokens=4, spec_verify_ct=3,
+              spec_accept_length=1.5, spec_accept_histogram=[2, 1])
+    m = compute_point_metrics([r1, r2])
+    assert m.accept_length == pytest.approx(13 / 7)
+    assert m.server_accept_length_mean == pytest.approx((2.25 + 1.5) / 2)
+    assert m.accept_length_disagreements == 1
+    assert m.accepted_per_verify_histogram == [3, 2, 1, 1]
+    assert m.accept_length_per_step == pytest.approx((3 * 1 + 2 * 2 + 1 * 3 + 1 * 4) / 7)
+
+
+def test_new_fields_survive_the_json_round_trip():
+    rec = _rec("s", t_sent=0.0, token_times=[0.5, 0.8], chunk_tokens=[1, 2], t_end=0.9, completion_tokens=3,
+               spec_verify_ct=2, spec_accept_length=1.5, spec_accept_histogram=[1, 1], output_ids=[5, 6, 7],
+               prompt_index=3)
+    assert RequestRecord.from_dict(json.loads(json.dumps(rec.to_dict()))) == rec
+    m = compute_point_metrics([rec])
+    assert PointMetrics.from_dict(json.loads(json.dumps(m.to_dict()))) == m

@@ -13,6 +13,7 @@ import pytest
 
 from eagle3lab.bench.sweep import (
     ARM_FAILED,
+    ARM_KIND_BASELINE,
     POINT_FAILED,
     load_requests,
     run_arm,
@@ -69,7 +70,7 @@ def test_killed_scheduler_ends_the_point_as_server_died(cpu_profile, tiny_models
 
         killer = threading.Thread(target=kill_scheduler_mid_point, daemon=True)
         killer.start()
-        arm = run_arm("victim", spec.base_url, config, tmp_path, log=lambda line: None)
+        arm = run_arm("victim", spec.base_url, config, tmp_path, kind=ARM_KIND_BASELINE, log=lambda line: None)
         ended = time.perf_counter()
         killer.join(timeout=5)
         pid = server.pid

@@ -278,7 +278,7 @@ def test_diagnose_reports_only_rules_with_evidence(spec_default_limit):
 
 
 # ------------------------------------------------------------------------------------------ from artifacts
-def _arm(name: str, concurrency: int, server_info: dict, records: list, out_dir):
+def _arm(name: str, concurrency: int, server_info: dict, records: list, out_dir, kind: str):
     import json
 
     from eagle3lab.bench.sweep import ARM_MEASURED, ArmResult, PointResult
@@ -288,7 +288,7 @@ def _arm(name: str, concurrency: int, server_info: dict, records: list, out_dir)
     jsonl.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in records), encoding="utf-8")
     metrics = compute_point_metrics(records)
     point = PointResult(concurrency, "ok", None, metrics, server_info, concurrency, 0, 0, True, "t")
-    return ArmResult(name=name, status=ARM_MEASURED, sweep={"prompt_kind": "ids"}, points=[point],
+    return ArmResult(name=name, status=ARM_MEASURED, kind=kind, sweep={"prompt_kind": "ids"}, points=[point],
                      requests_file=jsonl.name)
 
 
@@ -308,8 +308,8 @@ def test_evidence_from_artifacts_reads_every_source(tmp_path, spec_default_limit
 
     spec_info, spec_log = spec_default_limit
     base_info, base_log = baseline_default_limit
-    report = BenchReport.create("gpu", [_arm("baseline", 64, base_info, _records(64, None), tmp_path),
-                                        _arm("eagle3", 64, spec_info, _records(64, 5), tmp_path)])
+    report = BenchReport.create("gpu", [_arm("baseline", 64, base_info, _records(64, None), tmp_path, "baseline"),
+                                        _arm("eagle3", 64, spec_info, _records(64, 5), tmp_path, "eagle3")])
     (tmp_path / "spec.log").write_text(spec_log, encoding="utf-8")
     table = {"profile": "gpu", "depth": 61, "aux_layer_ids": [2, 30, 58], "rows": [
         _row("cuda_graph_runner.py:365", 0, [2, 30, 58], GRAPH, ["graphs on"]),

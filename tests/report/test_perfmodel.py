@@ -467,7 +467,7 @@ def test_run_break_even_for_a_profile_is_calibrated_on_its_own_measurement():
                                      t_end=0.05 + 8 * step_s, prompt_len=32, prompt_tokens=32, completion_tokens=9,
                                      finish_reason="length") for i in range(conc)]
             points.append(PointResult(conc, "ok", None, compute_point_metrics(records), None, conc, 0, 0, True, "now"))
-        return ArmResult(name=name, status=ARM_MEASURED, points=points)
+        return ArmResult(name=name, status=ARM_MEASURED, kind=name, points=points)
 
     report = BenchReport.create("cpu", [arm("baseline", (1, 4), 0.02), arm("eagle3", (1, 4), 0.04)])
     cpu = load_profile("cpu")

@@ -5,23 +5,28 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pytest
 
-from eagle3lab.bench.sweep import ArmResult, BenchReport, PointResult, not_runnable_arm
+from eagle3lab.bench.sweep import (ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_CONTROL, ArmResult,
+                                   BenchReport, PointResult, not_runnable_arm)
 from eagle3lab.bench.metrics import RequestRecord, compute_point_metrics
-from eagle3lab.report.plots.bench import draw_bench_figures, plot_acceptance, plot_latency, plot_throughput, reason_text
+from eagle3lab.report.plots.bench import (draw_bench_figures, plot_accept_distribution, plot_acceptance,
+                                          plot_latency, plot_throughput, reason_text)
 
 
-def point(concurrency: int, tokens: int, status: str = "ok", verify: int | None = None) -> PointResult:
+def point(concurrency: int, tokens: int, status: str = "ok", verify: int | None = None,
+          histogram: list[int] | None = None) -> PointResult:
     """One request sent at t=0 that streamed ``tokens`` tokens, one every 0.1 s, first at 0.1 s."""
     times = [0.1 * (i + 1) for i in range(tokens)]
     rec = RequestRecord("r", concurrency, "measure", True, 0.0, t_sent=0.0, token_times=times, t_end=times[-1],
-                        completion_tokens=tokens, spec_verify_ct=verify)
+                        completion_tokens=tokens, spec_verify_ct=verify, spec_accept_histogram=histogram)
     return PointResult(concurrency, status, None, compute_point_metrics([rec]), {}, concurrency, 0, 0, True, "t")
 
 
 @pytest.fixture()
 def report() -> BenchReport:
-    baseline = ArmResult("baseline", "measured", points=[point(1, 4), point(2, 8), point(4, 8, status="failed")])
-    eagle = not_runnable_arm("eagle3", {"summary": "EAGLE is not supported in decode attention backend torch_native"})
+    baseline = ArmResult("baseline", "measured", ARM_KIND_BASELINE,
+                         points=[point(1, 4), point(2, 8), point(4, 8, status="failed")])
+    eagle = not_runnable_arm("eagle3", {"summary": "EAGLE is not supported in decode attention backend torch_native"},
+                             kind=ARM_KIND_EAGLE3)
     return BenchReport("cpu", "2026-11-29", {}, [baseline, eagle],
                        cross_check={"concurrency": 2, "theirs_output_tok_per_s": 9.0, "ratio": 8.0 / 9.0})
 
@@ -53,9 +58,29 @@ def test_acceptance_says_why_there_is_no_line(report):
     assert "baseline: no speculation" in notes(fig) and "eagle3: not runnable" in notes(fig)
     assert "no measured points" in notes(fig) and list(fig.axes[0].get_yticks()) == []  # no scale to read 0 off
     plt.close(fig)
-    report.arms.append(ArmResult("spec", "measured", points=[point(1, 12, verify=4), point(2, 8, verify=4)]))
+    report.arms.append(ArmResult("spec", "measured", ARM_KIND_EAGLE3,
+                                 points=[point(1, 12, verify=4), point(2, 8, verify=4)]))
     fig = plot_acceptance(report)
-    assert lines_by_label(fig)["spec"][1] == pytest.approx([3.0, 2.0])
+    assert lines_by_label(fig)["spec: mean per request"][1] == pytest.approx([3.0, 2.0])
+    assert lines_by_label(fig)["spec: pooled"][1] == pytest.approx([3.0, 2.0])
+    plt.close(fig)
+
+
+def test_accept_distribution_is_the_share_of_verify_steps_per_accepted_count(report):
+    fig = plot_accept_distribution(report)
+    assert "no measured points" in notes(fig)
+    plt.close(fig)
+    # 4 + 4 verify steps: accepted 0 draft tokens in 2, 1 in 2, 3 in 4 (the histograms sum over points)
+    report.arms.append(ArmResult("spec", "measured", ARM_KIND_EAGLE3,
+                                 points=[point(1, 12, verify=4, histogram=[0, 1, 0, 3]),
+                                         point(2, 8, verify=4, histogram=[2, 1, 0, 1])]))
+    report.arms.append(ArmResult("ctl", "measured", ARM_KIND_EAGLE3_CONTROL,
+                                 points=[point(1, 4, verify=4, histogram=[4])]))
+    fig = plot_accept_distribution(report)
+    bars = {c.get_label(): [r.get_height() for r in c] for c in fig.axes[0].containers}
+    spec = next(v for k, v in bars.items() if k.startswith("spec (8 verify steps"))
+    ctl = next(v for k, v in bars.items() if k.startswith("ctl (4 verify steps"))
+    assert spec == pytest.approx([0.25, 0.25, 0.0, 0.5]) and ctl == pytest.approx([1.0])
     plt.close(fig)
 
 
@@ -74,7 +99,8 @@ def test_figures_are_redrawn_from_the_saved_sidecar(report, tmp_path):
     assert again == report
     files = draw_bench_figures(again, tmp_path)
     assert sorted(p.name for p in files.values()) == [
-        "bench_acceptance_cpu.png", "bench_latency_cpu.png", "bench_throughput_cpu.png"]
+        "bench_accept_distribution_cpu.png", "bench_acceptance_cpu.png", "bench_latency_cpu.png",
+        "bench_throughput_cpu.png"]
     assert all(p.stat().st_size > 1000 for p in files.values())
 
 

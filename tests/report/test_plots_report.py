@@ -114,7 +114,8 @@ def _bench_report(concurrencies=(1, 2), step_s=0.01):
                                  prompt_len=32, prompt_tokens=32, completion_tokens=9, finish_reason="length")
                    for i in range(conc)]
         points.append(PointResult(conc, "ok", None, compute_point_metrics(records), None, conc, 0, 0, True, "now"))
-    arm = ArmResult(name="baseline", status=ARM_MEASURED, sweep={"input_len": 32, "output_len": 9}, points=points)
+    arm = ArmResult(name="baseline", status=ARM_MEASURED, kind="baseline", sweep={"input_len": 32, "output_len": 9},
+                    points=points)
     return BenchReport.create("cpu", [arm])
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle3lab.bench import cpuload
-from eagle3lab.bench.sweep import run_arm
+from eagle3lab.bench.sweep import ARM_KIND_BASELINE, run_arm
 from eagle3lab.errors import BenchError
 from eagle3lab.bench.metrics import PointMetrics
 from eagle3lab.bench.workload import SweepConfig
@@ -143,7 +143,8 @@ def cross_check(ours: PointMetrics, base_url: str, tokenizer_dir: str, config: S
     """
     run = run_bench_serving(base_url, tokenizer_dir, config, ours.concurrency, out_dir)
     single = dataclasses.replace(config, concurrency=[ours.concurrency])
-    again = run_arm("crosscheck_after", base_url, single, out_dir, log=lambda line: None).points[0]
+    again = run_arm("crosscheck_after", base_url, single, out_dir, kind=ARM_KIND_BASELINE,
+                    log=lambda line: None).points[0]
     if not again.measured or again.metrics is None:
         raise BenchError(f"our re-measurement after bench_serving failed: {again.reason}")
     return compare([ours, again.metrics], run, config.num_prompts)

@@ -67,6 +67,7 @@ async def generate_once(
     if not isinstance(prompt, str):
         record.prompt_len = len(prompt)
     last_tokens = 0
+    output_ids: list[int] | None = None
     final_meta: dict[str, Any] | None = None
     done = False
     try:
@@ -93,7 +94,9 @@ async def generate_once(
                 tokens = int(meta.get("completion_tokens", last_tokens))
                 if tokens > last_tokens:  # a chunk that carries new tokens (one or, with speculation, several)
                     record.token_times.append(now)
+                    record.chunk_tokens.append(tokens - last_tokens)
                     last_tokens = tokens
+                output_ids = _merge_output_ids(output_ids, chunk.get("output_ids"), tokens)
                 final_meta = meta
     except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError, json.JSONDecodeError) as exc:
         record.error = describe_error(exc)
@@ -107,10 +110,22 @@ async def generate_once(
     record.completion_tokens = final_meta.get("completion_tokens")
     record.spec_verify_ct = final_meta.get("spec_verify_ct")  # absent without speculation
     record.spec_accept_length = final_meta.get("spec_accept_length")
+    record.spec_accept_histogram = final_meta.get("spec_accept_histogram")
+    record.output_ids = output_ids
     finish = final_meta.get("finish_reason")
     record.finish_reason = finish.get("type") if isinstance(finish, dict) else finish
     record.ok = True
     return record
+
+
+def _merge_output_ids(so_far: list[int] | None, chunk_ids: Any, completion_tokens: int) -> list[int] | None:
+    """The generated ids after this chunk. sglang streams the whole list so far (default) or, with
+    ``--stream-output``, only the new ids; a list as long as ``completion_tokens`` is the whole list."""
+    if not isinstance(chunk_ids, list):
+        return so_far
+    if len(chunk_ids) == completion_tokens or so_far is None:
+        return list(chunk_ids)
+    return so_far + list(chunk_ids)
 
 
 class JsonlSink:
@@ -186,7 +201,7 @@ async def run_phase(
             except asyncio.QueueEmpty:
                 return
             record = RequestRecord(request_id=f"c{concurrency}-{phase}-{index:05d}", concurrency=concurrency,
-                                   phase=phase, ok=False, t_scheduled=time.perf_counter())
+                                   phase=phase, ok=False, t_scheduled=time.perf_counter(), prompt_index=index)
             try:
                 await generate_once(session, base_url, prompt, record, config)
             except asyncio.CancelledError:  # the watch saw the server die: this request will never finish

@@ -25,7 +25,8 @@ class RequestRecord:
 
     ``t_scheduled``: the driver handed the request to the client (a concurrency slot was free).
     ``t_sent``: the request body left the client. The gap is client queueing and is kept out of TTFT/E2E.
-    ``token_times``: arrival time of each stream chunk that raised the server's ``completion_tokens``.
+    ``token_times``: arrival time of each stream chunk that raised the server's ``completion_tokens``;
+    ``chunk_tokens``: how many new tokens that chunk carried (one without speculation, up to 1 + draft steps with).
     """
 
     request_id: str
@@ -43,6 +44,10 @@ class RequestRecord:
     spec_accept_length: float | None = None  # as the server reported it, kept for cross-checking
     finish_reason: str | None = None
     error: str | None = None
+    prompt_index: int | None = None  # position in the phase's prompt list (the same prompt in every arm)
+    chunk_tokens: list[int] = field(default_factory=list)
+    output_ids: list[int] | None = None  # the generated token ids, for the lossless check
+    spec_accept_histogram: list[int] | None = None  # meta_info: verify steps that accepted k draft tokens, k = 0..
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "RequestRecord":
@@ -100,6 +105,18 @@ class PointMetrics:
     client_cpu_s: float | None
     client_cpu_s_per_1k_tokens: float | None
     errors: list[str]
+    # ITL above is per token: a chunk of k tokens spreads its gap over k tokens, as sglang's bench_serving does.
+    # This one is per stream chunk (the gap between chunks as the client saw it), kept apart and labelled so.
+    itl_chunk_s: Distribution | None = None
+    # The server's own per-request figure (meta_info.spec_accept_length), its mean, and how many requests
+    # disagree with completion_tokens / spec_verify_ct (should be none: sglang computes exactly that).
+    server_accept_length_mean: float | None = None
+    accept_length_disagreements: int | None = None
+    # Summed meta_info.spec_accept_histogram: entry k = verify steps that accepted k draft tokens.
+    accepted_per_verify_histogram: list[int] | None = None
+    # Tokens per verify step from that histogram, sum((k + 1) * h_k) / sum(h_k): the quantity sglang's
+    # /get_server_info avg_spec_accept_length averages (no prefill token, no max_new_tokens cut).
+    accept_length_per_step: float | None = None
 
     @property
     def decode_step_s(self) -> float | None:
@@ -116,8 +133,9 @@ class PointMetrics:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "PointMetrics":
         values = dict(data)
-        for name in ("ttft_s", "itl_s", "tpot_s", "e2e_s", "queue_s"):
-            values[name] = Distribution(**values[name])
+        for name in ("ttft_s", "itl_s", "tpot_s", "e2e_s", "queue_s", "itl_chunk_s"):
+            if values.get(name) is not None:
+                values[name] = Distribution(**values[name])
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
@@ -126,6 +144,29 @@ class PointMetrics:
 
 def _intervals(times: Sequence[float]) -> list[float]:
     return [b - a for a, b in zip(times, times[1:])]
+
+
+def per_token_itl(times: Sequence[float], chunk_tokens: Sequence[int]) -> list[float]:
+    """Inter-token latencies with each chunk's gap spread over the tokens it carried (bench_serving's rule).
+
+    Without ``chunk_tokens`` (old records) every chunk counts as one token, which is exact without speculation.
+    """
+    if chunk_tokens and len(chunk_tokens) != len(times):
+        raise BenchError(f"{len(chunk_tokens)} chunk token counts for {len(times)} chunk times; the record is damaged")
+    counts = list(chunk_tokens) if chunk_tokens else [1] * len(times)
+    itl: list[float] = []
+    for gap, count in zip(_intervals(times), counts[1:]):
+        itl.extend([gap / count] * count)
+    return itl
+
+
+def _summed_histogram(histograms: Iterable[Sequence[int]]) -> list[int]:
+    total: list[int] = []
+    for hist in histograms:
+        total.extend([0] * (len(hist) - len(total)))
+        for k, count in enumerate(hist):
+            total[k] += int(count)
+    return total
 
 
 def compute_point_metrics(
@@ -155,7 +196,8 @@ def compute_point_metrics(
     input_tokens = sum((r.prompt_tokens if r.prompt_tokens is not None else r.prompt_len) or 0 for r in ok)
 
     ttft = [r.token_times[0] - r.t_sent for r in ok]  # type: ignore[operator]
-    itl = [gap for r in ok for gap in _intervals(r.token_times)]
+    itl = [gap for r in ok for gap in per_token_itl(r.token_times, r.chunk_tokens)]
+    itl_chunk = [gap for r in ok for gap in _intervals(r.token_times)]
     tpot = [
         (r.t_end - r.token_times[0]) / (r.completion_tokens - 1)  # type: ignore[operator]
         for r in ok
@@ -169,6 +211,13 @@ def compute_point_metrics(
     accept_mean = (
         float(np.mean([(r.completion_tokens or 0) / (r.spec_verify_ct or 1) for r in spec])) if spec else None
     )
+    reported = [r for r in spec if r.spec_accept_length is not None]
+    server_mean = float(np.mean([r.spec_accept_length for r in reported])) if reported else None
+    disagreements = sum(abs((r.completion_tokens or 0) / (r.spec_verify_ct or 1) - r.spec_accept_length) > 1e-9
+                        for r in reported) if reported else None  # type: ignore[operator]
+    histogram = _summed_histogram(r.spec_accept_histogram for r in spec if r.spec_accept_histogram) or None
+    per_step = (sum((k + 1) * h for k, h in enumerate(histogram)) / sum(histogram)
+                if histogram and sum(histogram) else None)
 
     cpu_per_1k = client_cpu_s / output_tokens * 1000 if client_cpu_s is not None and output_tokens else None
     return PointMetrics(
@@ -191,6 +240,11 @@ def compute_point_metrics(
         client_cpu_s=client_cpu_s,
         client_cpu_s_per_1k_tokens=cpu_per_1k,
         errors=sorted({r.error for r in measured if r.error}),
+        itl_chunk_s=Distribution.of(itl_chunk),
+        server_accept_length_mean=server_mean,
+        accept_length_disagreements=disagreements,
+        accepted_per_verify_histogram=histogram,
+        accept_length_per_step=per_step,
     )
 
 
@@ -205,6 +259,6 @@ def format_point(m: PointMetrics) -> str:
     return (
         f"c={m.concurrency:<4} ok={m.completed}/{m.requests} out_tok/s={m.output_tok_per_s:.1f} "
         f"req/s={m.requests_per_s:.2f} ttft_ms p50={ms(m.ttft_s.p50)} p99={ms(m.ttft_s.p99)} "
-        f"itl_ms p50={ms(m.itl_s.p50)} p99={ms(m.itl_s.p99)} e2e_ms p50={ms(m.e2e_s.p50)} "
+        f"itl_ms/token p50={ms(m.itl_s.p50)} p99={ms(m.itl_s.p99)} e2e_ms p50={ms(m.e2e_s.p50)} "
         f"accept_len={acc} client_cpu_s/1k_tok={cpu}"
     )

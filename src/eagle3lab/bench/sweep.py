@@ -6,8 +6,8 @@ sglang's lifetime acceptance counters start clean), measure, then snapshot ``/ge
 request is already on disk (JSONL) before the next one is counted, so a server that dies mid-sweep costs only
 the point it died in: that point is marked failed with the reason, and the sweep stops cleanly.
 
-An arm that cannot run here (EAGLE-3 on CPU) is recorded as not runnable with its classified reason; it never
-becomes a row of zeros.
+An arm that cannot run here is recorded as not runnable with its classified reason; it never becomes a row of
+zeros. Every arm says what it is (``kind``: baseline, eagle3, or one of the EAGLE-3 experiments).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import concurrent.futures
 import json
 import os
 import platform
+import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -38,6 +39,20 @@ T = TypeVar("T")
 POINT_OK, POINT_ERRORS, POINT_FAILED = "ok", "errors", "failed"
 SERVER_DIED = "server died"  # how a point's reason starts when a server process was seen to die
 ARM_MEASURED, ARM_FAILED, ARM_NOT_RUNNABLE = "measured", "failed", "not_runnable"
+
+# What an arm is, as a field (never guessed from its name). ``eagle3`` is the headline speculative arm (the trained
+# drafter, served with the aux layer ids it was trained on); the others are experiments around it.
+ARM_KIND_BASELINE = "baseline"  # no speculation
+ARM_KIND_EAGLE3 = "eagle3"  # EAGLE-3 with the drafter the comparison is about
+ARM_KIND_EAGLE3_CONTROL = "eagle3_control"  # EAGLE-3 with an untrained drafter: acceptance near 1, pure overhead
+ARM_KIND_EAGLE3_SHIFTED = "eagle3_shifted"  # the trained drafter fed aux states one layer early (the mismatch)
+ARM_KINDS = (ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_CONTROL, ARM_KIND_EAGLE3_SHIFTED)
+
+
+def check_kind(kind: str) -> str:
+    if kind not in ARM_KINDS:
+        raise BenchError(f"arm kind {kind!r} is unknown; use one of {', '.join(ARM_KINDS)}")
+    return kind
 
 
 def _now() -> str:
@@ -65,6 +80,9 @@ class PointResult:
     client_cpu: float | None = None
     other_cpu: float | None = None
     load_avg_1m: float | None = None
+    # /get_server_info avg_spec_accept_length right after the measurement (its counters were reset by the flush
+    # before it; sglang refreshes them every decode_log_interval steps, so the last few steps may be missing).
+    server_avg_accept_length: float | None = None
 
     @property
     def measured(self) -> bool:
@@ -85,6 +103,7 @@ class ArmResult:
 
     name: str
     status: str  # measured | failed | not_runnable
+    kind: str  # one of ARM_KINDS
     reason: dict[str, Any] | None = None
     base_url: str | None = None
     sweep: dict[str, Any] | None = None
@@ -92,6 +111,15 @@ class ArmResult:
     requests_file: str | None = None  # JSONL of every request, relative to the arm's output folder
     started_at: str | None = None
     finished_at: str | None = None
+    sweep_seconds: float | None = None  # wall time of the whole sweep (warm-ups, flushes and measurements)
+    server_ready_seconds: float | None = None  # launch to ready of the server swept, where this run started it
+
+    def __post_init__(self) -> None:
+        check_kind(self.kind)
+
+    @property
+    def speculative(self) -> bool:
+        return self.kind != ARM_KIND_BASELINE
 
     def measured_points(self) -> list[PointResult]:
         return [p for p in self.points if p.measured]
@@ -109,6 +137,8 @@ class ArmResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ArmResult":
         values = dict(data)
+        if "kind" not in values:
+            raise BenchError(f"arm '{values.get('name')}' has no kind; the sidecar predates arm kinds, rerun notebook 03")
         values["points"] = [PointResult.from_dict(p) for p in values.get("points", [])]
         return cls(**values)
 
@@ -199,11 +229,19 @@ async def _run_point(base_url: str, config: SweepConfig, concurrency: int, sink:
         return died("the server-info snapshot", death)
     if point.server_info is None and not await server_alive(base_url):
         return failed("the server-info snapshot", "no answer")
+    point.server_avg_accept_length = server_accept_length(point.server_info)
     if point.metrics is None or point.metrics.failed:
         point.status = POINT_ERRORS
         point.reason = f"{point.metrics.failed if point.metrics else 0} requests failed: " \
                        f"{_first_error(measure.records)}"
     return point
+
+
+def server_accept_length(server_info: dict[str, Any] | None) -> float | None:
+    """``avg_spec_accept_length`` of the first scheduler in a ``/get_server_info`` answer (None without one)."""
+    states = (server_info or {}).get("internal_states") or []
+    value = states[0].get("avg_spec_accept_length") if states and isinstance(states[0], dict) else None
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 async def run_sweep(base_url: str, config: SweepConfig, sink: JsonlSink, label: str = "sweep",
@@ -233,19 +271,20 @@ def save_arm(arm: ArmResult, out_dir: Path) -> Path:
     return write_json_atomic(_arm_paths(arm.name, out_dir)[1], arm.to_dict())
 
 
-def run_arm(name: str, base_url: str, sweep_config: SweepConfig, out_dir: Path,
+def run_arm(name: str, base_url: str, sweep_config: SweepConfig, out_dir: Path, *, kind: str,
             log: Callable[[str], None] = print, watch: DeathWatch | None = None) -> ArmResult:
     """Sweep one running server; writes ``<name>.requests.jsonl`` (live) and ``<name>.arm.json`` (at the end).
 
     The server's process tree is watched (``watch``, by default found from the port of a local ``base_url``),
     so a dead scheduler ends the point within seconds, recorded as "server died" with its exit status.
     """
+    check_kind(kind)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     jsonl, _ = _arm_paths(name, out_dir)
     jsonl.unlink(missing_ok=True)  # the file holds this run only; it is appended to request by request
     base_url = base_url.rstrip("/")
-    arm = ArmResult(name=name, status=ARM_MEASURED, base_url=base_url, sweep=sweep_config.to_dict(),
+    arm = ArmResult(name=name, status=ARM_MEASURED, kind=kind, base_url=base_url, sweep=sweep_config.to_dict(),
                     requests_file=jsonl.name, started_at=_now())
 
     def report(point: PointResult) -> None:
@@ -254,12 +293,14 @@ def run_arm(name: str, base_url: str, sweep_config: SweepConfig, out_dir: Path,
         log(f"[{name}] {point.status:<6} {line}{busy}" + (f" | {point.reason}" if point.reason else ""))
 
     sink = JsonlSink(jsonl)
+    started = time.perf_counter()
     try:
         watch = watch or procwatch.death_watch_for_url(base_url)
         arm.points = run_async(lambda: run_sweep(base_url, sweep_config, sink, label=name, on_point=report,
                                                  watch=watch))
     finally:
         sink.close()
+    arm.sweep_seconds = round(time.perf_counter() - started, 2)
     failed = [p for p in arm.points if p.status == POINT_FAILED]
     if failed:
         arm.status = ARM_FAILED
@@ -269,13 +310,14 @@ def run_arm(name: str, base_url: str, sweep_config: SweepConfig, out_dir: Path,
     return arm
 
 
-def not_runnable_arm(name: str, reason: dict[str, Any]) -> ArmResult:
+def not_runnable_arm(name: str, reason: dict[str, Any], *, kind: str) -> ArmResult:
     """An arm that cannot run on this machine, with the classified reason (for example the crash report of
     EAGLE-3 on CPU). It has no points, so nothing downstream can mistake it for a measured zero."""
     if not isinstance(reason, dict) or not reason:
         raise BenchError("a not-runnable arm needs its classified reason as a non-empty dict (e.g. a crash report)")
     _arm_paths(name, Path("."))
-    return ArmResult(name=name, status=ARM_NOT_RUNNABLE, reason=reason, started_at=_now(), finished_at=_now())
+    return ArmResult(name=name, status=ARM_NOT_RUNNABLE, kind=check_kind(kind), reason=reason, started_at=_now(),
+                     finished_at=_now())
 
 
 def load_requests(path: Path) -> list[RequestRecord]:
@@ -338,20 +380,27 @@ def point_rows(arms: list[ArmResult]) -> list[dict[str, Any]]:
     for arm in arms:
         if not arm.points:
             reason = arm.reason or {}
-            rows.append({"arm": arm.name, "status": arm.status,
+            rows.append({"arm": arm.name, "kind": arm.kind, "status": arm.status,
                          "note": str(reason.get("message") or reason.get("signature") or reason.get("summary")
                                      or arm.reason)})
         for p in arm.points:
             m = p.metrics
             rows.append({
-                "arm": arm.name, "concurrency": p.concurrency, "status": p.status,
+                "arm": arm.name, "kind": arm.kind, "concurrency": p.concurrency, "status": p.status,
                 "ok": f"{m.completed}/{m.requests}" if m else "0/0",
                 "out_tok_s": round(m.output_tok_per_s, 1) if m else None,
                 "req_s": round(m.requests_per_s, 2) if m else None,
                 "ttft_p50_ms": _ms(m.ttft_s.p50) if m else None, "ttft_p99_ms": _ms(m.ttft_s.p99) if m else None,
-                "itl_p50_ms": _ms(m.itl_s.p50) if m else None, "itl_p99_ms": _ms(m.itl_s.p99) if m else None,
+                "itl_per_token_p50_ms": _ms(m.itl_s.p50) if m else None,
+                "itl_per_token_p99_ms": _ms(m.itl_s.p99) if m else None,
+                "itl_per_chunk_p50_ms": _ms(m.itl_chunk_s.p50) if m and m.itl_chunk_s else None,
                 "e2e_p50_ms": _ms(m.e2e_s.p50) if m else None, "e2e_p99_ms": _ms(m.e2e_s.p99) if m else None,
-                "accept_len": None if m is None or m.accept_length is None else round(m.accept_length, 3),
+                # sglang's per-request spec_accept_length (completion tokens / verify steps), averaged over the
+                # point's requests; and the pooled ratio (all tokens / all verify steps), which weighs slow requests
+                "accept_len": None if m is None or m.accept_length_mean is None else round(m.accept_length_mean, 3),
+                "accept_len_pooled": None if m is None or m.accept_length is None else round(m.accept_length, 3),
+                "server_avg_accept_len": None if p.server_avg_accept_length is None
+                else round(p.server_avg_accept_length, 3),
                 "client_cpu_s_per_1k_tok": None if m is None or m.client_cpu_s_per_1k_tokens is None
                 else round(m.client_cpu_s_per_1k_tokens, 4),
                 "server_cpu": p.server_cpu, "other_cpu": p.other_cpu, "note": p.reason,

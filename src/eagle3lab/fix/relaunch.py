@@ -1,29 +1,34 @@
 """Notebook 03's relaunch chain: unpatched -> one-method patch -> full delegation patch, on the real server.
 
-Each step patches the installed sglang package for the duration of one launch (restored afterwards, even on
-failure), launches with EAGLE-3, and reads the real outcome from the log. Nothing about the next error is
-assumed: the one-method step shows whatever the runtime asks for next. ``expect_chain`` then states what must
-hold, so the notebook fails if a wrapper error survives the full patch, or if the CPU limitation that ends the
-chain on the ``cpu`` profile ever goes away (that would mean EAGLE-3 can be measured on CPU now).
+Each step patches the installed sglang package for the launch (restored as soon as the server is up or gone, even
+on failure), launches with EAGLE-3, and reads the real outcome from the log. Nothing about the next error is
+assumed: the one-method step shows whatever the runtime asks for next. A step that reaches ready is probed with
+one greedy ``/generate``, and the last one can be kept serving, so the benchmark measures the very server the
+chain brought up. ``expect_chain`` then states what must hold: the notebook fails if a wrapper error survives the
+full patch, if the patched server does not answer or does not speculate, or if it stops at anything but a known
+limitation of this machine (on CPU: a speculative setting the harness does not run, such as topk > 1).
 """
 
 from __future__ import annotations
 
-from contextlib import ExitStack
-from dataclasses import dataclass, field
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
+import requests
+
+from eagle3lab.errors import ExpectationError, ServerDiedError, ServerTimeoutError
+from eagle3lab.fix.patching import FULL_DELEGATION_PATCH, ONE_METHOD_PATCH, patched, resolve_patch
 from eagle3lab.runtime.crashlog import CrashReport, crash_report
 from eagle3lab.runtime.deployment import Models, server_spec
-from eagle3lab.errors import ExpectationError
-from eagle3lab.fix.patching import FULL_DELEGATION_PATCH, ONE_METHOD_PATCH, patched, resolve_patch
 from eagle3lab.runtime.profiles import Profile
-from eagle3lab.runtime.server import launch
-from eagle3lab.sidecars import ChainStepRecord
+from eagle3lab.runtime.server import LaunchOutcome, ServerProcess, ServerSpec
+from eagle3lab.sidecars import ChainStepRecord, ProbeRecord
 from eagle3lab.trace.hooks import SET_LAYERS_TO_CAPTURE
 
-CPU_LIMIT_RULE = "eagle_backend_cpu"
+CPU_LIMIT_RULE = "eagle_backend_cpu"  # sglang's own refusal: no EAGLE attention backend without a GPU
+HARNESS_LIMIT_RULE = "spec_harness_unsupported"  # the CPU harness's refusal: a setting it does not run (topk > 1)
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,43 @@ DEFAULT_CHAIN = (
 )
 
 
+PROBE_PROMPT = list(range(16, 48))  # 32 token ids above the tiny tokenizer's special tokens
+PROBE_TOKENS = 16
+
+
+@dataclass
+class ServeProbe:
+    """One greedy ``/generate`` on a server the chain brought up: does it answer, and does it speculate?"""
+
+    status_code: int | None
+    completion_tokens: int | None = None
+    spec_verify_ct: int | None = None
+    spec_accept_length: float | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status_code == 200 and bool(self.completion_tokens)
+
+    @property
+    def speculated(self) -> bool:
+        return bool(self.spec_verify_ct)
+
+
+def probe_generate(base_url: str, timeout_s: float = 120.0) -> ServeProbe:
+    """Ask for ``PROBE_TOKENS`` greedy tokens; a refused or failed request is a result, not an exception."""
+    body = {"input_ids": PROBE_PROMPT,
+            "sampling_params": {"max_new_tokens": PROBE_TOKENS, "temperature": 0, "ignore_eos": True}}
+    try:
+        reply = requests.post(f"{base_url}/generate", json=body, timeout=timeout_s)
+    except requests.RequestException as exc:
+        return ServeProbe(None, error=f"{type(exc).__name__}: {exc}")
+    if reply.status_code != 200:
+        return ServeProbe(reply.status_code, error=reply.text[:300])
+    meta = reply.json().get("meta_info", {})
+    return ServeProbe(200, meta.get("completion_tokens"), meta.get("spec_verify_ct"), meta.get("spec_accept_length"))
+
+
 @dataclass
 class StepResult:
     step: ChainStep
@@ -49,14 +91,17 @@ class StepResult:
     report: CrashReport | None
     log_path: Path
     argv: list[str] = field(default_factory=list)
+    probe: ServeProbe | None = None
+    server: ServerProcess | None = field(default=None, repr=False, compare=False)  # kept serving, if asked
 
     def record(self) -> ChainStepRecord:
         """The typed record notebook 03's sidecar keeps (and the report reads)."""
-        report = self.report
+        report, probe = self.report, self.probe
         return ChainStepRecord(
             step=self.step.name, patches=list(self.step.patches), outcome=self.status,
             category=report.category if report else None, error=report.signature if report else None,
-            call_site=str(report.call_site) if report and report.call_site else None, seconds=self.seconds)
+            call_site=str(report.call_site) if report and report.call_site else None, seconds=self.seconds,
+            probe=None if probe is None else ProbeRecord(**asdict(probe), ok=probe.ok, speculated=probe.speculated))
 
     def row(self) -> dict[str, Any]:
         """The same, labelled for people."""
@@ -65,34 +110,102 @@ class StepResult:
 
 def chain_row(record: ChainStepRecord) -> dict[str, Any]:
     """One relaunch as a display row (labels live here only, never in the sidecar)."""
+    probe = record.probe
     return {"step": record.step, "patch": ", ".join(record.patches) or "none", "outcome": record.outcome,
             "classified error": record.category, "error": record.error, "runtime call site": record.call_site,
-            "seconds to outcome": record.seconds}
+            "seconds to outcome": record.seconds,
+            "/generate": None if probe is None else ("ok" if probe.ok else f"failed: {probe.error}"),
+            "verify steps (probe)": probe.spec_verify_ct if probe else None,
+            "accept length (probe)": probe.spec_accept_length if probe else None}
+
+
+def launch_patched(spec: ServerSpec, log: Path, timeout_s: float,
+                   patches: Sequence[str] = ()) -> tuple[ServerProcess, LaunchOutcome]:
+    """Start a server with ``patches`` applied to the installed sglang for its start-up only: the files are
+    restored as soon as it is ready, dead or timed out (a running server has already loaded the patched code).
+    The server is returned running if it became ready (the caller stops it), stopped otherwise."""
+    server = ServerProcess(spec, log)
+    try:
+        with ExitStack() as stack:
+            for patch in patches:
+                stack.enter_context(patched(resolve_patch(patch)))
+            server.start()
+            outcome = server.wait(timeout_s)
+    except BaseException:
+        server.stop()
+        raise
+    if outcome.status != "ready":
+        server.stop()
+    return server, outcome
+
+
+@contextmanager
+def patched_server(spec: ServerSpec, log: Path, timeout_s: float, patches: Sequence[str] = ()) -> Iterator[ServerProcess]:
+    """A ready server launched with ``patches`` (see ``launch_patched``) for the body of the ``with``; one clear
+    error if it dies or hangs instead; stopped on every way out."""
+    server, outcome = launch_patched(spec, log, timeout_s, patches)
+    try:
+        if outcome.status == "died":
+            raise ServerDiedError(f"the server exited with code {outcome.returncode} after {outcome.seconds} s "
+                                  f"before becoming ready; see {log}")
+        if outcome.status != "ready":
+            raise ServerTimeoutError(f"the server was not ready after {timeout_s:g} s; see {log} "
+                                     f"(raise 'ready_timeout_s' if it is just slow)")
+        yield server
+    finally:
+        server.stop()
 
 
 def run_step(step: ChainStep, profile: Profile, models: Models, logs_dir: Path, shims: Sequence[str],
-             port: int | None = None) -> StepResult:
-    """Apply the step's patches to the installed sglang, launch with EAGLE-3, restore, read the outcome."""
+             port: int | None = None, keep_serving: bool = False) -> StepResult:
+    """Apply the step's patches, launch with EAGLE-3, restore the package once the server is up or gone, probe a
+    ready server with one ``/generate``; with ``keep_serving`` a server that answered stays up (``result.server``,
+    stopped by the caller, by ``stop_serving`` or at exit at the latest)."""
     spec = server_spec(profile, models, speculative=True, shims=shims, port=port)
     log = Path(logs_dir) / f"03_chain_{step.name.replace(' ', '_')}.{profile.name}.log"
-    with ExitStack() as stack:
-        for patch in step.patches:
-            stack.enter_context(patched(resolve_patch(patch)))
-        outcome = launch(spec, log, timeout_s=profile.ready_timeout_s)
+    server, outcome = launch_patched(spec, log, profile.ready_timeout_s, step.patches)
+    try:
+        probe = probe_generate(spec.base_url) if outcome.status == "ready" else None
+    except BaseException:
+        server.stop()
+        raise
     report = crash_report(outcome.log_text(), profile.name) if outcome.status != "ready" else None
-    return StepResult(step, outcome.status, outcome.seconds, report, log, spec.argv())
+    kept = server if keep_serving and probe is not None and probe.ok else None
+    if kept is None:
+        server.stop()
+    return StepResult(step, outcome.status, outcome.seconds, report, log, spec.argv(), probe, kept)
 
 
 def run_chain(profile: Profile, models: Models, logs_dir: Path, shims: Sequence[str],
               steps: Sequence[ChainStep] = DEFAULT_CHAIN, port: int | None = None,
-              progress: Any = None) -> list[StepResult]:
-    """Every step in order; a step's failure to launch is a result, not an exception."""
-    results = []
-    for step in steps:
-        if progress:
-            progress(f"relaunch: {step.name}")
-        results.append(run_step(step, profile, models, logs_dir, shims, port))
+              progress: Any = None, keep_last_serving: bool = False) -> list[StepResult]:
+    """Every step in order; a step's failure to launch is a result, not an exception. With ``keep_last_serving``
+    the last step's server stays up if it answered (see ``serving_server``)."""
+    results: list[StepResult] = []
+    try:
+        for index, step in enumerate(steps):
+            if progress:
+                progress(f"relaunch: {step.name}")
+            last = index == len(steps) - 1
+            results.append(run_step(step, profile, models, logs_dir, shims, port, keep_serving=keep_last_serving
+                                    and last))
+    except BaseException:
+        stop_serving(results)
+        raise
     return results
+
+
+def serving_server(results: Sequence[StepResult]) -> ServerProcess | None:
+    """The server the chain left running (its last step, if it answered), or None."""
+    return results[-1].server if results else None
+
+
+def stop_serving(results: Sequence[StepResult]) -> None:
+    """Stop any server the chain left running (idempotent)."""
+    for result in results:
+        if result.server is not None:
+            result.server.stop()
+            result.server = None
 
 
 def _is_wrapper_gap(report: CrashReport | None, wrapper: str) -> bool:
@@ -127,23 +240,33 @@ def expect_chain(results: Sequence[StepResult], profile: Profile, contract_membe
             story.append(f"one-method patch: stops at {middle.report.signature if middle.report else middle.status}")
     last = by_name.get("full delegation patch")
     if last is not None:
-        if _is_wrapper_gap(last.report, wrapper) or (last.report and last.report.category == "interface_gap"):
-            raise ExpectationError(f"the full patch still hits an interface gap: {last.report.signature}")
-        if profile.device == "cpu":
-            if last.status == "ready":
-                raise ExpectationError("EAGLE-3 came up on CPU: the CPU limitation is gone, so the EAGLE-3 arm "
-                                       "can be measured now; update notebook 03")
-            if not (last.report and last.report.rule == CPU_LIMIT_RULE):
-                raise ExpectationError(f"the full patch stopped at something other than the known CPU limitation: "
-                                       f"{last.report.signature if last.report else last.status}")
-            story.append(f"full delegation patch: every wrapper hook passes; the server stops at a CPU limitation "
-                         f"of speculative decoding ({last.report.signature}) at {last.report.call_site}")
-        else:
-            if last.status != "ready":
-                raise ExpectationError(f"the full patch did not bring the server up: "
-                                       f"{last.report.signature if last.report else last.status}")
-            story.append("full delegation patch: the server comes up with EAGLE-3")
+        story.append(_expect_full_patch(last, profile))
     return story
+
+
+def _expect_full_patch(last: StepResult, profile: Profile) -> str:
+    report = last.report
+    if report and report.category == "interface_gap":
+        raise ExpectationError(f"the full patch still hits an interface gap: {report.signature}")
+    if last.status == "ready":
+        probe = last.probe
+        if probe is None or not probe.ok:
+            raise ExpectationError(f"the full patch brought the server up but /generate failed: "
+                                   f"{probe.error if probe else 'not probed'}")
+        if not probe.speculated:
+            raise ExpectationError("the full patch brought the server up but its /generate reports no verify step "
+                                   "(spec_verify_ct): the server answered without speculative decoding")
+        return (f"full delegation patch: every wrapper hook passes; the server comes up with EAGLE-3 and answers "
+                f"/generate ({probe.completion_tokens} tokens in {probe.spec_verify_ct} verify steps)")
+    if profile.device == "cpu" and report and report.rule == HARNESS_LIMIT_RULE:
+        return (f"full delegation patch: every wrapper hook passes; the server stops at what is still GPU-only "
+                f"with these settings ({report.signature}) at {report.call_site}")
+    if report and report.rule == CPU_LIMIT_RULE:
+        raise ExpectationError(f"the full patch stopped at sglang's missing CPU attention backend for EAGLE "
+                               f"({report.signature}); the speculative CPU shims did not reach the server "
+                               f"(pass cpu_harness.SPEC_SHIMS)")
+    raise ExpectationError(f"the full patch did not bring the server up: "
+                           f"{report.signature if report else last.status}")
 
 
 def not_runnable_reason(results: Sequence[StepResult]) -> dict[str, Any] | None:

@@ -198,7 +198,9 @@ def _fix_context(s03: PatchBenchSidecar | None) -> tuple[dict | None, dict | Non
         bench = {"rows": s03.arms, "cross": s03.cross_check,
                  "prompt_kind": s03.parameters.get("prompt_kind"), "input_len": profile["bench_input_len"],
                  "output_len": profile["bench_output_len"], "concurrency": profile["bench_concurrency"],
-                 "figures": [Path(p).name for p in s03.figures.values()]}
+                 "figures": [Path(p).name for p in s03.figures.values()],
+                 "spec_arms": s03.spec_arms, "lossless": s03.lossless, "mismatch": s03.layer_mismatch,
+                 "speedup": s03.speedup, "sampling": s03.sampling}
     return fix, bench
 
 

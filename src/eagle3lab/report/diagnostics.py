@@ -441,8 +441,8 @@ def evidence_from_artifacts(bench_report: Any = None, requests_dir: Optional[Pat
     ``layer_ids``, restricted to ``layer_profile`` -- 'cpu' or 'gpu' -- when given, so a run is judged by its
     own start-up).
 
-    The speculative arm is the one whose name mentions 'eagle'; its highest measured concurrency supplies the
-    server info and the concurrency the request limit is judged against.
+    The speculative arm is the one of kind ``eagle3`` (the headline arm; its experiments are left out); its
+    highest measured concurrency supplies the server info and the concurrency the request limit is judged against.
     """
     ev = RunEvidence(spec_log=_read_text(spec_log, "speculative server log"),
                      baseline_log=_read_text(baseline_log, "baseline server log"),
@@ -454,9 +454,13 @@ def evidence_from_artifacts(bench_report: Any = None, requests_dir: Optional[Pat
         ev.layer_table = tables or None
     if bench_report is None:
         return ev
+    from eagle3lab.bench.sweep import ARM_KIND_BASELINE, ARM_KIND_EAGLE3
+
     for arm in bench_report.arms:
+        if arm.kind not in (ARM_KIND_BASELINE, ARM_KIND_EAGLE3):
+            continue
         points = arm.measured_points()
-        speculative = "eagle" in arm.name.lower()
+        speculative = arm.kind == ARM_KIND_EAGLE3
         info = next((p.server_info for p in reversed(points) if p.server_info), None)
         if speculative:
             ev.spec_server_info = info

@@ -427,9 +427,10 @@ def run_break_even(profile, report=None, batch: Optional[int] = None,
 
     dep, calibrated = run_deployment(profile, report, mem_bandwidth)
     if batch is None:
+        from eagle3lab.bench.sweep import ARM_KIND_EAGLE3
+
         measured = [p.concurrency for arm in (report.arms if report is not None else [])
-                    if getattr(arm, "kind", None) == "eagle3" or "eagle" in arm.name.lower()
-                    for p in arm.measured_points()]
+                    if arm.kind == ARM_KIND_EAGLE3 for p in arm.measured_points()]
         batch = max(measured) if measured else 1
     spec = SpeculativeSpec.from_profile(profile, profile.draft_model)
     value = break_even_accept_length(dep, spec, batch)

@@ -86,6 +86,10 @@ RULES: tuple[Rule, ...] = (
     Rule("eagle_backend_cpu", "cpu_limitation", ("ValueError",),
          re.compile(r"EAGLE is not supported in (decode|prefill) attention backend"),
          "sglang 0.5.9 offers no speculative-decoding attention backend without a GPU/NPU"),
+    Rule("spec_harness_unsupported", "cpu_limitation", ("SpeculativeCpuError",),
+         re.compile(r"CPU harness runs EAGLE with"),
+         "the CPU harness runs sglang's EAGLE loop with topk 1 and page size 1 only (topk > 1 needs the draft "
+         "tree's attention mask, which torch_native does not apply); other settings need a GPU"),
     Rule("no_triton_driver", "cpu_limitation", ("RuntimeError",),
          re.compile(r"0 active drivers"), "a Triton kernel was launched but no GPU driver is present"),
     Rule("no_cuda", "cpu_limitation", ("RuntimeError", "AssertionError", "AttributeError"),

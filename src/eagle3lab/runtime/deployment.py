@@ -94,13 +94,14 @@ def layer_setup(profile: Profile) -> modelinfo.LayerSetup:
     return modelinfo.layer_setup(profile, target.path, draft.path, fix)
 
 
-def harness_env(profile: Profile, shims: Sequence[str]) -> dict[str, str]:
-    """The CPU harness variables for the cpu profile; nothing for a GPU deployment."""
+def harness_env(profile: Profile, shims: Sequence[str], speculative: bool = False) -> dict[str, str]:
+    """The CPU harness variables for the cpu profile (a speculative server also gets Triton's interpreter);
+    nothing for a GPU deployment."""
     if not profile.cpu_harness:
         return {}
     from eagle3lab.runtime.cpu_harness import cpu_environment
 
-    return cpu_environment(shims=tuple(shims))
+    return cpu_environment(shims=tuple(shims), speculative=speculative)
 
 
 def server_spec(profile: Profile, models: Models, *, speculative: bool, shims: Sequence[str] = (),
@@ -115,4 +116,4 @@ def server_spec(profile: Profile, models: Models, *, speculative: bool, shims: S
         context_length=profile.context_length, max_total_tokens=profile.max_total_tokens,
         max_running_requests=profile.max_running_requests, mem_fraction_static=profile.mem_fraction_static,
         speculative=spec, extra_args=tuple(profile.extra_server_args),
-        env={**harness_env(profile, shims), **OFFLINE_ENV})
+        env={**harness_env(profile, shims, speculative), **OFFLINE_ENV})

@@ -1,7 +1,9 @@
 """Benchmark figures, drawn only from a ``BenchReport`` (the sidecar), so they can be redrawn without a server.
 
-Only measured points are drawn. An arm that could not run appears as a note with its reason, never as a line at
-zero; an arm without speculation has no acceptance length and says so. Every figure names the profile and the
+Only measured points are drawn, for every arm (baseline, EAGLE-3 and its experiments, told apart by their kind).
+An arm that could not run appears as a note with its reason, never as a line at zero; an arm without
+speculation has no acceptance length and says so. Inter-token latency is per token (a chunk of k tokens spreads
+its gap over k tokens, as sglang's bench_serving does). Every figure names the profile and the
 date of the measurement, and its file name carries the profile.
 """
 
@@ -99,13 +101,16 @@ def plot_throughput(report: BenchReport) -> Figure:
 
 
 def plot_acceptance(report: BenchReport) -> Figure:
-    """Mean acceptance length (tokens per verify step) against concurrency, for arms that speculate."""
+    """Acceptance length against concurrency, for arms that speculate: sglang's per-request
+    ``spec_accept_length`` averaged over requests (solid), and all tokens / all verify steps (dashed)."""
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
-    for arm in report.arms:
+    for index, arm in enumerate(report.arms):
         points = [p for p in arm.measured_points() if p.metrics.accept_length is not None]  # type: ignore[union-attr]
         if points:
+            ax.plot([p.concurrency for p in points], [p.metrics.accept_length_mean for p in points],  # type: ignore[union-attr]
+                    marker="o", color=f"C{index}", label=f"{arm.name}: mean per request")
             ax.plot([p.concurrency for p in points], [p.metrics.accept_length for p in points],  # type: ignore[union-attr]
-                    marker="o", label=arm.name)
+                    marker="x", linestyle="--", color=f"C{index}", label=f"{arm.name}: pooled")
     _concurrency_axis(ax, report.arms)
     ax.set_ylabel("acceptance length (tokens / verify step)")
     _finish(fig, ax, report, "Speculative acceptance length vs concurrency")
@@ -113,10 +118,44 @@ def plot_acceptance(report: BenchReport) -> Figure:
     return fig
 
 
+def pooled_histogram(arm: ArmResult) -> list[int]:
+    """Verify steps by accepted draft tokens (entry k: steps that accepted k), summed over the arm's points."""
+    total: list[int] = []
+    for point in arm.measured_points():
+        hist = point.metrics.accepted_per_verify_histogram or []  # type: ignore[union-attr]
+        total.extend([0] * (len(hist) - len(total)))
+        for k, count in enumerate(hist):
+            total[k] += count
+    return total
+
+
+def plot_accept_distribution(report: BenchReport) -> Figure:
+    """Share of verify steps that accepted k draft tokens (k = 0 .. draft steps), one bar group per speculative
+    arm, from the server's per-request ``spec_accept_histogram`` summed over the arm's measured points."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    arms = [(arm, pooled_histogram(arm)) for arm in report.arms if arm.speculative]
+    arms = [(arm, hist) for arm, hist in arms if sum(hist)]
+    width = 0.8 / max(len(arms), 1)
+    for index, (arm, hist) in enumerate(arms):
+        total = sum(hist)
+        levels = sorted({p.concurrency for p in arm.measured_points()})
+        ax.bar([k + (index - (len(arms) - 1) / 2) * width for k in range(len(hist))], [h / total for h in hist],
+               width=width, color=f"C{index + 1}",
+               label=f"{arm.name} ({total} verify steps, concurrency {', '.join(map(str, levels))})")
+    if arms:
+        ax.set_xticks(range(max(len(h) for _, h in arms)))
+    ax.set_xlabel("draft tokens accepted in one verify step")
+    ax.set_ylabel("share of verify steps")
+    ax.set_ylim(0, 1)
+    _finish(fig, ax, report, "Accepted draft tokens per verify step")
+    _footer(fig, [n for n in _notes(report, acceptance=True) if "no speculation" not in n])
+    return fig
+
+
 def plot_latency(report: BenchReport) -> Figure:
     """TTFT, inter-token latency and end-to-end latency percentiles against concurrency."""
     fig, axes = plt.subplots(1, 3, figsize=(12, 4.0))
-    for ax, (attr, label) in zip(axes, [("ttft_s", "TTFT"), ("itl_s", "inter-token latency"),
+    for ax, (attr, label) in zip(axes, [("ttft_s", "TTFT"), ("itl_s", "inter-token latency per token"),
                                         ("e2e_s", "end-to-end latency")]):
         for index, arm in enumerate(report.arms):
             points = arm.measured_points()
@@ -136,16 +175,19 @@ def plot_latency(report: BenchReport) -> Figure:
 
 def figure_paths(profile: str, out_dir: Path | None = None) -> dict[str, Path]:
     folder = Path(out_dir) if out_dir else repo_dir("figures")
-    return {kind: folder / f"bench_{kind}_{profile}.png" for kind in ("throughput", "acceptance", "latency")}
+    return {kind: folder / f"bench_{kind}_{profile}.png" for kind in FIGURES}
 
 
 def draw_bench_figures(report: BenchReport, out_dir: Path | None = None) -> dict[str, Path]:
     """Write the three figures for ``report``; returns kind -> PNG path."""
     paths = figure_paths(report.profile, out_dir)
-    for kind, draw in (("throughput", plot_throughput), ("acceptance", plot_acceptance),
-                       ("latency", plot_latency)):
+    for kind, draw in FIGURES.items():
         fig = draw(report)
         paths[kind].parent.mkdir(parents=True, exist_ok=True)
         save_figure_atomic(fig, paths[kind], dpi=110)
         plt.close(fig)
     return paths
+
+
+FIGURES = {"throughput": plot_throughput, "acceptance": plot_acceptance, "accept_distribution": plot_accept_distribution,
+           "latency": plot_latency}

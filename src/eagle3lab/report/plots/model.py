@@ -265,13 +265,9 @@ def validation_figure(out_dir: Optional[Path] = None) -> Path:
 
 
 # ---------------------------------------------------------------------------------------- from bench sidecars
-def _is_speculative(arm) -> bool:
-    kind = getattr(arm, "kind", None)
-    return kind == "eagle3" if kind is not None else "eagle" in arm.name.lower()
-
-
 def measured_points_from_bench(report, rate: str = "output") -> list[MeasuredPoint]:
-    """Measured points of a ``bench.BenchReport`` (the speculative arm is the EAGLE one).
+    """Measured points of a ``bench.BenchReport``: the baseline arm and the headline EAGLE-3 arm (by their
+    ``kind``; the EAGLE-3 experiments -- control drafter, shifted layers -- are not the comparison the model makes).
 
     rate 'output': output tok/s as a client saw it (prefill and TTFT included). rate 'decode': the bench's
     decode-only rate (``PointMetrics.decode_tok_per_s``), the rate the cost model predicts.
@@ -280,8 +276,12 @@ def measured_points_from_bench(report, rate: str = "output") -> list[MeasuredPoi
         raise PerfModelError(f"measured points: rate must be 'output' or 'decode', got {rate!r}")
     points = []
     label = f"measured here ({report.profile}, {report.date}){', decode rate' if rate == 'decode' else ''}"
+    from eagle3lab.bench.sweep import ARM_KIND_BASELINE, ARM_KIND_EAGLE3
+
     for arm in report.arms:
-        kind = "eagle3" if _is_speculative(arm) else "baseline"
+        if arm.kind not in (ARM_KIND_BASELINE, ARM_KIND_EAGLE3):
+            continue
+        kind = arm.kind
         for point in arm.measured_points():
             metrics = point.metrics
             value = metrics.output_tok_per_s if rate == "output" else metrics.decode_tok_per_s
@@ -295,7 +295,7 @@ def single_stream_step_s(report) -> Optional[float]:
     """The baseline's decode step at concurrency 1 (the bench's ``decode_step_s``, i.e. mean TPOT): what the cost
     model's fixed overhead is calibrated on. None if that point was not measured."""
     for arm in report.arms:
-        if _is_speculative(arm):
+        if arm.speculative:
             continue
         for point in arm.measured_points():
             if point.concurrency == 1 and point.metrics.decode_step_s:

@@ -13,6 +13,7 @@ from pathlib import Path
 from eagle3lab.runtime.cpu_harness.libcuda_stub import build_libcuda_stub
 from eagle3lab.runtime.cpu_harness.shims import CONTROL_SHIMS, SHIMS_ENV, check_shim_names
 
+TRITON_INTERPRET_ENV = "TRITON_INTERPRET"
 SITE_DIR = Path(__file__).resolve().parent / "site"
 # The folder that holds the eagle3lab package, so the sitecustomize can import it even without an install.
 PACKAGE_PARENT = Path(__file__).resolve().parents[3]
@@ -26,11 +27,15 @@ def cpu_environment(
     shims: Sequence[str] = CONTROL_SHIMS,
     base: Mapping[str, str] | None = None,
     omp_threads_bind: str | None = None,
+    speculative: bool = False,
 ) -> dict[str, str]:
     """Variables to add to ``base`` (default ``os.environ``) for a CPU sglang run; merge with ``{**base, **env}``.
 
     ``shims=()`` gives the bare harness (stub + variables), which is all the crash reproduction needs.
     ``omp_threads_bind`` defaults to all cores of this machine ("0-N"), because tp 1 on CPU has no NUMA autodetect.
+    ``speculative`` adds ``TRITON_INTERPRET=1``: the EAGLE loop's bookkeeping kernels (spec_utils.py) are Triton
+    kernels, and Triton has no CPU driver, so they run in Triton's interpreter. A server without speculation
+    never gets it (its forward has no Triton kernels on CPU, and nothing should change its timing).
     """
     base = os.environ if base is None else base
     chosen = check_shim_names(shims)
@@ -45,4 +50,6 @@ def cpu_environment(
         SHIMS_ENV: ",".join(chosen),
         "PYTHONPATH": _prepend(SITE_DIR, _prepend(PACKAGE_PARENT, base.get("PYTHONPATH"))),
     }
+    if speculative:
+        env[TRITON_INTERPRET_ENV] = "1"
     return env

@@ -1,7 +1,9 @@
 """Import-time shims for obstacles of *running sglang 0.5.9 on a CPU*, none of which is the bug under study.
 
-Every shim names the exact sglang error it avoids, patches one function in one sglang module, and never touches
-the Kimi-K2.5 wrapper (``sglang/srt/models/kimi_k25.py``): the crash this project reproduces must stay real.
+Every shim names the exact sglang error it avoids (or, for sglang's silent CPU paths, what happens instead of an
+error), patches one function in one sglang module (one is Triton's interpreter), and never touches the Kimi-K2.5
+wrapper (``sglang/srt/models/kimi_k25.py``) or any other model file: the crash this project reproduces must stay
+real. The speculative shims (``spec_shims.py``) support topk 1 and page size 1 only and refuse the rest loudly.
 Shims are chosen by name through the ``EAGLE3LAB_SHIMS`` environment variable (comma separated), read by the
 ``sitecustomize`` in ``cpu_harness/site`` so that sglang's spawned scheduler process gets them too.
 """
@@ -131,9 +133,73 @@ SHIMS: dict[str, Shim] = {
     )
 }
 
+# --- The speculative loop itself (FINDINGS "EAGLE-3 decoding on CPU", letters A-F); see spec_shims.py ---------
+# Obstacle numbers continue the list above: 10 is where the launch stopped before these shims existed.
+
+def _spec_shims() -> tuple[Shim, ...]:
+    from eagle3lab.runtime.cpu_harness import spec_shims
+
+    return (
+        Shim(
+            name="draft_backend_torch_native",
+            obstacle=10,
+            module="sglang.srt.speculative.draft_utils",
+            avoids="ValueError: EAGLE is not supported in decode attention backend torch_native  "
+            "(DraftBackendFactory.create_decode_backend, speculative/draft_utils.py)",
+            apply=spec_shims.torch_native_draft_backends,
+        ),
+        Shim(
+            name="torch_native_verify_extend",
+            obstacle=11,
+            module="sglang.srt.layers.attention.torch_native_backend",
+            avoids="AttributeError: 'NoneType' object has no attribute 'shape'  (TorchNativeAttnBackend."
+            "forward_extend in TARGET_VERIFY: the verify batch carries no extend lengths); and RuntimeError: The "
+            "expanded size of the tensor ... must match the existing size  (DRAFT_EXTEND: stale extend_prefix_lens)",
+            apply=spec_shims.torch_native_verify_and_draft_extend,
+        ),
+        Shim(
+            name="build_tree_cpu",
+            obstacle=12,
+            module="sglang.srt.speculative.eagle_utils",
+            avoids="NameError: name 'sgl_build_tree_kernel_efficient' is not defined  (eagle_utils imports the "
+            "sgl_kernel op only under CUDA/HIP; EAGLEWorker.draft)",
+            apply=spec_shims.provide_build_tree_kernel,
+        ),
+        Shim(
+            name="verify_greedy_cpu",
+            obstacle=13,
+            module="sglang.srt.speculative.eagle_utils",
+            avoids="Silent no-op: verify_tree_greedy_func has no CPU branch and returns its buffers untouched "
+            "(predicts stays torch.empty, so the accepted tokens are whatever memory held; no error is raised)",
+            apply=spec_shims.cpu_verify_tree_greedy,
+        ),
+        Shim(
+            name="triton_interpreter_scalars",
+            obstacle=14,
+            module="triton.runtime.interpreter",
+            avoids="InterpreterError: TypeError('only 0-dimensional arrays can be converted to Python scalars')  "
+            "(Triton 3.5.1 interpreter under NumPy 2, first hit in spec_utils.assign_draft_cache_locs)",
+            apply=spec_shims.interpreter_scalar_index,
+        ),
+        Shim(
+            name="greedy_only_sampling",
+            obstacle=15,
+            module="sglang.srt.sampling.sampling_params",
+            avoids="UserWarning-only: Tree speculative sampling kernel unavailable ... Falling back to greedy "
+            "verification  (EagleVerifyInput.verify on CPU ignores temperature > 0)",
+            apply=spec_shims.refuse_sampling,
+        ),
+    )
+
+
+SHIMS.update({shim.name: shim for shim in _spec_shims()})
+
 ALL_SHIMS: tuple[str, ...] = tuple(SHIMS)
 CONTROL_SHIMS: tuple[str, ...] = ("mla_torch_native",)
-SPEC_SHIMS: tuple[str, ...] = ("mla_torch_native", "kv_copy_warmup_cpu", "set_embed_cuda_sync")
+# Everything a speculative CPU server needs; these servers also run with TRITON_INTERPRET=1 (see environment.py).
+SPEC_SHIMS: tuple[str, ...] = ALL_SHIMS
+# The shims that only make sense with Triton's interpreter on (sglang's bookkeeping kernels are Triton kernels).
+INTERPRETER_SHIMS: tuple[str, ...] = ("triton_interpreter_scalars",)
 
 
 def check_shim_names(names: Sequence[str]) -> tuple[str, ...]:

@@ -1,0 +1,168 @@
+"""torch_native attention for sglang 0.5.9's EAGLE loop on CPU: the draft steps, the verify and the draft extend.
+
+Why: ``DraftBackendFactory`` (speculative/draft_utils.py) has no ``torch_native`` entry (``ValueError: EAGLE is not
+supported in decode attention backend torch_native``), and ``TorchNativeAttnBackend.forward_extend`` knows only a
+plain prefill: in ``TARGET_VERIFY`` the batch carries no extend lengths, and in ``DRAFT_EXTEND`` its
+``extend_prefix_lens`` are stale (copied from the batch's last prefill). Everything here reuses sglang's own
+``TorchNativeAttnBackend`` code and only hands it the right lengths, following what the Triton backend computes
+for the same modes (``generate_draft_decode_kv_indices`` in speculative/spec_utils.py and the verify/extend
+branches of ``TritonAttnBackend.init_forward_metadata``).
+
+Supported: topk 1 (a chain, so the verify is a causal extend) and page size 1. Anything else raises one clear error
+at start-up or at the first forward, never a silently wrong attention pattern.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from eagle3lab.errors import HarnessBuildError
+
+UNSUPPORTED_TOPK = ("the eagle3lab CPU harness runs EAGLE with --speculative-eagle-topk 1 only (topk {topk} needs "
+                    "the draft tree's custom attention mask, which torch_native does not apply); use topk 1 on CPU")
+UNSUPPORTED_PAGE = ("the eagle3lab CPU harness runs EAGLE with --page-size 1 only (got {page_size}); "
+                    "drop --page-size on CPU")
+
+
+class SpeculativeCpuError(HarnessBuildError):
+    """A speculative configuration the CPU harness does not implement."""
+
+
+def check_supported(topk: int, page_size: int) -> None:
+    """The one gate for what the CPU EAGLE harness supports; raises one line otherwise."""
+    if topk != 1:
+        raise SpeculativeCpuError(UNSUPPORTED_TOPK.format(topk=topk))
+    if page_size != 1:
+        raise SpeculativeCpuError(UNSUPPORTED_PAGE.format(page_size=page_size))
+
+
+@contextmanager
+def _lengths(forward_batch: Any, **values: Any) -> Iterator[None]:
+    """Hand sglang's own attention code other lengths for one call, then restore the batch as it was."""
+    saved = {name: getattr(forward_batch, name) for name in values}
+    for name, value in values.items():
+        setattr(forward_batch, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(forward_batch, name, value)
+
+
+def verify_lengths(forward_batch: Any) -> dict[str, Any]:
+    """TARGET_VERIFY with topk 1: each request extends its ``seq_lens`` tokens by its ``draft_token_num`` draft
+    tokens, causally (the tree is a chain); the KV cache then holds ``seq_lens + draft_token_num`` tokens."""
+    import torch
+
+    spec = forward_batch.spec_info
+    topk = getattr(spec, "topk", None)
+    if topk != 1:
+        raise SpeculativeCpuError(UNSUPPORTED_TOPK.format(topk=topk))
+    prefix = forward_batch.seq_lens
+    extend = torch.full_like(prefix, int(spec.draft_token_num))
+    return {"seq_lens": prefix + extend, "extend_prefix_lens": prefix, "extend_seq_lens": extend}
+
+
+def draft_extend_lengths(forward_batch: Any) -> dict[str, Any]:
+    """DRAFT_EXTEND: ``seq_lens`` already counts the accepted tokens being extended, so the prefix is
+    ``seq_lens - extend_seq_lens`` (the batch's own ``extend_prefix_lens`` are from an earlier prefill)."""
+    extend = forward_batch.extend_seq_lens
+    if extend is None:
+        raise SpeculativeCpuError("DRAFT_EXTEND batch without extend_seq_lens; this sglang release is not the one "
+                                  "the CPU harness was written for (0.5.9)")
+    seq_lens = forward_batch.seq_lens
+    return {"extend_prefix_lens": seq_lens - extend.to(seq_lens.dtype), "extend_seq_lens": extend}
+
+
+def patch_forward_extend(backend_class: type) -> None:
+    """Wrap ``backend_class.forward_extend`` so TARGET_VERIFY and DRAFT_EXTEND get their real lengths."""
+    original = backend_class.forward_extend
+
+    def forward_extend(self, q, k, v, layer, forward_batch, save_kv_cache=True, **kwargs):  # type: ignore[no-untyped-def]
+        mode = forward_batch.forward_mode
+        if mode.is_target_verify():
+            lengths = verify_lengths(forward_batch)
+        elif mode.is_draft_extend(include_v2=False):
+            lengths = draft_extend_lengths(forward_batch)
+        elif mode.is_draft_extend_v2():
+            raise SpeculativeCpuError("DRAFT_EXTEND_V2 (the overlap EAGLE worker) is not supported by the CPU "
+                                      "harness; it runs sglang's v1 EAGLE worker")
+        else:
+            return original(self, q, k, v, layer, forward_batch, save_kv_cache, **kwargs)
+        with _lengths(forward_batch, **lengths):
+            return original(self, q, k, v, layer, forward_batch, save_kv_cache, **kwargs)
+
+    forward_extend.__wrapped__ = original  # type: ignore[attr-defined]
+    forward_extend.__doc__ = original.__doc__
+    backend_class.forward_extend = forward_extend
+
+
+def make_draft_step_backend(backend_class: type) -> type:
+    """A torch_native backend for draft step ``step``: the query at ``seq_lens + step`` attends to the request's
+    first ``seq_lens + step + 1`` slots of ``req_to_token`` (the prefix plus the draft tokens so far, its own
+    included), as ``generate_draft_decode_kv_indices`` lays them out for topk 1."""
+
+    class TorchNativeDraftStepBackend(backend_class):  # type: ignore[misc, valid-type]
+        def __init__(self, model_runner: Any, step: int):
+            super().__init__(model_runner)
+            self.step = step
+
+        def forward_decode(self, q, k, v, layer, forward_batch, save_kv_cache=True, **kwargs):  # type: ignore[no-untyped-def]
+            seq_lens = forward_batch.seq_lens + (self.step + 1)
+            with _lengths(forward_batch, seq_lens=seq_lens):
+                return super().forward_decode(q, k, v, layer, forward_batch, save_kv_cache, **kwargs)
+
+    return TorchNativeDraftStepBackend
+
+
+class TorchNativeMultiStepDraftBackend:
+    """The draft worker's multi-step backend (the role of ``TritonMultiStepDraftBackend``): one backend per draft
+    forward (``speculative_num_steps - 1`` of them), each reading one more draft token than the last."""
+
+    def __init__(self, model_runner: Any, topk: int, speculative_num_steps: int):
+        from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend
+
+        check_supported(topk, model_runner.server_args.page_size)
+        self.topk = topk
+        self.speculative_num_steps = speculative_num_steps
+        step_backend = make_draft_step_backend(TorchNativeAttnBackend)
+        self.attn_backends = [step_backend(model_runner, step) for step in range(speculative_num_steps - 1)]
+
+    def init_forward_metadata(self, forward_batch: Any) -> None:
+        for backend in self.attn_backends:
+            backend.init_forward_metadata(forward_batch)
+
+    def init_cuda_graph_state(self, max_bs: int, max_num_tokens: int) -> None:
+        raise SpeculativeCpuError("CUDA graphs with the torch_native draft backend: pass --disable-cuda-graph on CPU")
+
+
+def draft_backend_factory(module: Any) -> None:
+    """Give ``DraftBackendFactory`` a ``torch_native`` entry in its decode and draft-extend maps.
+
+    ``_create_backend(backend_name, backend_map, error_template)`` is where sglang looks the name up; the wrapper
+    adds one entry to the map it is handed and changes nothing else (other names behave exactly as before).
+    """
+    factory = module.DraftBackendFactory
+    original = factory._create_backend
+
+    def _create_backend(self, backend_name, backend_map, error_template):  # type: ignore[no-untyped-def]
+        if backend_map.get("triton") == self._create_triton_decode_backend:
+            entry = lambda: TorchNativeMultiStepDraftBackend(  # noqa: E731
+                self.draft_model_runner, self.topk, self.speculative_num_steps)
+        elif backend_map.get("triton") == self._create_triton_prefill_backend:
+            entry = lambda: _draft_extend_backend(self)  # noqa: E731
+        else:
+            raise SpeculativeCpuError("DraftBackendFactory asked for a map that is neither the decode nor the "
+                                      "draft-extend one; this sglang release is not 0.5.9")
+        return original(self, backend_name, {**backend_map, "torch_native": entry}, error_template)
+
+    _create_backend.__wrapped__ = original  # type: ignore[attr-defined]
+    factory._create_backend = _create_backend
+
+
+def _draft_extend_backend(factory: Any) -> Any:
+    from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend
+
+    check_supported(factory.topk, factory.draft_model_runner.server_args.page_size)
+    return TorchNativeAttnBackend(factory.draft_model_runner)

@@ -1,0 +1,64 @@
+"""The lossless check on hand-written records: equal outputs pass, any differing token fails with its place."""
+
+from __future__ import annotations
+
+import pytest
+
+from eagle3lab.bench.lossless import compare_outputs, expect_lossless, lossless_report
+from eagle3lab.bench.metrics import RequestRecord
+from eagle3lab.errors import BenchError, ExpectationError
+
+
+def _out(concurrency: int, index: int, ids: list[int] | None, ok: bool = True, phase: str = "measure"):
+    return RequestRecord(f"c{concurrency}-{phase}-{index}", concurrency, phase, ok, 0.0, prompt_index=index,
+                         output_ids=ids)
+
+
+BASE = [_out(1, 0, [5, 6, 7]), _out(1, 1, [8, 9, 10]), _out(2, 0, [5, 6, 7]), _out(2, 1, [8, 9, 10]),
+        _out(1, 0, [99], phase="warmup")]
+
+
+def test_identical_outputs_are_lossless_at_every_shared_concurrency():
+    spec = [_out(1, 1, [8, 9, 10]), _out(1, 0, [5, 6, 7]), _out(2, 0, [5, 6, 7]), _out(2, 1, [8, 9, 10])]
+    report = lossless_report(("baseline", BASE), [("eagle3", spec)])
+    assert report.lossless and [c.concurrency for c in report.comparisons] == [1, 2]
+    assert report.comparisons[0].tokens_compared == 6 and report.to_dict()["lossless"] is True
+    expect_lossless(report)
+
+
+def test_one_differing_token_fails_and_names_prompt_position_and_tokens():
+    spec = [_out(1, 0, [5, 6, 7]), _out(1, 1, [8, 4, 10])]
+    comparison = compare_outputs(BASE, spec, 1, reference_arm="baseline", candidate_arm="eagle3")
+    assert (comparison.identical, comparison.prompts) == (1, 2) and not comparison.lossless
+    first = comparison.mismatches[0]
+    assert (first.prompt_index, first.position, first.reference_token, first.candidate_token) == (1, 1, 9, 4)
+    with pytest.raises(ExpectationError, match=r"1/2 prompts at concurrency 1; first at prompt 1, token 1: "
+                                               r"baseline 9, eagle3 4"):
+        expect_lossless(lossless_report(("baseline", BASE), [("eagle3", spec)]))
+
+
+def test_a_missing_or_failed_request_is_not_counted_as_identical():
+    spec = [_out(1, 0, [5, 6, 7]), _out(1, 1, None, ok=False)]
+    comparison = compare_outputs(BASE, spec, 1, reference_arm="baseline", candidate_arm="eagle3")
+    assert comparison.identical == 1 and comparison.mismatches[0].candidate_token is None
+
+
+def test_a_shorter_output_differs_at_its_end():
+    comparison = compare_outputs(BASE, [_out(1, 0, [5, 6]), _out(1, 1, [8, 9, 10])], 1, reference_arm="b",
+                                 candidate_arm="s")
+    assert comparison.mismatches[0].position == 2 and comparison.mismatches[0].candidate_token is None
+
+
+def test_mismatch_only_at_higher_concurrency_does_not_fail_the_required_level():
+    spec = [_out(1, 0, [5, 6, 7]), _out(1, 1, [8, 9, 10]), _out(2, 0, [5, 6, 1]), _out(2, 1, [8, 9, 10])]
+    report = lossless_report(("baseline", BASE), [("eagle3", spec)])
+    assert report.lossless and not report.comparisons[1].lossless
+    assert [row["required"] for row in report.rows()] == [True, False]
+
+
+def test_no_required_level_or_old_records_fail_in_one_line():
+    with pytest.raises(ExpectationError, match="could not run"):
+        expect_lossless(lossless_report(("baseline", BASE), [("eagle3", [_out(4, 0, [1])])]))
+    old = [RequestRecord("x", 1, "measure", True, 0.0)]
+    with pytest.raises(BenchError, match="predate the lossless check"):
+        compare_outputs(old, old, 1, reference_arm="b", candidate_arm="s")
