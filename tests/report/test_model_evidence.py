@@ -18,7 +18,8 @@ BANDWIDTH = 5e9  # fixed instead of probed, so two calls build the same deployme
 
 
 def arm(name: str, concurrencies, step_s: float, verify_ct: int | None = None) -> ArmResult:
-    """An arm whose requests each emit 9 tokens, one every ``step_s`` after the first (``verify_ct`` verifies)."""
+    """An arm whose requests each emit 9 tokens, one every ``step_s`` after the first (``verify_ct`` verifies);
+    its name is its kind (``baseline`` or ``eagle3``)."""
     points = []
     for conc in concurrencies:
         records = [RequestRecord(request_id=f"{name}{conc}-{i}", concurrency=conc, phase="measure", ok=True,
@@ -26,7 +27,7 @@ def arm(name: str, concurrencies, step_s: float, verify_ct: int | None = None) -
                                  t_end=0.05 + 8 * step_s, prompt_len=32, prompt_tokens=32, completion_tokens=9,
                                  spec_verify_ct=verify_ct, finish_reason="length") for i in range(conc)]
         points.append(PointResult(conc, "ok", None, compute_point_metrics(records), None, conc, 0, 0, True, "now"))
-    return ArmResult(name=name, status=ARM_MEASURED, points=points)
+    return ArmResult(name=name, status=ARM_MEASURED, kind=name, points=points)
 
 
 @pytest.fixture(scope="module")

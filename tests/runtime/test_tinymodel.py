@@ -39,7 +39,7 @@ def test_aux_layer_ids_at_real_depth_are_the_real_drafters():
 
 
 def test_aux_layer_ids_for_four_layers_match_the_verified_setup():
-    assert scale_aux_layer_ids(4) == [0, 1, 2]  # FINDINGS: the tiny drafter that sglang accepted
+    assert scale_aux_layer_ids(4) == [0, 1, 2]  # the 4-layer tiny drafter sglang 0.5.9 accepted
 
 
 @pytest.mark.parametrize("num_layers", range(4, 130))

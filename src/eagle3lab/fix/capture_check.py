@@ -42,7 +42,7 @@ RESULT_PREFIX = "EAGLE3LAB_CAPTURE_RESULT "
 # Where the wrapper keeps its language model (Kimi-K2.5: self.language_model); other wrappers pass theirs
 # (``llm``, ``model``, or a path through a proxy such as ``minicpmv.llm``), as the audit resolved it.
 DEFAULT_INNER = "language_model"
-# In-process on CPU only the DeepSeek MLA prefill needs a shim (FINDINGS obstacle 7); 8 and 9 belong to the draft.
+# In-process on CPU only the DeepSeek MLA prefill needs a shim (cpu_harness obstacle 7); 8 and 9 belong to the draft.
 CPU_SHIMS: tuple[str, ...] = ("mla_torch_native",)
 
 

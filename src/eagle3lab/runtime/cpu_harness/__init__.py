@@ -1,6 +1,25 @@
 """CPU-only harness for real sglang 0.5.9: stub CUDA driver, environment, import-time shims.
 
 Used only by the ``cpu`` profile. Nothing here touches the Kimi-K2.5 wrapper: the crash under study stays real.
+
+The obstacles met on the way to a real ``python -m sglang.launch_server`` on CPU, in the order they appear; each
+shim (``shims.SHIMS``) names the number it answers:
+
+1. ``import sgl_kernel`` needs ``libcuda.so.1`` (imported unguarded by the KV-cache host pool): a stub driver
+   library defining the symbols the wheel's ``.so`` files need, each returning CUDA_ERROR_STUB_LIBRARY.
+2. Environment: sglang's CPU engine, its cuDNN version check off, offline hub, OpenMP threads bound for tp 1.
+3. Server flags: ``--device cpu --attention-backend torch_native --disable-cuda-graph --tp-size 1``.
+4. Tokenizer files in the model folder: Kimi-K2.5 is multimodal, so the tokenizer manager loads a processor.
+5. The tiny config carries ``vision_config.vt_hidden_size`` (the projector reads it).
+6. ``--load-format dummy`` runs ``post_load_weights`` only on the top-level model; the Kimi wrapper has none, so
+   the inner DeepSeek model's absorbed MLA weights are never built (a real checkpoint avoids it).
+7. torch_native has no DeepSeek MLA handler: prefill takes the MHA path with the compressed latent.
+8. With speculative decoding on, the KV pool warms up a Triton copy kernel (no CPU driver).
+9. ``LlamaForCausalLM.set_embed`` (called on the EAGLE-3 drafter) synchronises CUDA unconditionally.
+10-15. sglang's EAGLE loop itself: the draft backend factory, torch_native verify and draft-extend, the two tree
+   kernels of sgl_kernel (``build_tree_kernel_efficient``, ``verify_tree_greedy``; the latter's dispatch has no CPU
+   branch and silently returns its buffers), the Triton interpreter under NumPy 2, and sampling at temperature > 0
+   (verified greedily on CPU; refused here).
 """
 
 from eagle3lab.runtime.cpu_harness.environment import cpu_environment

@@ -1,6 +1,6 @@
 """The environment variables that let real sglang 0.5.9 start on a CPU-only machine.
 
-Each one answers an obstacle in FINDINGS.md: the stub driver library (1), CPU engine, cuDNN check, offline hub and
+Each one answers an obstacle of the package docstring's list: the stub driver library (1), CPU engine, cuDNN check, offline hub and
 OpenMP binding (2), and the shims (7-9) through a ``sitecustomize`` that also reaches sglang's subprocesses.
 """
 

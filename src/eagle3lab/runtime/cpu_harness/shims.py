@@ -30,7 +30,7 @@ class Shim:
     """One CPU-only patch: where it applies and which sglang error it avoids."""
 
     name: str
-    obstacle: int  # number in FINDINGS.md "Obstacles met on the way"
+    obstacle: int  # number in the obstacle list of this package's docstring (cpu_harness/__init__.py)
     module: str
     avoids: str  # the sglang error, quoted as seen
     apply: Callable[[ModuleType], None]
@@ -133,7 +133,7 @@ SHIMS: dict[str, Shim] = {
     )
 }
 
-# --- The speculative loop itself (FINDINGS "EAGLE-3 decoding on CPU", letters A-F); see spec_shims.py ---------
+# --- The speculative loop itself (obstacles 10-15 of the package docstring); see spec_shims.py -----------------
 # Obstacle numbers continue the list above: 10 is where the launch stopped before these shims existed.
 
 def _spec_shims() -> tuple[Shim, ...]:
