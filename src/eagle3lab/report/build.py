@@ -325,6 +325,7 @@ def _run_check_context(check: Optional[Mapping[str, Any]], missing: Optional[str
         lines.append(f"EAGLE-3 speedup from the measured acceptance: MAPE {_r(check['speedup_mape_pct'])}%"
                      + (f"; with concurrency it {trend['measured']} as measured and {trend['predicted']} as predicted"
                         if trend else "") + " **[modelled]** vs **[measured]**.")
+        lines.extend(_cycle_gap_lines(check))
     else:
         lines.append("The EAGLE-3 arm has no measured point on this profile"
                      + (f" ({eagle3_note})" if eagle3_note else "")
@@ -339,6 +340,25 @@ def _run_check_context(check: Optional[Mapping[str, Any]], missing: Optional[str
                      + " (parts of at least 1% shown) **[modelled]**.")
     return {**check, "context": f"{check['context']:g}", "rows": rows, "lines": lines, "missing": None,
             "has_speedup": check.get("speedup_mape_pct") is not None}
+
+
+def _cycle_gap_lines(check: Mapping[str, Any]) -> list[str]:
+    """Where the speedup miss sits: one EAGLE-3 cycle's measured time against the modelled one, per concurrency."""
+    rows = [r for r in check["rows"] if "unmodelled_cycle_ms" in r]
+    if not rows:
+        return []
+    cells = "; ".join(f"at {r['concurrency']}: {_r(r['measured_cycle_ms'], 2)} ms measured vs "
+                      f"{_r(r['predicted_cycle_ms'], 2)} ms modelled ({_r(r['unmodelled_cycle_ms'], 2)} ms not "
+                      f"in the model)" for r in rows)
+    lines = [f"One EAGLE-3 cycle (draft, verify, draft extend for every running request), from the measured rates "
+             f"and acceptance: {cells} **[modelled]** vs **[measured]**."]
+    if check.get("cpu_harness") and any(r["unmodelled_cycle_ms"] > 0 for r in rows):
+        lines.append("The model has no term for what this profile's CPU harness adds to each speculative cycle: "
+                     "sglang's Triton kernels of the EAGLE loop run in the Triton interpreter (`TRITON_INTERPRET=1`, "
+                     "speculative servers only) and its tree kernels as torch ports (`runtime/cpu_harness`). That "
+                     "cost is a likely part of the gap, not measured apart here, and it does not exist on a GPU: "
+                     "this miss is no evidence about the GPU cycle the incident's model describes.")
+    return lines
 
 
 def _eagle3_note(s03: Optional[PatchBenchSidecar]) -> Optional[str]:

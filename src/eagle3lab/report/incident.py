@@ -53,7 +53,15 @@ def facts() -> dict[str, object]:
     return {"reported": {figure.key: vars(figure) for figure in REPORTED}, "not_reported": list(NOT_REPORTED),
             "label": REPORTED_LABEL, "profile": profile.name, "sglang": profile.sglang_version,
             "target": profile.target_model, "draft": profile.draft_model, "tp": profile.tp_size,
-            "gpu": hardware_preset("rtx-pro-6000-blackwell").name}
+            "gpu": hardware_preset("rtx-pro-6000-blackwell").name, "target_layers": target_layers()}
+
+
+def target_layers() -> int:
+    """Kimi-K2.5's depth, from the stored config the cost model uses (its sources are named in the file)."""
+    from eagle3lab.report.presets import load_config
+
+    config, _ = load_config("kimi-k2.5")
+    return int(config.get("text_config", config)["num_hidden_layers"])
 
 
 def single_stream_step_s() -> float:

@@ -115,6 +115,11 @@ def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None) -
                 row["predicted_speedup"] = speedup(dep, spec, batch, other.accept_length)
                 row["speedup_error_pct"] = (row["predicted_speedup"] - row["measured_speedup"]) / \
                     row["measured_speedup"] * 100
+                # one cycle's wall time: requests x tokens per cycle / rate; predicted from the measured plain rate
+                tokens_per_cycle = batch * other.accept_length
+                row["measured_cycle_ms"] = tokens_per_cycle / other.tok_s * 1e3
+                row["predicted_cycle_ms"] = tokens_per_cycle / (row["predicted_speedup"] * measured) * 1e3
+                row["unmodelled_cycle_ms"] = row["measured_cycle_ms"] - row["predicted_cycle_ms"]
         rows.append(row)
     predicted_base = [r for r in rows if r["baseline_role"] == "predicted"]
     with_speedup = [r for r in rows if "predicted_speedup" in r]
@@ -123,6 +128,7 @@ def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None) -
     out: dict[str, Any] = {
         "profile": report.profile, "date": report.date, "calibrated_on": calibrated, "rate": "decode",
         "target": dep.target.name, "hardware": dep.hardware.name, "context": dep.context, "rows": rows,
+        "cpu_harness": bool(getattr(profile, "cpu_harness", False)),
         "single_stream_pct_by_part": {k: v / one.target.total_s * 100 for k, v in parts.items()},
         "baseline_mape_pct": statistics.fmean(abs(r["baseline_error_pct"]) for r in predicted_base)
         if predicted_base else None,
