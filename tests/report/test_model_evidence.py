@@ -17,9 +17,9 @@ from eagle3lab.runtime.speculative import SpeculativeSpec
 BANDWIDTH = 5e9  # fixed instead of probed, so two calls build the same deployment
 
 
-def arm(name: str, concurrencies, step_s: float, verify_ct: int | None = None) -> ArmResult:
+def arm(name: str, concurrencies, step_s: float, verify_ct: int | None = None, kind: str | None = None) -> ArmResult:
     """An arm whose requests each emit 9 tokens, one every ``step_s`` after the first (``verify_ct`` verifies);
-    its name is its kind (``baseline`` or ``eagle3``)."""
+    its kind is its name unless given."""
     points = []
     for conc in concurrencies:
         records = [RequestRecord(request_id=f"{name}{conc}-{i}", concurrency=conc, phase="measure", ok=True,
@@ -27,7 +27,7 @@ def arm(name: str, concurrencies, step_s: float, verify_ct: int | None = None) -
                                  t_end=0.05 + 8 * step_s, prompt_len=32, prompt_tokens=32, completion_tokens=9,
                                  spec_verify_ct=verify_ct, finish_reason="length") for i in range(conc)]
         points.append(PointResult(conc, "ok", None, compute_point_metrics(records), None, conc, 0, 0, True, "now"))
-    return ArmResult(name=name, status=ARM_MEASURED, kind=name, points=points)
+    return ArmResult(name=name, status=ARM_MEASURED, kind=kind or name, points=points)
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +58,17 @@ def test_run_check_calibrates_on_the_single_stream_step_and_predicts_the_rest(cp
     assert set(check["speedup_trend"]) == {"measured", "predicted"} and check["speedup_trend"]["measured"] == "flat"
     assert check["calibrated_on"] == calibrated and "measured plain single-stream step" in calibrated
     assert sum(check["single_stream_pct_by_part"].values()) == pytest.approx(100)
+
+
+def test_the_control_arm_measures_one_cycle_in_plain_steps(cpu):
+    """Untrained drafter: 9 tokens in 8 verifies; each request's tokens come 0.05 s apart, plain ones 0.02 s."""
+    report = BenchReport.create("cpu", [arm("baseline", (1, 2), 0.02),
+                                        arm("untrained", (1,), 0.05, verify_ct=8, kind="eagle3_control")])
+    (row,) = measured_run_check(cpu, report, mem_bandwidth=BANDWIDTH)["control_cycles"]
+    assert row["arm"] == "untrained" and row["concurrency"] == 1 and row["accept_length"] == pytest.approx(9 / 8)
+    assert row["plain_step_ms"] == pytest.approx(20.0)
+    assert row["cycle_ms"] == pytest.approx(9 / 8 * 50.0)  # 1.125 tokens per cycle at 20 tok/s
+    assert row["plain_steps_per_cycle"] == pytest.approx(row["cycle_ms"] / 20.0)
 
 
 def test_run_check_without_eagle3_points_checks_only_the_baseline(cpu):

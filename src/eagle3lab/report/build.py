@@ -352,6 +352,11 @@ def _cycle_gap_lines(check: Mapping[str, Any]) -> list[str]:
                       f"in the model)" for r in rows)
     lines = [f"One EAGLE-3 cycle (draft, verify, draft extend for every running request), from the measured rates "
              f"and acceptance: {cells} **[modelled]** vs **[measured]**."]
+    for c in check.get("control_cycles") or []:
+        lines.append(f"The control arm `{c['arm']}` (untrained drafter, acceptance {_r(c['accept_length'], 2)}) "
+                     f"measures the cycle alone: {_r(c['cycle_ms'], 2)} ms per cycle at concurrency "
+                     f"{c['concurrency']}, {_r(c['plain_steps_per_cycle'], 2)} plain steps of "
+                     f"{_r(c['plain_step_ms'], 2)} ms **[measured]**.")
     if check.get("cpu_harness") and any(r["unmodelled_cycle_ms"] > 0 for r in rows):
         lines.append("The model has no term for what this profile's CPU harness adds to each speculative cycle: "
                      "sglang's Triton kernels of the EAGLE loop run in the Triton interpreter (`TRITON_INTERPRET=1`, "

@@ -76,6 +76,26 @@ def published_acceptance(results) -> list[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------------------------------ a measured run
+def control_cycles(report, base: dict[int, Any]) -> list[dict[str, Any]]:
+    """The untrained-drafter control arm's cycle, measured: with nearly every draft rejected, each cycle emits
+    about one token, so its time is what one speculative cycle costs on this machine whatever the acceptance."""
+    from eagle3lab.bench.sweep import ARM_KIND_EAGLE3_CONTROL
+
+    rows = []
+    for arm in report.arms:
+        if arm.kind != ARM_KIND_EAGLE3_CONTROL:
+            continue
+        for point in arm.measured_points():
+            metrics, plain = point.metrics, base.get(point.concurrency)
+            if metrics.decode_tok_per_s is None or metrics.accept_length is None or plain is None:
+                continue
+            cycle_ms = point.concurrency * metrics.accept_length / metrics.decode_tok_per_s * 1e3
+            step_ms = point.concurrency / plain.tok_s * 1e3
+            rows.append({"arm": arm.name, "concurrency": point.concurrency, "accept_length": metrics.accept_length,
+                         "cycle_ms": cycle_ms, "plain_step_ms": step_ms, "plain_steps_per_cycle": cycle_ms / step_ms})
+    return rows
+
+
 def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None) -> dict[str, Any]:
     """The cost model against a run measured here: calibrated on the run's own plain single-stream decode step
     (nothing else), it predicts the plain decode rate at every other concurrency and, where the EAGLE-3 arm was
@@ -135,6 +155,7 @@ def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None) -
         "speedup_mape_pct": statistics.fmean(abs(r["speedup_error_pct"]) for r in with_speedup)
         if with_speedup else None,
     }
+    out["control_cycles"] = control_cycles(report, base)
     if len(predicted_base) >= 1:
         batches = [r["concurrency"] for r in rows]
         out["baseline_trend"] = {"measured": trend(batches, [r["measured_baseline_tok_s"] for r in rows]),
