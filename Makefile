@@ -28,7 +28,7 @@ run: setup
 	$(PY) -m eagle3lab report --profile $(PROFILE) --hide-code
 
 test: setup browser
-	$(PY) -m pytest -ra
+	$(PY) -m pytest -ra --durations=25
 
 # Debian's chromium and chromedriver, for the test that opens the HTML report in a real browser.
 browser:
