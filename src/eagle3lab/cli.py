@@ -79,7 +79,7 @@ def cmd_setup(args: argparse.Namespace) -> None:
     if profile.uses_tiny_model and profile.speculative_eagle_topk == 1:
         from eagle3lab.runtime.tinymodel.drafter_training import describe_trained_drafter, trained_drafter_for_profile
 
-        print(describe_trained_drafter(trained_drafter_for_profile(profile, force=args.rebuild)))
+        print(describe_trained_drafter(trained_drafter_for_profile(profile)))
 
 
 def cmd_preflight(args: argparse.Namespace) -> None:
@@ -151,7 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
                                          "drafter for a profile")
     setup.add_argument("--profile", default="cpu")
     setup.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a profile key")
-    setup.add_argument("--rebuild", action="store_true", help="build the tiny models and the drafter again, even if cached")
+    setup.add_argument("--rebuild", action="store_true",
+                       help="build the tiny models again, even if cached (the drafter is retrained only if its "
+                            "inputs changed)")
     setup.set_defaults(func=cmd_setup)
 
     check = sub.add_parser("preflight", help="check GPUs, sglang, checkpoints, disk, server flags and layer ids "
