@@ -87,10 +87,14 @@ def test_setup_checks_model_paths(sandbox, tmp_path):
 
 @pytest.fixture
 def cached_tiny_models(sandbox, tiny_models):
-    """The user's built tiny models, copied into the sandbox's cache as setup left them."""
+    """The user's built tiny models (and the drafters trained on them, so setup need not train again), copied
+    into the sandbox's cache as setup left them."""
     source = Path(tiny_models.target).parent
     target = sandbox.cache / "models" / source.name
     shutil.copytree(source, target)
+    drafters = source.parent.parent / "drafters"  # <cache>/models/<key> -> <cache>/drafters
+    if drafters.is_dir():
+        shutil.copytree(drafters, sandbox.cache / "drafters")
     return target
 
 
