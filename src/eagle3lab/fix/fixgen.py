@@ -30,7 +30,7 @@ from eagle3lab.fix import patching
 from eagle3lab.paths import REPO_ROOT
 from eagle3lab.trace import audit
 from eagle3lab.trace.modindex import ClassRef, module_name
-from eagle3lab.trace.resolve import Resolver
+from eagle3lab.trace.resolve import Resolver, function_returns
 from eagle3lab.trace.sources import SglangSource
 
 UPSTREAM_DIR = REPO_ROOT / "patches" / "upstream"
@@ -96,7 +96,7 @@ def _forward_returns_inner(res: Resolver, cls: ClassRef, attr: str, depth: int =
         return None, f"{cls.name}.forward not found in the release"
     owner, func = found
     verdicts: list[tuple[Optional[bool], str]] = []
-    for ret in _returns(func):
+    for ret in function_returns(func):
         verdicts.append(_passes_inner(res, cls, owner, func, ret, attr, depth))
     if not verdicts:
         return None, f"{owner.name}.forward returns nothing"
@@ -106,18 +106,6 @@ def _forward_returns_inner(res: Resolver, cls: ClassRef, attr: str, depth: int =
     if all(ok for ok, _ in verdicts):
         return True, f"{owner.name}.forward returns self.{attr}'s output"
     return None, next(why for ok, why in verdicts if ok is None)
-
-
-def _returns(func: ast.FunctionDef) -> list[ast.expr]:
-    out, stack = [], list(func.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue
-        if isinstance(node, ast.Return) and node.value is not None:
-            out.append(node.value)
-        stack.extend(ast.iter_child_nodes(node))
-    return out
 
 
 def _is_inner(node: ast.AST, attr: str) -> bool:

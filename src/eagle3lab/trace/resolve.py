@@ -206,6 +206,20 @@ class _Ctx:
                        "depth": self.depth + 1, **kw})
 
 
+def function_returns(func: ast.FunctionDef) -> list[ast.expr]:
+    """The values ``func`` itself returns (not those of functions or classes nested in it)."""
+    out = []
+    stack: list[ast.AST] = list(func.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Return) and node.value is not None:
+            out.append(node.value)
+        stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
 class Resolver:
     """Class resolution for one release (memoised per instance)."""
 
@@ -297,18 +311,6 @@ class Resolver:
         args = func.args
         return {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
 
-    def _returns(self, func: ast.FunctionDef) -> list[ast.expr]:
-        out = []
-        stack: list[ast.AST] = list(func.body)
-        while stack:  # returns of this function only, not of nested functions
-            node = stack.pop()
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-                continue
-            if isinstance(node, ast.Return) and node.value is not None:
-                out.append(node.value)
-            stack.extend(ast.iter_child_nodes(node))
-        return out
-
     def _param_values(self, name: str, ctx: _Ctx, as_class: bool) -> list[Value]:
         """A constructor parameter: what the nearest subclass passes to ``super().__init__``, else its default."""
         func = ctx.func
@@ -351,7 +353,7 @@ class Resolver:
         if found is None or not isinstance(found[1], (ast.FunctionDef, ast.AsyncFunctionDef)):
             return [Unknown(f"self.{name}() is not defined in {ctx.concrete.name}'s classes")]
         owner, func = found
-        returns = self._returns(func)  # type: ignore[arg-type]
+        returns = function_returns(func)  # type: ignore[arg-type]
         if not returns:
             return [Unknown(f"{owner.name}.{name}() returns nothing (abstract)")]
         inner = ctx.deeper(module=owner.module, func=func)
@@ -424,7 +426,7 @@ class Resolver:
             if isinstance(func, ast.Name):
                 fmod, fdef = self._function(ctx.module, func.id)
                 if fdef is not None:
-                    returns = self._returns(fdef)
+                    returns = function_returns(fdef)
                     inner = ctx.deeper(module=fmod, func=fdef)
                     return [v for r in returns for v in self._instances(r, inner)] or [
                         Unknown(f"{func.id}() returns nothing")]
