@@ -112,3 +112,20 @@ def empty_hub(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-hf-home"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     return tmp_path / "empty-hf-home"
+
+
+# ------------------------------------------------------------------------------------------------------------
+def synthetic_arm(name: str, concurrencies, step_s: float, verify_ct: int | None = None, kind: str | None = None):
+    """A measured arm built from request records, no server: each request emits 9 tokens, one every ``step_s``
+    after the first, in ``verify_ct`` verify steps (None: no speculation). Its kind is its name unless given."""
+    from eagle3lab.bench.metrics import RequestRecord, compute_point_metrics
+    from eagle3lab.bench.sweep import ARM_MEASURED, ArmResult, PointResult
+
+    points = []
+    for conc in concurrencies:
+        records = [RequestRecord(request_id=f"{name}{conc}-{i}", concurrency=conc, phase="measure", ok=True,
+                                 t_scheduled=0.0, t_sent=0.0, token_times=[0.05 + k * step_s for k in range(9)],
+                                 t_end=0.05 + 8 * step_s, prompt_len=32, prompt_tokens=32, completion_tokens=9,
+                                 spec_verify_ct=verify_ct, finish_reason="length") for i in range(conc)]
+        points.append(PointResult(conc, "ok", None, compute_point_metrics(records), None, conc, 0, 0, True, "now"))
+    return ArmResult(name=name, status=ARM_MEASURED, kind=kind or name, points=points)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from eagle3lab.bench.metrics import RequestRecord, compute_point_metrics
-from eagle3lab.bench.sweep import ARM_MEASURED, ArmResult, BenchReport, PointResult
+from conftest import synthetic_arm
+from eagle3lab.bench.sweep import BenchReport
 from eagle3lab.report import model_evidence
 from eagle3lab.report.costmodel.cycle import plain_tok_s, speedup
 from eagle3lab.report.model_evidence import measured_run_check, published_acceptance
@@ -17,26 +17,14 @@ from eagle3lab.runtime.speculative import SpeculativeSpec
 BANDWIDTH = 5e9  # fixed instead of probed, so two calls build the same deployment
 
 
-def arm(name: str, concurrencies, step_s: float, verify_ct: int | None = None, kind: str | None = None) -> ArmResult:
-    """An arm whose requests each emit 9 tokens, one every ``step_s`` after the first (``verify_ct`` verifies);
-    its kind is its name unless given."""
-    points = []
-    for conc in concurrencies:
-        records = [RequestRecord(request_id=f"{name}{conc}-{i}", concurrency=conc, phase="measure", ok=True,
-                                 t_scheduled=0.0, t_sent=0.0, token_times=[0.05 + k * step_s for k in range(9)],
-                                 t_end=0.05 + 8 * step_s, prompt_len=32, prompt_tokens=32, completion_tokens=9,
-                                 spec_verify_ct=verify_ct, finish_reason="length") for i in range(conc)]
-        points.append(PointResult(conc, "ok", None, compute_point_metrics(records), None, conc, 0, 0, True, "now"))
-    return ArmResult(name=name, status=ARM_MEASURED, kind=kind or name, points=points)
-
-
 @pytest.fixture(scope="module")
 def cpu():
     return load_profile("cpu")
 
 
 def test_run_check_calibrates_on_the_single_stream_step_and_predicts_the_rest(cpu):
-    report = BenchReport.create("cpu", [arm("baseline", (1, 4), 0.02), arm("eagle3", (1, 4), 0.04, verify_ct=6)])
+    report = BenchReport.create("cpu", [synthetic_arm("baseline", (1, 4), 0.02),
+                                        synthetic_arm("eagle3", (1, 4), 0.04, verify_ct=6)])
     check = measured_run_check(cpu, report, mem_bandwidth=BANDWIDTH)
     dep, calibrated = run_deployment(cpu, report, mem_bandwidth=BANDWIDTH)
     spec = SpeculativeSpec.from_profile(cpu, cpu.draft_model)
@@ -62,8 +50,8 @@ def test_run_check_calibrates_on_the_single_stream_step_and_predicts_the_rest(cp
 
 def test_the_control_arm_measures_one_cycle_in_plain_steps(cpu):
     """Untrained drafter: 9 tokens in 8 verifies; each request's tokens come 0.05 s apart, plain ones 0.02 s."""
-    report = BenchReport.create("cpu", [arm("baseline", (1, 2), 0.02),
-                                        arm("untrained", (1,), 0.05, verify_ct=8, kind="eagle3_control")])
+    report = BenchReport.create("cpu", [synthetic_arm("baseline", (1, 2), 0.02),
+                                        synthetic_arm("untrained", (1,), 0.05, verify_ct=8, kind="eagle3_control")])
     (row,) = measured_run_check(cpu, report, mem_bandwidth=BANDWIDTH)["control_cycles"]
     assert row["arm"] == "untrained" and row["concurrency"] == 1 and row["accept_length"] == pytest.approx(9 / 8)
     assert row["plain_step_ms"] == pytest.approx(20.0)
@@ -72,7 +60,7 @@ def test_the_control_arm_measures_one_cycle_in_plain_steps(cpu):
 
 
 def test_run_check_without_eagle3_points_checks_only_the_baseline(cpu):
-    check = measured_run_check(cpu, BenchReport.create("cpu", [arm("baseline", (1, 2, 4), 0.02)]),
+    check = measured_run_check(cpu, BenchReport.create("cpu", [synthetic_arm("baseline", (1, 2, 4), 0.02)]),
                                mem_bandwidth=BANDWIDTH)
     assert [r["concurrency"] for r in check["rows"]] == [1, 2, 4]
     assert not any("predicted_speedup" in r for r in check["rows"]) and check["speedup_mape_pct"] is None
@@ -80,7 +68,8 @@ def test_run_check_without_eagle3_points_checks_only_the_baseline(cpu):
 
 
 def test_run_check_says_why_an_impossible_acceptance_is_not_predicted(cpu):
-    report = BenchReport.create("cpu", [arm("baseline", (1,), 0.02), arm("eagle3", (1,), 0.04, verify_ct=1)])
+    report = BenchReport.create("cpu", [synthetic_arm("baseline", (1,), 0.02),
+                                        synthetic_arm("eagle3", (1,), 0.04, verify_ct=1)])
     (row,) = measured_run_check(cpu, report, mem_bandwidth=BANDWIDTH)["rows"]
     assert row["accept_length"] == 9 and "predicted_speedup" not in row and "acceptance length must be in" in row["note"]
 
@@ -96,7 +85,7 @@ def test_run_check_missing_says_why(tmp_path, fixed_bandwidth):
     assert model_evidence._run_check("cpu", None) == (None, "notebook 03 ran no benchmark on this profile")
     check, why = model_evidence._run_check("cpu", str(tmp_path / "bench_report.json"))
     assert check is None and "bench_report.json of notebook 03 is missing" in why
-    path = BenchReport.create("cpu", [arm("baseline", (2,), 0.02)]).save(tmp_path / "bench_report.json")
+    path = BenchReport.create("cpu", [synthetic_arm("baseline", (2,), 0.02)]).save(tmp_path / "bench_report.json")
     check, why = model_evidence._run_check("cpu", str(path))
     assert check is None and "concurrency 1" in why
     check, why = model_evidence._run_check("cpu", str(path), {"name": "cpu", "no_such_key": 1})
@@ -104,7 +93,7 @@ def test_run_check_missing_says_why(tmp_path, fixed_bandwidth):
 
 
 def test_run_check_uses_the_profile_values_notebook_03_ran_with(tmp_path, cpu, fixed_bandwidth):
-    report = BenchReport.create("cpu", [arm("baseline", (1, 2), 0.02)])
+    report = BenchReport.create("cpu", [synthetic_arm("baseline", (1, 2), 0.02)])
     path = report.save(tmp_path / "bench_report.json")
     ran_with = cpu.model_copy(update={"bench_input_len": 200}).model_dump(mode="json")
     check, why = model_evidence._run_check("cpu", str(path), ran_with)
