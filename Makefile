@@ -2,14 +2,16 @@
 #   make run    set everything up on a fresh machine, then run every notebook on the cpu profile
 #   make test   set everything up, then run the test suite
 # PROFILE=blackwell-8x make run   runs the incident's deployment (8 GPUs and the real checkpoints needed).
+# SET="port=30123 bench_concurrency=[1,2]" make run   overrides profile keys for this run.
 
 PYTHON  ?= python3.11
 VENV    ?= .venv
 PROFILE ?= cpu
+SET     ?=
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.eagle3lab-installed
 
-.PHONY: setup run report test test-fast browser lab notebooks clean
+.PHONY: setup run report test test-fast lint-imports browser lab notebooks clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or pass PYTHON=..."; exit 1; }
@@ -22,20 +24,25 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $@
 
 setup: $(STAMP)
-	$(PY) -m eagle3lab setup --profile $(PROFILE)
+	$(PY) -m eagle3lab setup --profile $(PROFILE) $(foreach s,$(SET),--set $(s))
 
 run: setup
-	$(PY) -m eagle3lab report --profile $(PROFILE) --hide-code
+	$(PY) -m eagle3lab report --profile $(PROFILE) --hide-code $(foreach s,$(SET),--set $(s))
 
-test: setup browser
+test: setup browser lint-imports
 	$(PY) -m pytest -ra --durations=25
+
+# The stage order of ARCHITECTURE.md, as import-linter contracts (pyproject.toml): no stage imports one above it,
+# no import circles.
+lint-imports: $(STAMP)
+	$(VENV)/bin/lint-imports
 
 # Debian's chromium and chromedriver, for the test that opens the HTML report in a real browser.
 browser:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
-test-fast: setup
+test-fast: setup lint-imports
 	$(PY) -m pytest -ra -m "not server and not notebook and not network"
 
 lab: setup

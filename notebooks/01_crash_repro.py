@@ -24,8 +24,10 @@
 
 # %%
 from eagle3lab.repro import crashrepro
-from eagle3lab.runtime import deployment, envinfo, preflight, sglang_args
-from eagle3lab import nbparams, show, sidecars
+from eagle3lab.runtime import deployment, envinfo, sglang_args
+from eagle3lab import preflight
+from eagle3lab.notebook import params as nbparams, show
+from eagle3lab import sidecars
 from eagle3lab.report.plots import launch as plots_launch
 from eagle3lab.runtime.cpu_harness import CONTROL_SHIMS
 from eagle3lab.paths import repo_dir

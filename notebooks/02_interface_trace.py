@@ -20,10 +20,13 @@
 # %%
 from IPython.display import Image, display
 
-from eagle3lab.fix import fixbook, fixverify
-from eagle3lab.trace import audit, sources, tracebook
+from eagle3lab.notebook import fixes as fixbook
+from eagle3lab.fix import fixverify
+from eagle3lab.trace import audit, sources
+from eagle3lab.notebook import interface_trace as tracebook
 from eagle3lab.runtime import envinfo
-from eagle3lab import nbparams, show, sidecars
+from eagle3lab.notebook import params as nbparams, show
+from eagle3lab import sidecars
 
 nbparams.begin(globals())
 

@@ -22,16 +22,18 @@
 # %%
 from eagle3lab.fix import capture_check, relaunch
 from eagle3lab.runtime import deployment, envinfo
-from eagle3lab import nbparams, show, sidecars
-from eagle3lab.bench import acceptance, arms as patchbench, lossless
+from eagle3lab.notebook import params as nbparams, show
+from eagle3lab import sidecars
+from eagle3lab.bench import acceptance, lossless
+from eagle3lab.notebook import patch_and_bench as patchbench
 from eagle3lab.bench.sweep import ARM_KIND_BASELINE, BenchReport, point_rows
 from eagle3lab.runtime.cpu_harness import CONTROL_SHIMS, SPEC_SHIMS
 from eagle3lab.trace import silent_noop
 from eagle3lab.trace.sources import open_source
 from eagle3lab.paths import repo_dir
-from eagle3lab.report import perfmodel
+from eagle3lab.costmodel import perfmodel
 from eagle3lab.report.plots import model as model_plots
-from eagle3lab.report.presets import incident_report
+from eagle3lab.report.incident_model import incident_report
 from eagle3lab.report.plots.bench import draw_bench_figures
 from eagle3lab.report.build import model_figures
 

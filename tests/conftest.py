@@ -35,7 +35,7 @@ def full_report(tmp_path_factory):
     Outputs go to a temporary tree (the same environment variables reach the papermill kernels), so the test
     never overwrites a user's reports. Run once per session; several tests read what it wrote.
     """
-    from eagle3lab.report.build import build_report
+    from eagle3lab.pipeline import build_report
 
     root = tmp_path_factory.mktemp("report")
     env = {f"EAGLE3LAB_{name.upper()}_DIR": str(root / name) for name in ("artifacts", "reports", "figures")}

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import HUB_IDS
 
-from eagle3lab.runtime import preflight
+from eagle3lab import preflight
 from eagle3lab.runtime.profiles import load_profile
 from eagle3lab.runtime.server import free_port
 
@@ -37,7 +37,7 @@ def rehearsal_overrides() -> dict:
 @pytest.mark.notebook
 @pytest.mark.network  # notebook 02 reads the sglang 0.5.9 wheel (downloaded once into the cache)
 def test_the_gpu_profile_runs_end_to_end_from_an_offline_hub_cache(offline_hub, monkeypatch, tmp_path, tiny_models):
-    from eagle3lab.report.build import build_report
+    from eagle3lab.pipeline import build_report
     from eagle3lab.runbook import run_notebook
 
     for name in ("artifacts", "reports", "figures"):

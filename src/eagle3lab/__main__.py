@@ -1,5 +1,5 @@
 import sys
 
-from eagle3lab.cli import main
+from eagle3lab.commands.cli import main
 
 sys.exit(main())

@@ -10,9 +10,11 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from eagle3lab.errors import OutputWriteError
 
@@ -97,3 +99,27 @@ def save_figure_atomic(fig: Any, path: Path | str, **savefig_kwargs: Any) -> Pat
     path = Path(path)
     kwargs = {"format": path.suffix.lstrip(".") or "png", **savefig_kwargs}
     return write_with(path, lambda handle: fig.savefig(handle, **kwargs), binary=True)
+
+
+@contextmanager
+def building_dir(target: Path | str) -> Iterator[Path]:
+    """Build a folder atomically: the body fills a temporary sibling, which replaces ``target`` on success.
+
+    Cached builds (tiny models, trained drafters, shifted drafter copies) use it, so an interrupted build is never
+    found half-made under its key: on any exception the staging folder is removed and ``target`` is left as it was.
+    """
+    target = Path(target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    except OSError as exc:
+        raise OutputWriteError(_describe(exc, target)) from None
+    try:
+        yield staging
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+    except OSError as exc:
+        raise OutputWriteError(_describe(exc, target)) from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -23,7 +23,13 @@ from typing import Any, Sequence
 
 from eagle3lab.errors import Eagle3LabError, NotebookFailed
 from eagle3lab.paths import REPO_ROOT, repo_dir
-from eagle3lab.runtime import procwatch, signals
+from eagle3lab.runtime import procwatch
+from eagle3lab import signals
+from eagle3lab.runtime.profiles import load_profile, Profile
+from eagle3lab.package.location import installed_root
+from eagle3lab.package import backups
+from eagle3lab.package.restore import restore, require_release
+from eagle3lab import preflight
 
 KERNEL_NAME = "eagle3lab"
 NOTEBOOKS = ("01_crash_repro", "02_interface_trace", "03_patch_and_bench")
@@ -48,7 +54,6 @@ def available_notebooks() -> list[str]:
 
 def profile_name(profile: str) -> str:
     """The name files are labelled with: the profile's own ``name`` (``profile`` may be a name or a YAML path)."""
-    from eagle3lab.runtime.profiles import load_profile
 
     return load_profile(profile).name
 
@@ -74,7 +79,6 @@ def running_path(executed: Path) -> Path:
 
 class _StopBeforeCell(Exception):
     """Raised by the cell hook: an interruption came, so papermill starts no further cell."""
-
 
 @dataclass
 class _Execution:
@@ -134,7 +138,6 @@ def _kernels() -> list[Any]:
 
 def _package_root() -> Path | None:
     try:
-        from eagle3lab.fix.patching import installed_root
 
         return installed_root()
     except Eagle3LabError:
@@ -143,7 +146,6 @@ def _package_root() -> Path | None:
 
 def _finish_interrupted(run: _Execution, stem: str) -> None:
     """Stop papermill and the kernel cleanly; say (``signals.restored``) what was given back, by whom."""
-    from eagle3lab.fix import backups
 
     kernels = _kernels()
     kernel_pids = {k.pid for k in kernels}
@@ -187,7 +189,6 @@ def _finish_interrupted(run: _Execution, stem: str) -> None:
             signals.restored(f"patch {manifest.patch} reverted")
     stale_roots = {m.root for m in held if m.path in still and m.stale}
     if stale_roots:
-        from eagle3lab.fix.restore import restore
 
         with signals.deferred():
             for root in sorted(stale_roots):
@@ -255,7 +256,6 @@ def run_notebook(name: str, profile: str = "cpu", parameters: dict[str, Any] | N
 
 def profile_overrides(parameters: dict[str, Any] | None) -> dict[str, Any]:
     """The profile keys among notebook parameters: ``overrides`` and any profile key passed directly."""
-    from eagle3lab.runtime.profiles import Profile
 
     parameters = parameters or {}
     return {**parameters.get("overrides", {}), **{k: v for k, v in parameters.items() if k in Profile.model_fields}}
@@ -268,9 +268,6 @@ def run_all(profile: str = "cpu", names: Sequence[str] | None = None,
 
     The profile and its overrides are validated first, so a bad value fails before any notebook starts.
     """
-    from eagle3lab.fix.restore import require_release
-    from eagle3lab.runtime import preflight
-    from eagle3lab.runtime.profiles import load_profile
 
     preflight.require(load_profile(profile, overrides=profile_overrides(parameters)), quick=True)
     root = _package_root()

@@ -8,7 +8,7 @@ import pytest
 
 from eagle3lab.bench.acceptance import (acceptance_records, acceptance_table, expect_acceptance_consistent,
                                         layer_mismatch, offline_vs_served, speedup_records)
-from eagle3lab.bench.arms import Drafters, check_greedy, drafter_layer_ids, eagle3_arm_plans
+from eagle3lab.notebook.patch_and_bench import Drafters, check_greedy, drafter_layer_ids, eagle3_arm_plans
 from eagle3lab.bench.metrics import RequestRecord, compute_point_metrics
 from eagle3lab.bench.sweep import (ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_CONTROL,
                                    ARM_KIND_EAGLE3_SHIFTED, ArmResult, PointResult)

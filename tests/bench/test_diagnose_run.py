@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from eagle3lab.bench.arms import diagnose_run, run_break_even_or_none
+from eagle3lab.notebook.patch_and_bench import diagnose_run, run_break_even_or_none
 from conftest import synthetic_arm
 from eagle3lab.bench.sweep import BenchReport
-from eagle3lab.report import presets
+from eagle3lab.costmodel import presets
+from eagle3lab.report import run_model
 from eagle3lab.runtime.profiles import load_profile
 
 RULE = "acceptance length below break-even"
@@ -24,7 +25,7 @@ def cpu(tmp_path, monkeypatch):
 def test_acceptance_rule_judges_the_measured_acceptance_against_the_runs_break_even(cpu, tmp_path, verify_ct):
     report = BenchReport.create("cpu", [synthetic_arm("baseline", (1, 4), 0.02),
                                         synthetic_arm("eagle3", (1, 4), 0.03, verify_ct)])
-    break_even, where = presets.run_break_even(cpu, report)
+    break_even, where = run_model.run_break_even(cpu, report)
     findings = {f["rule"]: f for f in diagnose_run(cpu, report, tmp_path, tmp_path)}
     finding = findings[RULE]
     accept = 9 / verify_ct

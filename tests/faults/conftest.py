@@ -14,8 +14,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from eagle3lab.fix import patching
-from eagle3lab.fix.release import drift, package_hashes, release_record
+from eagle3lab.package.location import installed_root
+from eagle3lab.package import patching
+from eagle3lab.package.release import drift, package_hashes, release_record
 
 from .faultkit import Sandbox, sandbox_processes
 
@@ -29,7 +30,7 @@ def release_hashes(sglang_template) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def sglang_template(tmp_path_factory) -> Path:
     """One pristine copy of the installed sglang package and its dist-info (byte caches left out)."""
-    installed = patching.installed_root()
+    installed = installed_root()
     record = release_record(installed)
     if record is None:
         pytest.skip("the installed sglang has no RECORD to compare with")

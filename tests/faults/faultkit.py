@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from eagle3lab.fix.release import drift, package_hashes
+from eagle3lab.package.release import drift, package_hashes
 
 KIMI = "sglang/srt/models/kimi_k25.py"
 FULL = "kimi_k25-eagle3-delegation"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eagle3lab.fix import backups, patching
+from eagle3lab.package import backups, patching
 
 from .faultkit import FULL, KIMI, cli, in_namespace, needs_namespace, one_line
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from eagle3lab.fix.release import sha256_file
-from eagle3lab.runtime import signals
+from eagle3lab.package.release import sha256_file
+from eagle3lab import signals
 
 from .faultkit import (
     FULL,

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from eagle3lab.atomic import write_text_atomic
-from eagle3lab.fix.release import sha256_file
+from eagle3lab.package.release import sha256_file
 
 from .faultkit import (
     FULL,
@@ -89,7 +89,7 @@ def test_restore_on_the_release_changes_nothing(sandbox):
 @pytest.fixture
 def seeded_wheel(sandbox):
     """Put the release wheel into the sandbox's cache, from the user's cache (fetched there once if missing)."""
-    from eagle3lab.trace.sources import fetch_wheel
+    from eagle3lab.package.wheels import fetch_wheel
 
     with pytest.MonkeyPatch.context() as patch:
         if USER_CACHE:

@@ -8,8 +8,9 @@ import sys
 
 import pytest
 
+from eagle3lab.package.location import installed_root
 from eagle3lab.fix import capture_check as cc
-from eagle3lab.fix import patching
+from eagle3lab.package import patching
 from eagle3lab.errors import CaptureCheckError, SidecarError
 from eagle3lab.sidecars import InterfaceTraceSidecar
 
@@ -17,7 +18,7 @@ KIMI = "sglang/srt/models/kimi_k25.py"
 
 
 def installed_sha() -> str:
-    return hashlib.sha256((patching.installed_root() / KIMI).read_bytes()).hexdigest()
+    return hashlib.sha256((installed_root() / KIMI).read_bytes()).hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +182,7 @@ def test_refuses_a_package_that_already_carries_a_patch(tmp_path, monkeypatch):
     monkeypatch.setenv("EAGLE3LAB_CACHE", str(tmp_path / "cache"))  # keep its backup out of the real cache
     root = tmp_path / "site-packages"
     (root / KIMI).parent.mkdir(parents=True)
-    (root / KIMI).write_bytes((patching.installed_root() / KIMI).read_bytes())
+    (root / KIMI).write_bytes((installed_root() / KIMI).read_bytes())
     patching.apply(cc.ONE_METHOD_PATCH, root)
     with pytest.raises(CaptureCheckError, match="already carries kimi_k25-one-method;"):
         cc.run_capture_check(tmp_path, tmp_path, cc.FULL_PATCH, site_packages=root)

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from eagle3lab.fix import fixgen, patching
+from eagle3lab.package import wheels
+from eagle3lab.fix import fixgen
+from eagle3lab.package import patching
 from eagle3lab.trace import audit, sources
 from eagle3lab.trace.resolve import Resolver
 
@@ -89,7 +91,7 @@ def test_committed_series_is_current_and_covers_every_lacking_wrapper(release, t
     assert all(fixgen.committed_state(f) in ("identical", "refused") for f in made)
     covered = {e for f in made if f.ok for e in f.entries} | set(fixgen.refusals(release))
     assert {e["entry"] for e in conf["lacking"]} <= covered
-    with zipfile.ZipFile(sources.fetch_wheel(release)) as zf:
+    with zipfile.ZipFile(wheels.fetch_wheel(release)) as zf:
         zf.extractall(tmp_path, [n for n in zf.namelist() if n.startswith("sglang/srt/models/")])
     for path in fixgen.read_series(release):
         assert patching.check(path, tmp_path).status == patching.APPLICABLE

@@ -11,6 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "trace"))
 import synthetic_sglang as syn  # noqa: E402
+from eagle3lab.package import wheels
 from eagle3lab.errors import EntryClassError  # noqa: E402
 from eagle3lab.fix import preflight_model as pm
 from eagle3lab.trace import registry, sources
@@ -90,7 +91,7 @@ def test_kimi_k25_on_0_5_10_will_not_crash(tmp_path: Path):
 @pytest.mark.network
 def test_newest_release_start_up_reaches_the_hook_through_the_scheduler():
     """Newer releases call the hook from the scheduler's attention-backend set-up, not the runner's constructor."""
-    newest = sources.list_releases()[-1]
+    newest = wheels.list_releases()[-1]
     answer = pm.preflight(["MultiModalityCausalLM"], newest, with_patch=False)
     assert answer["will_crash"] is True
     assert answer["first_raise"]["cpu"] and answer["first_raise"]["cpu"]["member"] == "set_eagle3_layers_to_capture"

@@ -8,9 +8,9 @@ import pytest
 from conftest import synthetic_arm
 from eagle3lab.bench.sweep import BenchReport
 from eagle3lab.report import model_evidence
-from eagle3lab.report.costmodel.cycle import plain_tok_s, speedup
+from eagle3lab.costmodel.cycle import plain_tok_s, speedup
 from eagle3lab.report.model_evidence import measured_run_check, published_acceptance
-from eagle3lab.report.presets import run_deployment
+from eagle3lab.report.run_model import run_deployment
 from eagle3lab.runtime.profiles import load_profile
 from eagle3lab.runtime.speculative import SpeculativeSpec
 
@@ -76,7 +76,7 @@ def test_run_check_says_why_an_impossible_acceptance_is_not_predicted(cpu):
 
 @pytest.fixture
 def fixed_bandwidth(monkeypatch):
-    from eagle3lab.report import presets
+    from eagle3lab.costmodel import presets
 
     monkeypatch.setattr(presets, "measure_copy_bandwidth", lambda *a, **k: BANDWIDTH)  # no 0.5 GB probe per call
 
@@ -101,7 +101,7 @@ def test_run_check_uses_the_profile_values_notebook_03_ran_with(tmp_path, cpu, f
 
 
 def test_published_acceptance_spans_each_sources_calibration_points():
-    from eagle3lab.report.costmodel.validation import validate
+    from eagle3lab.costmodel.validation import validate
 
     results = validate()
     rows = {r["source"]: r for r in published_acceptance(results)}

@@ -8,7 +8,7 @@ from matplotlib.lines import Line2D
 
 from eagle3lab.errors import PerfModelError
 from eagle3lab.report import incident
-from eagle3lab.report.perfmodel import break_even_accept_length, plain_step
+from eagle3lab.costmodel.perfmodel import break_even_accept_length, plain_step
 from eagle3lab.report.plots.model import (
     MeasuredPoint,
     breakdown_cases,
@@ -19,7 +19,7 @@ from eagle3lab.report.plots.model import (
     measured_speedups,
     save_figure,
 )
-from eagle3lab.report.presets import incident_deployment, incident_spec
+from eagle3lab.report.incident_model import incident_deployment, incident_spec
 
 CTX = 1152
 
@@ -120,7 +120,8 @@ def _bench_report(concurrencies=(1, 2), step_s=0.01):
 
 
 def test_bench_report_gives_measured_points_and_calibration_step(tmp_path):
-    from eagle3lab.report.plots.model import cpu_profile_figures, measured_points_from_bench, single_stream_step_s
+    from eagle3lab.report.plots.model import cpu_profile_figures, measured_points_from_bench
+    from eagle3lab.report.run_model import single_stream_step_s
 
     report = _bench_report()
     points = measured_points_from_bench(report)
@@ -149,7 +150,7 @@ def test_incident_figures_are_written(tmp_path):
 
 
 def test_validation_figure_draws_every_published_and_predicted_point():
-    from eagle3lab.report.perfmodel import validate
+    from eagle3lab.costmodel.perfmodel import validate
 
     results = validate()
     fig = draw_validation(results)

@@ -108,7 +108,7 @@ def test_notebook_03_chain_capture_and_arms(full_report):
 
 
 def test_installed_sglang_is_pristine_after_the_report(full_report):
-    from eagle3lab.fix import patching
+    from eagle3lab.package import patching
 
     for name in ("kimi_k25-eagle3-delegation.patch", "kimi_k25-one-method.patch"):
         assert patching.check(patching.resolve_patch(name)).status == patching.APPLICABLE

@@ -10,19 +10,18 @@ import dataclasses
 import hashlib
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from eagle3lab.errors import TinyModelError
+from eagle3lab.errors import ModelPathError, TinyModelError
 from eagle3lab.runtime.tinymodel import build_tiny_models
+from eagle3lab.childjson import ask_child
+from eagle3lab.runtime.modelinfo import drafter_dir_aux_layer_ids
 from eagle3lab.runtime.tinymodel.drafter_training import (
     HISTORY_FILE,
     DrafterRecipe,
     DrafterWorkload,
-    aux_layer_ids_of,
     build_trained_drafter,
     drafter_cache_key,
     drafter_inputs,
@@ -66,7 +65,7 @@ def test_the_drafter_directory_is_the_control_with_trained_weights(trained):
     assert json.loads((trained.path / "config.json").read_text()) == json.loads((control / "config.json").read_text())
     assert (trained.path / "tokenizer.json").read_bytes() == (control / "tokenizer.json").read_bytes()
     assert sha256(trained.path / "model.safetensors") != sha256(control / "model.safetensors")
-    assert trained.aux_layer_ids == aux_layer_ids_of(trained.path) == [1, 2, 3]
+    assert trained.aux_layer_ids == drafter_dir_aux_layer_ids(trained.path) == [1, 2, 3]
     assert not any(p.name.startswith(".") for p in trained.path.parent.iterdir())  # no staging folder left
 
 
@@ -109,7 +108,7 @@ def test_same_inputs_train_the_same_bytes(trained, roots, tmp_path):
 def test_shifted_sibling_moves_only_the_ids_and_is_cached(trained):
     shifted = shifted_drafter(trained.path)
     assert shifted == trained.path.parent / f"{trained.path.name}-shift-1"
-    assert aux_layer_ids_of(shifted) == [0, 1, 2]
+    assert drafter_dir_aux_layer_ids(shifted) == [0, 1, 2]
     ours = json.loads((shifted / "config.json").read_text())
     theirs = json.loads((trained.path / "config.json").read_text())
     ours["eagle_config"].pop("eagle_aux_hidden_state_layer_ids")
@@ -132,7 +131,7 @@ def test_shift_needs_a_depth_and_a_drafter(tmp_path, roots):
     control = build_tiny_models(cache_root=models, num_layers=5).draft_dir
     with pytest.raises(TinyModelError, match="pass num_layers"):
         shifted_drafter(control)
-    with pytest.raises(TinyModelError, match="not an EAGLE-3 drafter directory"):
+    with pytest.raises(ModelPathError, match="does not exist|not an EAGLE-3 drafter directory"):
         shifted_drafter(tmp_path)
 
 
@@ -159,11 +158,10 @@ def test_sglang_load_weights_fills_every_drafter_parameter(trained, tmp_path):
     root.mkdir()
     (root / "target").symlink_to(trained.target_dir)
     (root / "draft").symlink_to(trained.path)
-    result = subprocess.run([sys.executable, "-m", "eagle3lab.runtime.tinymodel.probe", "verify", str(root)],
-                            env={**os.environ, **cpu_environment(shims=())}, capture_output=True, text=True,
-                            check=False, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == {"target": [], "draft": []}
+    answer = ask_child("eagle3lab.runtime.tinymodel.probe", ["verify", str(root)],
+                       env={**os.environ, **cpu_environment(shims=())}, timeout_s=600)
+    assert answer.ok, answer.failure()
+    assert answer.payload == {"target": [], "draft": []}
 
 
 def test_replaying_the_benchmark_requests_gives_the_recorded_offline_score(trained):

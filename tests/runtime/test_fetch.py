@@ -18,7 +18,8 @@ import pytest
 from conftest import HUB_IDS
 
 from eagle3lab.errors import FetchError
-from eagle3lab.runtime import checkpoints, deployment, fetch, preflight
+from eagle3lab.runtime import checkpoints, deployment, fetch
+from eagle3lab import preflight
 from eagle3lab.runtime.profiles import load_profile
 
 COMMITS = {"moonshotai/Kimi-K2.5": "a" * 40, "AQ-MedAI/Kimi-K25-eagle3": "b" * 40}

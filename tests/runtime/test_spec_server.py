@@ -20,7 +20,7 @@ def _generate(base_url: str, prompt: list[int], **sampling) -> requests.Response
 
 @pytest.mark.server
 def test_patched_speculative_cpu_server_is_lossless_and_refuses_sampling(tmp_path, cpu_profile, tiny_models):
-    from eagle3lab.fix.patching import FULL_DELEGATION_PATCH
+    from eagle3lab.package.patching import FULL_DELEGATION_PATCH
     from eagle3lab.fix.relaunch import ChainStep, run_step, stop_serving
     from eagle3lab.runtime.deployment import server_spec
     from eagle3lab.runtime.server import free_port, running_server

@@ -5,8 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -142,11 +140,12 @@ def test_same_seed_same_bytes_other_seed_other_bytes(built, tmp_path):
 def unloaded(root: Path, leave_out: tuple[str, ...] = ()) -> dict[str, list[str]]:
     from eagle3lab.runtime.cpu_harness import cpu_environment
 
-    result = subprocess.run([sys.executable, "-m", "eagle3lab.runtime.tinymodel.probe", "verify", str(root), *leave_out],
-                            env={**os.environ, **cpu_environment(shims=())}, capture_output=True, text=True, check=False,
-                            timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    from eagle3lab.childjson import ask_child
+
+    answer = ask_child("eagle3lab.runtime.tinymodel.probe", ["verify", str(root), *leave_out],
+                       env={**os.environ, **cpu_environment(shims=())}, timeout_s=600)
+    assert answer.ok, answer.failure()
+    return answer.payload
 
 
 @pytest.mark.server

@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from eagle3lab.runtime.cpu_harness.tree_kernels import TreeKernelError, build_tree_kernel_efficient, verify_tree_greedy
+from eagle3lab.runtime.cpu_harness.tree_kernels import (TreeKernelError, build_tree_kernel_efficient,
+                                                        verify_tree_greedy)
 from test_cpu_harness import run_child
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import synthetic_sglang as syn
+from eagle3lab.package import wheels
 from eagle3lab.sidecars import SCHEMA_VERSION
 from eagle3lab.trace import audit, sources
 from eagle3lab.errors import EntryClassError
@@ -160,7 +161,7 @@ def test_real_release_bisect_and_newest_conformance():
     bis = audit.bisect(versions, workers=1)
     assert bis["appeared"] == "0.5.9" and bis["first_fixed"] == "0.5.10"
     assert set(bis["member_gained"]) >= {"set_eagle3_layers_to_capture", "get_embed_and_head"}
-    newest = sources.list_releases()[-1]
+    newest = wheels.list_releases()[-1]
     conf = audit.conformance(sources.open_source(newest))
     kimi = [r for r in conf["rows"] if r["entry"] == "KimiK25ForConditionalGeneration"]
     assert kimi and kimi[0]["missing"] == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import synthetic_sglang as syn
+from eagle3lab.package import wheels
 from eagle3lab.trace import contract, sources
 from eagle3lab.trace.startup import StartupProfile, startup_order
 
@@ -157,6 +158,6 @@ def test_real_0_5_9_contract_finds_both_target_members_unguarded():
 
 @pytest.mark.network
 def test_newest_release_contract_still_has_the_hook():
-    newest = sources.list_releases()[-1]
+    newest = wheels.list_releases()[-1]
     found = contract.contract(contract.trace(sources.open_source(newest)))
     assert any(s.member == "set_eagle3_layers_to_capture" and s.role in ("target", "either") for s in found)

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 import synthetic_sglang as syn
+from eagle3lab.package import wheels
 from eagle3lab.trace import sources
 from eagle3lab.errors import SourceError
 
@@ -86,27 +87,27 @@ def test_not_a_version_is_one_line():
 
 
 def test_download_then_cache_from_a_local_index(tmp_path: Path, fake_index: str):
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    got = sources.fetch_wheel("1.0.0", wheels, fake_index)
-    assert got.parent == wheels and got.name == "sglang-1.0.0-py3-none-any.whl"
-    assert not [p for p in wheels.iterdir() if p.is_dir()], "no temporary download folder left behind"
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    got = wheels.fetch_wheel("1.0.0", folder, fake_index)
+    assert got.parent == folder and got.name == "sglang-1.0.0-py3-none-any.whl"
+    assert not [p for p in folder.iterdir() if p.is_dir()], "no temporary download folder left behind"
     # cached: an unreachable index is never asked again
-    assert sources.fetch_wheel("1.0.0", wheels, "http://127.0.0.1:9/simple") == got
-    assert sources.list_releases(fake_index) == ["1.0.0"]
+    assert wheels.fetch_wheel("1.0.0", folder, "http://127.0.0.1:9/simple") == got
+    assert wheels.list_releases(fake_index) == ["1.0.0"]
 
 
 def test_unknown_version_names_the_newest(tmp_path: Path, fake_index: str):
     with pytest.raises(SourceError, match=r"2\.0\.0 is not on the package index \(newest: 1\.0\.0\)"):
-        sources.fetch_wheel("2.0.0", tmp_path, fake_index)
+        wheels.fetch_wheel("2.0.0", tmp_path, fake_index)
 
 
 def test_no_network_and_empty_cache_is_one_line(tmp_path: Path):
     with pytest.raises(SourceError, match="cannot reach the package index.*no cached wheel") as err:
-        sources.fetch_wheel("0.5.9", tmp_path, "http://127.0.0.1:9/simple")
+        wheels.fetch_wheel("0.5.9", tmp_path, "http://127.0.0.1:9/simple")
     assert str(tmp_path) in str(err.value)
     with pytest.raises(SourceError, match="cannot list sglang releases"):
-        sources.list_releases("http://127.0.0.1:9/simple")
+        wheels.list_releases("http://127.0.0.1:9/simple")
 
 
 class _Record(SimpleNamespace):
@@ -121,19 +122,9 @@ def _sha(data: bytes) -> SimpleNamespace:
     return SimpleNamespace(mode="sha256", value=value)
 
 
-def test_modified_since_install_compares_record_hashes():
-    texts = {"srt/a.py": b"print(1)\n", "srt/b.py": b"print(2)\n"}
-    records = [
-        _Record(rel="sglang/srt/a.py", hash=_sha(texts["srt/a.py"])),
-        _Record(rel="sglang/srt/b.py", hash=_sha(b"print('as released')\n")),
-        _Record(rel="sglang-0.0.0.dist-info/RECORD", hash=None),
-    ]
-    assert sources._modified_since_install(texts, records) == ["srt/b.py"]
-
-
 @pytest.mark.network
 def test_newest_release_wheel_is_read_without_installing():
-    newest = sources.list_releases()[-1]
+    newest = wheels.list_releases()[-1]
     src = sources.open_source(newest)
     assert src.version == newest
     assert src.origin.endswith(".whl")

@@ -8,12 +8,12 @@ prefix with measured prompts (the radix cache would otherwise turn prefill into 
 from __future__ import annotations
 
 import json
-import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from eagle3lab.errors import BenchError
+from eagle3lab.runtime.prompts import TOKEN_ID_LOW, random_token_ids
 
 if TYPE_CHECKING:
     from eagle3lab.runtime.profiles import Profile
@@ -32,7 +32,7 @@ class SweepConfig:
     seed: int = 0
     prompt_kind: Literal["ids", "text"] = "ids"
     vocab_size: int = 1024
-    token_id_low: int = 16  # skip the lowest ids, where tokenizers keep their special tokens
+    token_id_low: int = TOKEN_ID_LOW  # skip the lowest ids, where tokenizers keep their special tokens
     tokenizer_dir: str | None = None  # needed only for text prompts (ids are decoded to text); a local directory
     trust_remote_code: bool = False  # the profile's: Kimi's tokenizer is custom code
     warmup_requests: int | None = None  # per point; None = the point's concurrency (never fewer)
@@ -87,10 +87,7 @@ class SweepConfig:
 
 
 def _token_ids(config: SweepConfig, stream: str, count: int) -> list[list[int]]:
-    # A string seed is hashed with SHA-512 by `random`, so the stream is stable across runs and Python builds.
-    rng = random.Random(f"eagle3lab:{config.seed}:{stream}")
-    return [[rng.randrange(config.token_id_low, config.vocab_size) for _ in range(config.input_len)]
-            for _ in range(count)]
+    return random_token_ids(config.seed, stream, count, config.input_len, config.token_id_low, config.vocab_size)
 
 
 def _as_text(config: SweepConfig, ids: list[list[int]]) -> list[str]:

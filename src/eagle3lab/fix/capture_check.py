@@ -17,10 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
-import signal
-import subprocess
 import sys
 import time
 import traceback
@@ -28,17 +25,25 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from eagle3lab.childjson import ask, emit
 from eagle3lab.errors import CaptureCheckError
-from eagle3lab.fix.patching import FULL_DELEGATION_PATCH as FULL_PATCH, ONE_METHOD_PATCH
+from eagle3lab.package.patching import FULL_DELEGATION_PATCH as FULL_PATCH, ONE_METHOD_PATCH
 from eagle3lab import sidecars
 from eagle3lab.runtime.server import free_port
 from eagle3lab.sidecars import InterfaceTraceSidecar
 from eagle3lab.trace.hooks import GET_EMBED_AND_HEAD, SET_LAYERS_TO_CAPTURE
+from eagle3lab.runtime.cpu_harness import cpu_environment
+from eagle3lab.runtime.tinymodel import build_tiny_models
+from eagle3lab.package import patching
+from eagle3lab.errors import PatchError
+from eagle3lab.package.location import site_packages_root
+from eagle3lab.package.restore import require_known_state
+from eagle3lab.runtime.deployment import Models, server_spec
+from eagle3lab.runtime.profiles import load_profile
 
 # The draft worker's call, as EAGLEWorker.__init__ makes it on the target model (sglang 0.5.9).
 DRAFT_WORKER_HOOK = GET_EMBED_AND_HEAD
 CAPTURE_HOOK = SET_LAYERS_TO_CAPTURE
-RESULT_PREFIX = "EAGLE3LAB_CAPTURE_RESULT "
 # Where the wrapper keeps its language model (Kimi-K2.5: self.language_model); other wrappers pass theirs
 # (``llm``, ``model``, or a path through a proxy such as ``minicpmv.llm``), as the audit resolved it.
 DEFAULT_INNER = "language_model"
@@ -190,8 +195,6 @@ def run_cpu_capture_check(
     timeout_s: float = 900.0,
 ) -> CaptureResult:
     """The ``cpu`` profile's check: tiny models from the cache, the CPU harness with only the shims it needs."""
-    from eagle3lab.runtime.cpu_harness import cpu_environment
-    from eagle3lab.runtime.tinymodel import build_tiny_models
 
     models = build_tiny_models(num_layers=num_layers)
     return run_capture_check(models.target_dir, models.draft_dir, patch, load_format=load_format,
@@ -202,7 +205,6 @@ def run_cpu_capture_check(
 @contextlib.contextmanager
 def _patch_state(patch: PatchArg, site_packages: str | os.PathLike | None) -> Iterator[str | None]:
     """Hold the patch lock, insist on a pristine package, apply ``patch`` (one or several), restore on exit."""
-    from eagle3lab.fix import patching
 
     names = [patch] if isinstance(patch, (str, os.PathLike)) else list(patch or [])
     with patching.held(site_packages), contextlib.ExitStack() as stack:
@@ -213,11 +215,8 @@ def _patch_state(patch: PatchArg, site_packages: str | os.PathLike | None) -> It
 
 def _require_pristine(site_packages: str | os.PathLike | None) -> None:
     """No project patch may be in place already, or a result would show patches nobody asked for."""
-    from eagle3lab.fix import patching
-    from eagle3lab.errors import PatchError
-    from eagle3lab.fix.restore import require_known_state
 
-    require_known_state(patching._root(site_packages))  # a patch left by a killed run: say so, with the fix
+    require_known_state(site_packages_root(site_packages))  # a patch left by a killed run: say so, with the fix
     applied, mismatched = [], []
     for path in sorted(patching.PATCHES_DIR.glob("*.patch")):
         try:
@@ -235,22 +234,12 @@ def _require_pristine(site_packages: str | os.PathLike | None) -> None:
 
 def _run_child(argv: list[str], env: dict[str, str], timeout_s: float) -> CaptureResult:
     started = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+    answer = ask(argv, env=env, timeout_s=timeout_s)
+    if answer.timed_out:
         raise CaptureCheckError(f"the capture check did not finish within {timeout_s:.0f} s; raise timeout_s")
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # nothing of the child may outlive it
-    lines = [line for line in stdout.splitlines() if line.startswith(RESULT_PREFIX)]
-    if not lines:
-        tail = " | ".join(stderr.strip().splitlines()[-3:])
-        raise CaptureCheckError(f"the capture check exited {proc.returncode} without a result: {tail}")
-    result = CaptureResult.from_dict(json.loads(lines[-1][len(RESULT_PREFIX):]))
+    if not answer.ok:
+        raise CaptureCheckError(f"the capture check gave no result: {answer.failure()}")
+    result = CaptureResult.from_dict(answer.payload)
     result.seconds["wall"] = round(time.monotonic() - started, 2)
     return result
 
@@ -289,7 +278,6 @@ def compare_with_trace(
 ) -> list[Agreement]:
     """Rows for a table: the trace's missing members vs the full patch, and its first raises and layer ids vs
     the live runs in ``results`` (keyed by patch name, ``None`` for the unpatched run). Absent runs are skipped."""
-    from eagle3lab.fix import patching
 
     verdict, layer_table = trace.verdict, trace.layer_table(profile)
     if layer_table is None:
@@ -340,8 +328,6 @@ def _server_args(target: str, draft: str, load_format: str, profile_name: str) -
     """The profile's EAGLE-3 launch as ServerArgs (exactly what launch_server would parse), on fresh free ports."""
     from sglang.srt.server_args import ServerArgs
 
-    from eagle3lab.runtime.deployment import Models, server_spec
-    from eagle3lab.runtime.profiles import load_profile
 
     spec = server_spec(load_profile(profile_name), Models(target, draft), speculative=True, port=free_port())
     return ServerArgs(**spec.server_args(), load_format=load_format, nccl_port=free_port())
@@ -563,7 +549,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         traceback.print_exc()
         result = CaptureResult(patch=None, error_type=type(err).__name__, error_message=str(err).splitlines()[0])
     result.seconds["child"] = round(time.monotonic() - started, 2)
-    print(RESULT_PREFIX + json.dumps(result.to_dict()), flush=True)
+    emit(result.to_dict())
     return 0
 
 

@@ -15,7 +15,6 @@ returning it, so the aux hidden states a delegated capture hook switches on woul
 
 from __future__ import annotations
 
-import argparse
 import ast
 import difflib
 import re
@@ -26,12 +25,13 @@ from typing import Any, Optional
 
 import unidiff
 
-from eagle3lab.fix import patching
+from eagle3lab.package import patching
 from eagle3lab.paths import REPO_ROOT
 from eagle3lab.trace import audit
 from eagle3lab.trace.modindex import ClassRef, module_name
 from eagle3lab.trace.resolve import Resolver, function_returns
 from eagle3lab.trace.sources import SglangSource
+from eagle3lab.atomic import write_text_atomic
 
 UPSTREAM_DIR = REPO_ROOT / "patches" / "upstream"
 SERIES = "series"
@@ -460,7 +460,6 @@ def committed_state(fix: Fix) -> str:
 
 def write_series(release: str, fixes: list[Fix]) -> list[Path]:
     """Write every passing patch and the ``series`` file (apply order) under ``patches/upstream/<release>/``."""
-    from eagle3lab.atomic import write_text_atomic
 
     folder = release_dir(release)
     folder.mkdir(parents=True, exist_ok=True)
@@ -539,39 +538,3 @@ def refusals(release: str) -> dict[str, str]:
             for entry in match.group(2).split(", "):
                 out[entry] = match.group(3)
     return out
-
-
-# ----------------------------------------------------------------------------------------------------------
-# CLI (wired into ``python -m eagle3lab upstream-fixes`` by cli.py)
-
-
-def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sglang", action="append", required=True, metavar="VERSION",
-                        help="release to audit and fix (repeatable); 'newest' for the newest on the index")
-    parser.add_argument("--write", action="store_true",
-                        help="write the passing patches and the series file under patches/upstream/<release>/")
-    parser.add_argument("--json", action="store_true", help="print every fix with its checks as JSON")
-
-
-def run_cli(args: argparse.Namespace) -> int:
-    import json
-
-    from eagle3lab.trace import sources
-
-    for spec in args.sglang:
-        version = sources.list_releases()[-1] if spec == "newest" else sources.check_version(spec)
-        src = sources.open_source(version)
-        fixes = fixes_for(src)
-        if args.json:
-            print(json.dumps([f.to_dict() for f in fixes], indent=2))
-        else:
-            good = sum(f.ok for f in fixes)
-            print(f"sglang {version}: {good} checked patches, {len(fixes) - good} refused")
-            for fix in fixes:
-                state = "ok" if fix.ok else f"REFUSED: {fix.refused}"
-                print(f"  {fix.name}: {fix.owner} -> self.{fix.attr} {fix.members} for {', '.join(fix.entries)}: "
-                      f"{state}")
-        if args.write:
-            for path in write_series(version, fixes):
-                print(f"wrote: {path}")
-    return 0

@@ -16,41 +16,40 @@ and a real prefill and decode must return the aux hidden states of the layers th
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from eagle3lab.package import wheels
 from eagle3lab import resultcache
+from eagle3lab.childjson import ask_child, emit
 from eagle3lab.errors import CaptureCheckError
-from eagle3lab.fix import patching
+from eagle3lab.package import patching
 from eagle3lab.fix.fixgen import Fix
 from eagle3lab.trace import sources
 from eagle3lab.trace.modindex import module_name
+from eagle3lab.runtime.cpu_harness import cpu_environment
+from eagle3lab.fix.capture_check import run_capture_check
+from eagle3lab.runtime.tinymodel import build_tiny_models
+from eagle3lab.runtime.tinymodel.wrappers import build_wrapper_model
 
-RESULT_PREFIX = "EAGLE3LAB_IMPORT_RESULT "
 # The wrappers' start-up needs, besides the MLA handler, the KV-copy warm-up skipped on a CPU pool (MHA models).
 WRAPPER_SHIMS: tuple[str, ...] = ("mla_torch_native", "kv_copy_warmup_cpu")
 
 
 def _import_child(modules: Sequence[str], env: dict[str, str], timeout_s: float = 600) -> dict[str, Any]:
     """module -> "ok" or "<error type>: <first line>", from a fresh interpreter (``main`` below)."""
-    argv = [sys.executable, "-m", "eagle3lab.fix.fixverify", *modules]
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout_s, start_new_session=True)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_PREFIX)]
-    if not lines:
-        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
-        raise CaptureCheckError(f"the import check exited {proc.returncode} without a result: {tail}")
-    return json.loads(lines[-1][len(RESULT_PREFIX):])
+    answer = ask_child("eagle3lab.fix.fixverify", modules, env=env, timeout_s=timeout_s)
+    if not answer.ok:
+        raise CaptureCheckError(f"the import check gave no result: {answer.failure()}")
+    return answer.payload
 
 
 def _harness_env(extra_path: str | None = None) -> dict[str, str]:
-    from eagle3lab.runtime.cpu_harness import cpu_environment
 
     env = {**os.environ, **cpu_environment(shims=())}
     if extra_path:
@@ -66,7 +65,7 @@ def _release_root(release: str) -> Iterator[tuple[Path, bool]]:
         with patching.held() as root:
             yield root, True
         return
-    wheel = sources.fetch_wheel(release)
+    wheel = wheels.fetch_wheel(release)
     with tempfile.TemporaryDirectory(prefix=f"sglang-{release}-") as tmp:
         with zipfile.ZipFile(wheel) as zf:
             zf.extractall(tmp, [n for n in zf.namelist() if n.startswith("sglang/")])
@@ -104,7 +103,7 @@ def _pins(release: str) -> str:
     """The release's own torch/transformers requirements next to what this environment has."""
     from importlib import metadata
 
-    with zipfile.ZipFile(sources.fetch_wheel(release)) as zf:
+    with zipfile.ZipFile(wheels.fetch_wheel(release)) as zf:
         name = next((n for n in zf.namelist() if n.endswith(".dist-info/METADATA")), "")
         text = zf.read(name).decode("utf-8", "replace") if name else ""
     wanted = {}
@@ -122,10 +121,6 @@ def capture_verify(fix: Fix, entry: str, *, num_layers: int = 4, timeout_s: floa
     """Unpatched and patched capture check of one wrapper through sglang's own ModelRunner (installed release).
 
     ``unpatched=False`` skips the run that shows the crash (a test that only needs the fix), and says so."""
-    from eagle3lab.fix.capture_check import run_capture_check
-    from eagle3lab.runtime.cpu_harness import cpu_environment
-    from eagle3lab.runtime.tinymodel import build_tiny_models
-    from eagle3lab.runtime.tinymodel.wrappers import build_wrapper_model
 
     installed = sources.open_source(sources.INSTALLED)
     if installed.version != fix.release:
@@ -194,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for loaded in [m for m in sys.modules if m == "sglang" or m.startswith("sglang.")]:
                 del sys.modules[loaded]  # a half-imported package would fail the next module for the wrong reason
     spec = importlib.util.find_spec("sglang")  # which copy was imported, without importing it again
-    print(RESULT_PREFIX + json.dumps({"modules": outcomes, "file": spec.origin if spec else ""}), flush=True)
+    emit({"modules": outcomes, "file": spec.origin if spec else ""})
     return 0
 
 

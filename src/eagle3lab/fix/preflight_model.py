@@ -11,7 +11,6 @@ makes the class conform. Offline once the release's wheel is cached.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
@@ -134,19 +133,3 @@ def text(answer: dict[str, Any]) -> str:
                      "the runtime needs")
     lines.append(f"({answer['provenance']}; {answer['seconds']} s)")
     return "\n".join(lines)
-
-
-def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
-    what = parser.add_mutually_exclusive_group(required=True)
-    what.add_argument("--config", help="the model's config.json (or its folder)")
-    what.add_argument("--arch", help="an architecture name, as in config.json's 'architectures'")
-    parser.add_argument("--sglang", default=None, metavar="VERSION",
-                        help="sglang release to check (default: the installed one)")
-    parser.add_argument("--json", action="store_true", help="print the answer as JSON")
-
-
-def run_cli(args: argparse.Namespace) -> int:
-    archs = read_architectures(args.config) if args.config else [args.arch]
-    answer = preflight(archs, args.sglang)
-    print(json.dumps(answer, indent=2) if args.json else text(answer))
-    return 0

@@ -19,7 +19,7 @@ from typing import Any, Iterator, Sequence
 import requests
 
 from eagle3lab.errors import ExpectationError, ServerDiedError, ServerTimeoutError
-from eagle3lab.fix.patching import FULL_DELEGATION_PATCH, ONE_METHOD_PATCH, patched, resolve_patch
+from eagle3lab.package.patching import FULL_DELEGATION_PATCH, ONE_METHOD_PATCH, patched, resolve_patch
 from eagle3lab.runtime.crashlog import CrashReport, crash_report
 from eagle3lab.runtime.deployment import Models, server_spec
 from eagle3lab.runtime.profiles import Profile

@@ -10,30 +10,28 @@ atomically, so a failed or refused build never replaces a good REPORT.md, HTML p
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 import jinja2
 
-from eagle3lab.atomic import write_text_atomic
-from eagle3lab.paths import REPO_ROOT, repo_dir
+from eagle3lab.paths import repo_dir
 from eagle3lab.report import model_evidence, provenance
 from eagle3lab.report.model_evidence import ModelEvidence
+from eagle3lab.package.patching import patch_info
 from eagle3lab.runtime.envinfo import environment_table
 from eagle3lab.sidecars import (SCHEMAS, CrashReproSidecar, InterfaceTraceSidecar, PatchBenchSidecar,
                                 read_if_present)
+from eagle3lab.trace import audit
+from eagle3lab.fix.capture_check import CaptureResult
+from eagle3lab.report.plots.model import (COMPONENT_LABELS, cpu_profile_figures, incident_figures,
+                                          measured_points_from_bench, validation_figure)
+from eagle3lab.report import incident
+from eagle3lab.bench.sweep import BenchReport
+from eagle3lab.runtime.profiles import load_profile
 
 TEMPLATE = "REPORT.md.jinja"
-
-
-@dataclass
-class ReportOutputs:
-    executed: list[Path] = field(default_factory=list)
-    html: list[Path] = field(default_factory=list)
-    figures: list[Path] = field(default_factory=list)
-    report_md: Path | None = None
 
 
 def _r(value: float | None, digits: int = 1) -> str:
@@ -124,7 +122,6 @@ def _trace_context(s02: InterfaceTraceSidecar | None) -> dict | None:
 
 def _audit_contexts(s02: InterfaceTraceSidecar) -> list[dict[str, Any]]:
     """The conformance audit of the traced and the newest release: counts, lacking wrappers, unresolved ones."""
-    from eagle3lab.trace import audit
 
     out, seen = [], set()
     for key in ("traced", "newest"):
@@ -178,18 +175,14 @@ def _fixes_context(s02: InterfaceTraceSidecar) -> dict[str, Any] | None:
 def _fix_context(s03: PatchBenchSidecar | None) -> tuple[dict | None, dict | None]:
     if s03 is None:
         return None, None
-    from eagle3lab.fix.capture_check import CaptureResult
 
     def capture(result: CaptureResult) -> dict[str, Any]:
         shapes = {f.phase: f"{f.shape} (expected {f.expected_shape})" for f in result.forwards}
         return {"patch": result.patch or "none", "outcome": result.outcome, "layers": result.layers_to_capture,
                 "prefill": shapes.get("prefill"), "decode": shapes.get("decode")}
 
-    from eagle3lab.fix import patching
-
-    info = patching.check(patching.resolve_patch(s03.patch)).info
     fix = {"patch": s03.patch, "members": ", ".join(f"`{m}`" for m in s03.delegated_members),
-           "fixed_upstream": info.fixed_upstream if info else "",
+           "fixed_upstream": patch_info(s03.patch).fixed_upstream,
            "chain": s03.chain, "story": s03.story,
            "capture": [capture(CaptureResult.from_dict(value)) for value in s03.capture.values()]}
     profile = s03.profile_values
@@ -332,7 +325,6 @@ def _run_check_context(check: Optional[Mapping[str, Any]], missing: Optional[str
                      + ", so the model's speedup prediction is not checked on this run.")
     share = {k: v for k, v in (check.get("single_stream_pct_by_part") or {}).items() if v >= 1.0}
     if share:
-        from eagle3lab.report.plots.model import COMPONENT_LABELS
 
         parts = sorted(share.items(), key=lambda kv: -kv[1])
         lines.append("In the calibrated model a single-stream step on this machine is "
@@ -480,7 +472,6 @@ def gather_sources(profile: str = "cpu", figures: Sequence[Path] = (),
                    model: Optional[ModelEvidence] = None) -> ReportSources:
     """Read the sidecars that exist (missing notebooks are said to be missing) and compute the model's evidence
     (or take ``model``, e.g. the evidence file a report was rendered from: ``model_evidence.load``)."""
-    from eagle3lab.report import incident, model_evidence
 
     s01 = read_if_present(CrashReproSidecar, profile)
     s02 = read_if_present(InterfaceTraceSidecar, profile)
@@ -520,10 +511,6 @@ def model_figures(profile: str, overrides: dict[str, Any] | None = None) -> list
     A gpu-profile run is the incident's deployment, so its points go on the incident's figures; a cpu-profile
     run is drawn against the model calibrated on this machine's own baseline (never on the incident's axes).
     """
-    from eagle3lab.bench.sweep import BenchReport
-    from eagle3lab.report.plots.model import (cpu_profile_figures, incident_figures, measured_points_from_bench,
-                                              validation_figure)
-    from eagle3lab.runtime.profiles import load_profile
 
     loaded = load_profile(profile, overrides=overrides)
     bench_path = repo_dir("artifacts") / f"03_bench.{loaded.name}" / "bench_report.json"
@@ -535,43 +522,3 @@ def model_figures(profile: str, overrides: dict[str, Any] | None = None) -> list
     if bench is not None and on_cpu:
         figures.update({f"cpu_{kind}": path for kind, path in cpu_profile_figures(bench).items()})
     return list(figures.values())
-
-
-def report_path() -> Path:
-    """``REPORT.md`` at the top of the repository (``EAGLE3LAB_REPORT_MD`` moves it, for tests)."""
-    return Path(os.environ.get("EAGLE3LAB_REPORT_MD", REPO_ROOT / "REPORT.md"))
-
-
-def build_report(profile: str = "cpu", run: bool = True, hide_code: bool = False,
-                 notebooks: Sequence[str] | None = None, parameters: dict[str, Any] | None = None) -> ReportOutputs:
-    """Run the notebooks (unless ``run=False``), export HTML, draw the model's figures, write REPORT.md.
-
-    ``profile`` is a name or a YAML path; outputs are labelled with the profile's own name. With ``run=False``
-    nothing is written unless every executed notebook and sidecar is there, readable and from the same run.
-    """
-    from eagle3lab.report.inputs import check_inputs, check_sidecar, sidecars_of
-    from eagle3lab.runbook import (available_notebooks, executed_path, notebook_path, profile_name, profile_overrides,
-                                   run_all)
-
-    out = ReportOutputs()
-    label = profile_name(profile)
-    names = [notebook_path(n).stem for n in (notebooks or available_notebooks())]
-    executed = run_all(profile, names, parameters) if run else [executed_path(n, label) for n in names]
-    check_inputs(label, names, executed)
-    for other in set(available_notebooks()) - set(names):  # the report reads their sidecars too
-        for path in sidecars_of(other, label):
-            if path.exists():
-                check_sidecar(other, label, path, f"rerun it: python -m eagle3lab report --profile {profile}")
-    out.executed = executed
-    from eagle3lab.report.html import export_html  # nbconvert takes seconds to import: only once inputs are good
-
-    for path in out.executed:
-        out.html.append(export_html(path))
-        if hide_code:
-            out.html.append(export_html(path, hide_code=True))
-    out.figures = model_figures(profile, profile_overrides(parameters))
-    sources = gather_sources(label, out.figures)
-    model_evidence.save(sources.model, label)
-    out.report_md = report_path()
-    write_text_atomic(out.report_md, render(sources))
-    return out

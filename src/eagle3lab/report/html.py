@@ -8,13 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import nbformat
-from nbconvert import HTMLExporter
 
 from eagle3lab.atomic import write_text_atomic
 
 
 def export_html(executed: Path, hide_code: bool = False, out_dir: Path | None = None) -> Path:
     """Write ``<name>.html`` (or ``<name>.nocode.html``) next to the executed notebook."""
+    from nbconvert import HTMLExporter  # heavy third-party (seconds to import): only when HTML is written
+
     executed = Path(executed)
     exporter = HTMLExporter(template_name="lab")
     exporter.exclude_input = hide_code

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from eagle3lab.costmodel.presets import hardware_preset, load_config
+from eagle3lab.runtime.profiles import load_profile
+
 SOURCE = ("reported by the engineer in the incident write-up (Kimi-K2.5 INT4, sglang, TP 8 on 8x RTX PRO 6000 "
           "Blackwell PCIe, no NVLink); not measured here")
 REPORTED_LABEL = "reported by the engineer"
+# The project's profile of the incident's deployment (params/blackwell-8x.yaml): its TP, flags and workload.
+INCIDENT_PROFILE = "blackwell-8x"
 
 
 @dataclass(frozen=True)
@@ -46,9 +51,6 @@ NOT_REPORTED: tuple[str, ...] = ("the acceptance length EAGLE-3 reached", "the w
 def facts() -> dict[str, object]:
     """The incident as the report states it: the reported figures, what was not reported, and the deployment's
     launch settings as the blackwell-8x profile records them (the engineer's own flags)."""
-    from eagle3lab.report.presets import INCIDENT_PROFILE, hardware_preset
-    from eagle3lab.runtime.profiles import load_profile
-
     profile = load_profile(INCIDENT_PROFILE)
     return {"reported": {figure.key: vars(figure) for figure in REPORTED}, "not_reported": list(NOT_REPORTED),
             "label": REPORTED_LABEL, "profile": profile.name, "sglang": profile.sglang_version,
@@ -58,8 +60,6 @@ def facts() -> dict[str, object]:
 
 def target_layers() -> int:
     """Kimi-K2.5's depth, from the stored config the cost model uses (its sources are named in the file)."""
-    from eagle3lab.report.presets import load_config
-
     config, _ = load_config("kimi-k2.5")
     return int(config.get("text_config", config)["num_hidden_layers"])
 

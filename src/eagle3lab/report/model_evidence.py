@@ -18,14 +18,24 @@ from typing import Any, Optional
 from eagle3lab.atomic import write_json_atomic
 from eagle3lab.errors import PerfModelError
 from eagle3lab.paths import repo_dir
+from eagle3lab.bench.sweep import ARM_KIND_EAGLE3_CONTROL, BenchReport
+from eagle3lab.costmodel.cycle import check_accept_length, plain_step, plain_tok_s, speedup
+from eagle3lab.costmodel.validation import trend, GOAL_MAPE_PCT, context_sensitivity, validate, validation_summary
+from eagle3lab.report.plots.model import measured_points_from_bench
+from eagle3lab.report.run_model import run_deployment
+from eagle3lab.runtime.speculative import SpeculativeSpec
+from eagle3lab.errors import BenchError
+from eagle3lab.runtime.profiles import Profile, load_profile
+from eagle3lab.report.incident_model import incident_report, incident_spec
+from eagle3lab.sidecars import today
 
 
 @dataclass
 class ModelEvidence:
     """Plain JSON data, each part from one model function (named in the comment)."""
 
-    incident: dict[str, Any]  # presets.incident_report(): predictions, break-evens, sensitivity, cycle breakdown
-    spec: dict[str, Any]  # the incident's EAGLE flags (presets.incident_spec(), the launch's own object)
+    incident: dict[str, Any]  # incident_model.incident_report(): predictions, break-evens, sensitivity, cycle breakdown
+    spec: dict[str, Any]  # the incident's EAGLE flags (incident_model.incident_spec(), the launch's own object)
     validation: list[dict[str, Any]]  # costmodel.validation.validation_summary(validate()): MAPE, trends per source
     validation_goal_mape_pct: float  # costmodel.validation.GOAL_MAPE_PCT
     validation_context: list[dict[str, Any]]  # costmodel.validation.context_sensitivity()
@@ -79,7 +89,6 @@ def published_acceptance(results) -> list[dict[str, Any]]:
 def control_cycles(report, base: dict[int, Any]) -> list[dict[str, Any]]:
     """The untrained-drafter control arm's cycle, measured: with nearly every draft rejected, each cycle emits
     about one token, so its time is what one speculative cycle costs on this machine whatever the acceptance."""
-    from eagle3lab.bench.sweep import ARM_KIND_EAGLE3_CONTROL
 
     rows = []
     for arm in report.arms:
@@ -104,11 +113,6 @@ def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None) -
 
     ``profile`` is the run's ``runtime.profiles.Profile``, ``report`` its ``bench.sweep.BenchReport``.
     """
-    from eagle3lab.report.costmodel.cycle import check_accept_length, plain_step, plain_tok_s, speedup
-    from eagle3lab.report.costmodel.validation import trend
-    from eagle3lab.report.plots.model import measured_points_from_bench
-    from eagle3lab.report.presets import run_deployment
-    from eagle3lab.runtime.speculative import SpeculativeSpec
 
     dep, calibrated = run_deployment(profile, report, mem_bandwidth)
     spec = SpeculativeSpec.from_profile(profile, profile.draft_model)
@@ -173,9 +177,6 @@ def _run_check(profile_name: str, bench_report_path: Optional[str],
     profile exactly as notebook 03 ran it (its sidecar's ``profile_values``, overrides included)."""
     from pydantic import ValidationError
 
-    from eagle3lab.bench.sweep import BenchReport
-    from eagle3lab.errors import BenchError
-    from eagle3lab.runtime.profiles import Profile, load_profile
 
     if not bench_report_path:
         return None, "notebook 03 ran no benchmark on this profile"
@@ -197,10 +198,6 @@ def gather(profile: str, bench_report_path: Optional[str] = None,
            profile_values: Optional[dict[str, Any]] = None) -> ModelEvidence:
     """Everything the report says about the cost model, computed now; the run check from notebook 03's benchmark
     report and the profile values it ran with, when there are any."""
-    from eagle3lab.report.costmodel.validation import GOAL_MAPE_PCT, context_sensitivity, validate, validation_summary
-    from eagle3lab.report.presets import incident_report, incident_spec
-
-    from eagle3lab.sidecars import today
 
     spec = incident_spec()
     results = validate()

@@ -20,6 +20,8 @@ from eagle3lab.errors import ExpectationError, ServerDiedError
 from eagle3lab.runtime.profiles import Profile
 from eagle3lab.runtime.server import LaunchOutcome, launch, running_server
 from eagle3lab.trace.hooks import SET_LAYERS_TO_CAPTURE
+from eagle3lab.package.location import installed_root
+from eagle3lab.package.restore import require_release
 
 
 @dataclass(frozen=True)
@@ -81,8 +83,6 @@ def log_path(logs_dir: Path, run: str, profile: Profile) -> Path:
 def reproduce_crash(profile: Profile, models: Models, logs_dir: Path, shims: Sequence[str] = (),
                     run: str = "01_eagle3_launch", port: int | None = None) -> CrashRun:
     """Launch the real server with EAGLE-3 and read the crash out of its log (on the unpatched release only)."""
-    from eagle3lab.fix.patching import installed_root
-    from eagle3lab.fix.restore import require_release
 
     require_release(installed_root(), "reproducing the crash")  # a leftover patch would change the crash
     spec = server_spec(profile, models, speculative=True, shims=shims, port=port)

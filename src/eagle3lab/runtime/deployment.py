@@ -19,6 +19,8 @@ from eagle3lab.runtime.envinfo import check_sglang
 from eagle3lab.runtime.profiles import Profile
 from eagle3lab.runtime.server import ServerSpec
 from eagle3lab.runtime.speculative import SpeculativeSpec
+from eagle3lab.runtime.tinymodel import build_tiny_models
+from eagle3lab.runtime.cpu_harness import cpu_environment
 
 TINY = "tiny"
 # Every launch and every reader runs against what is on disk; nothing reaches the hub behind the user's back.
@@ -27,7 +29,6 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 class ModelsNotFetched(ModelPathError):
     """A profile's checkpoint is not on this machine (not a directory, not in the Hugging Face cache)."""
-
 
 @dataclass(frozen=True)
 class Models:
@@ -51,7 +52,6 @@ def locate_models(profile: Profile) -> tuple[Checkpoint, Checkpoint, str | None]
     cache_key = None
     tiny_dirs: dict[str, str] = {}
     if TINY in (profile.target_model, profile.draft_model):
-        from eagle3lab.runtime.tinymodel import build_tiny_models
 
         tiny = build_tiny_models(num_layers=profile.model_num_layers)
         cache_key = tiny.cache_key
@@ -99,7 +99,6 @@ def harness_env(profile: Profile, shims: Sequence[str], speculative: bool = Fals
     nothing for a GPU deployment."""
     if not profile.cpu_harness:
         return {}
-    from eagle3lab.runtime.cpu_harness import cpu_environment
 
     return cpu_environment(shims=tuple(shims), speculative=speculative)
 

@@ -6,17 +6,16 @@ a different code base than the profile claims.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import importlib.metadata
 import os
 import platform
 import subprocess
-from pathlib import Path
 
 import psutil
 
-from eagle3lab.errors import EnvironmentProblem
+from eagle3lab.errors import EnvironmentProblem, PatchError
+from eagle3lab.package.location import installed_root
+from eagle3lab.package.release import drift
 from eagle3lab.paths import REPO_ROOT
 
 PACKAGES = ("sglang", "sgl-kernel", "torch", "transformers", "papermill")
@@ -41,28 +40,16 @@ def check_sglang(expected: str) -> str:
     return found
 
 
-def installed_changes(package: str = "sglang") -> dict[str, list[str]]:
-    """Files of an installed package that differ from its wheel's RECORD (pip copies it into ``*.dist-info``):
-    ``modified`` (another sha256) and ``missing``. Both empty means the install is the release as published.
-    Only files inside the package folder count; pip rewrites the console scripts it generates."""
+def installed_changes() -> dict[str, list[str]]:
+    """Files of the installed sglang that differ from its release's RECORD (``package.release.drift``):
+    ``modified`` and ``missing``, both empty when the install is the release as published (or has no RECORD)."""
     try:
-        recorded = importlib.metadata.files(package) or []
-    except importlib.metadata.PackageNotFoundError:
+        diff = drift(installed_root())
+    except PatchError:
+        diff = None
+    if diff is None:
         return {"modified": [], "missing": []}
-    modified, missing = [], []
-    for entry in recorded:
-        rel = entry.as_posix() if hasattr(entry, "as_posix") else str(entry)
-        if not rel.startswith(f"{package}/") or entry.hash is None or entry.hash.mode != "sha256":
-            continue
-        try:
-            data = Path(str(entry.locate())).read_bytes()
-        except FileNotFoundError:
-            missing.append(rel)
-            continue
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        if digest != entry.hash.value:
-            modified.append(rel)
-    return {"modified": sorted(modified), "missing": sorted(missing)}
+    return {"modified": list(diff.modified), "missing": list(diff.missing)}
 
 
 def git_revision() -> str | None:

@@ -7,7 +7,6 @@ cannot use. nvidia-smi, where present, adds the driver version and the interconn
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
@@ -16,8 +15,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-RESULT_PREFIX = "EAGLE3LAB_GPUS "
 LINK = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)$")
+
+from eagle3lab.childjson import ask_child, emit
 
 
 @dataclass
@@ -97,15 +97,13 @@ def inventory(python: str = sys.executable, timeout_s: float = 120.0) -> GpuInve
     """Ask torch in a child process, and nvidia-smi if it is installed."""
     if no_driver():
         return GpuInventory(0, error="no NVIDIA driver: neither /dev/nvidiactl nor nvidia-smi")
-    try:
-        proc = subprocess.run([python, "-m", "eagle3lab.runtime.gpuinfo"], capture_output=True, text=True,
-                              timeout=timeout_s, check=False)
-        lines = [line for line in proc.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
-        found = GpuInventory.from_dict(json.loads(lines[-1][len(RESULT_PREFIX):])) if lines else \
-            GpuInventory(0, error="torch could not be asked: "
-                         + (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1])
-    except subprocess.TimeoutExpired:
+    answer = ask_child("eagle3lab.runtime.gpuinfo", timeout_s=timeout_s, python=python)
+    if answer.ok:
+        found = GpuInventory.from_dict(answer.payload)
+    elif answer.timed_out:
         found = GpuInventory(0, error=f"torch did not answer within {timeout_s:.0f} s")
+    else:
+        found = GpuInventory(0, error=f"torch could not be asked: {answer.failure()}")
     found.driver = _nvidia_smi("--query-gpu=driver_version", "--format=csv,noheader")
     if found.driver:
         found.driver = found.driver.splitlines()[0].strip()
@@ -130,4 +128,4 @@ def _torch_inventory() -> GpuInventory:
 
 
 if __name__ == "__main__":
-    print(RESULT_PREFIX + json.dumps(_torch_inventory().to_dict()), flush=True)
+    emit(_torch_inventory().to_dict())

@@ -64,6 +64,15 @@ def drafter_aux_layer_ids(config: dict[str, Any]) -> list[int] | None:
     return [int(i) for i in ids] if isinstance(ids, list) else None
 
 
+def drafter_dir_aux_layer_ids(drafter_dir: str | Path) -> list[int]:
+    """The aux layer ids a drafter directory's config.json declares; one line if it declares none."""
+    ids = drafter_aux_layer_ids(read_config(drafter_dir))
+    if ids is None:
+        raise ModelPathError(f"{drafter_dir} is not an EAGLE-3 drafter directory (its config.json has no "
+                             "eagle_config.eagle_aux_hidden_state_layer_ids)")
+    return ids
+
+
 @dataclass
 class LayerSetup:
     """What one deployment's drafter asks the target to capture, with where each number came from."""

@@ -30,7 +30,8 @@ import requests
 
 from eagle3lab.errors import (HostBindError, ModelPathError, OutputWriteError, PortInUseError, ServerDiedError,
                               ServerTimeoutError)
-from eagle3lab.runtime import procwatch, signals
+from eagle3lab.runtime import procwatch
+from eagle3lab import signals
 from eagle3lab.runtime.speculative import SpeculativeSpec
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")

@@ -17,15 +17,14 @@ import json
 import logging
 import os
 import re
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Sequence
 
+from eagle3lab.childjson import ask_child, emit
 from eagle3lab.errors import EnvironmentProblem
 
-RESULT_PREFIX = "EAGLE3LAB_SERVER_ARGS "
 LAUNCH_MODULE = ("-m", "sglang.launch_server")
 # The values sglang derives at start-up that decide memory and speculative behaviour.
 CHOSEN_KEYS = ("mem_fraction_static", "chunked_prefill_size", "cuda_graph_max_bs", "max_running_requests",
@@ -66,16 +65,13 @@ def parse_launches(argvs: Mapping[str, Sequence[str]], env: Mapping[str, str] | 
     """Each labelled command line through sglang's parser in one child process (the launch's environment)."""
     request = json.dumps({"launches": {label: launch_flags(argv) for label, argv in argvs.items()},
                           "validate": validate})
-    try:
-        proc = subprocess.run([python, "-m", "eagle3lab.runtime.sglang_args"], input=request, text=True,
-                              capture_output=True, env={**os.environ, **(env or {})}, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        raise EnvironmentProblem(f"sglang's argument parser did not answer within {timeout_s:.0f} s") from None
-    lines = [line for line in proc.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
-    if not lines:
-        tail = " | ".join(proc.stderr.strip().splitlines()[-3:]) or f"exit {proc.returncode}"
-        raise EnvironmentProblem(f"could not run sglang's argument parser: {tail}")
-    data = json.loads(lines[-1][len(RESULT_PREFIX):])
+    answer = ask_child("eagle3lab.runtime.sglang_args", stdin=request, env={**os.environ, **(env or {})},
+                       timeout_s=timeout_s, python=python)
+    if answer.timed_out:
+        raise EnvironmentProblem(f"sglang's argument parser did not answer within {timeout_s:.0f} s")
+    if not answer.ok:
+        raise EnvironmentProblem(f"could not run sglang's argument parser: {answer.failure()}")
+    data = answer.payload
     return {label: ParsedLaunch(**value) for label, value in data.items()}
 
 
@@ -193,7 +189,7 @@ def main() -> int:
     request = json.loads(sys.stdin.read())
     results = {label: _parse_one(label, list(flags), bool(request.get("validate", True))).to_dict()
                for label, flags in request["launches"].items()}
-    print(RESULT_PREFIX + json.dumps(results), flush=True)
+    emit(results)
     return 0
 
 

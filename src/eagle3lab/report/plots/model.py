@@ -23,19 +23,17 @@ from eagle3lab.atomic import save_figure_atomic  # noqa: E402
 from eagle3lab.errors import PerfModelError  # noqa: E402
 from eagle3lab.paths import repo_dir  # noqa: E402
 from eagle3lab.report import incident  # noqa: E402
-from eagle3lab.report.perfmodel import (  # noqa: E402
-    COMPONENTS,
-    Deployment,
-    PassCost,
-    SpeculativeFlags,
-    break_even_accept_length,
-    max_accept_length,
-    plain_step,
-    plain_tok_s,
-    spec_tok_s,
-    speedup,
-    verify_tokens,
-)
+from eagle3lab.costmodel.perfmodel import (COMPONENTS, Deployment, PassCost, SpeculativeFlags,
+                                           break_even_accept_length, max_accept_length, plain_step, plain_tok_s,
+                                           spec_tok_s, speedup, verify_tokens)
+from eagle3lab.costmodel.forward import Pass, forward_cost
+from eagle3lab.costmodel.perfmodel import validate, calibrate_baseline
+from eagle3lab.bench.sweep import ARM_KIND_BASELINE, ARM_KIND_EAGLE3
+from eagle3lab.costmodel.presets import cpu_hardware, speculative_flags, tiny_kimi
+from eagle3lab.report.run_model import single_stream_step_s
+from eagle3lab.report.incident_model import incident_deployment, incident_setup, incident_spec, predict_incident
+from eagle3lab.costmodel.arch import eagle3_drafter
+from eagle3lab.costmodel.engine import sglang_engine
 
 COMPONENT_LABELS = {"weights": "weights read", "gemm_compute": "GEMM compute beyond weights",
                     "kv_cache": "KV cache read", "attention_compute": "attention compute beyond KV",
@@ -85,7 +83,6 @@ def save_figure(fig: Figure, name: str, out_dir: Optional[Path] = None) -> Path:
 def breakdown_cases(deployments: Sequence[Deployment], spec: SpeculativeFlags,
                     batches: Sequence[int] = (1, 48)) -> list[tuple[str, PassCost]]:
     """Per deployment: a plain step and a verify pass (num_draft_tokens per request) at each batch size."""
-    from eagle3lab.report.costmodel.forward import Pass, forward_cost
 
     cases = []
     for dep in deployments:
@@ -259,7 +256,6 @@ def draw_validation(results) -> Figure:
 
 def validation_figure(out_dir: Optional[Path] = None) -> Path:
     """The validation figure as a PNG (``figures/model_validation.png``)."""
-    from eagle3lab.report.perfmodel import validate
 
     return save_figure(draw_validation(validate()), "model_validation", out_dir)
 
@@ -276,7 +272,6 @@ def measured_points_from_bench(report, rate: str = "output") -> list[MeasuredPoi
         raise PerfModelError(f"measured points: rate must be 'output' or 'decode', got {rate!r}")
     points = []
     label = f"measured here ({report.profile}, {report.date}){', decode rate' if rate == 'decode' else ''}"
-    from eagle3lab.bench.sweep import ARM_KIND_BASELINE, ARM_KIND_EAGLE3
 
     for arm in report.arms:
         if arm.kind not in (ARM_KIND_BASELINE, ARM_KIND_EAGLE3):
@@ -291,18 +286,6 @@ def measured_points_from_bench(report, rate: str = "output") -> list[MeasuredPoi
     return points
 
 
-def single_stream_step_s(report) -> Optional[float]:
-    """The baseline's decode step at concurrency 1 (the bench's ``decode_step_s``, i.e. mean TPOT): what the cost
-    model's fixed overhead is calibrated on. None if that point was not measured."""
-    for arm in report.arms:
-        if arm.speculative:
-            continue
-        for point in arm.measured_points():
-            if point.concurrency == 1 and point.metrics.decode_step_s:
-                return float(point.metrics.decode_step_s)
-    return None
-
-
 # ---------------------------------------------------------------------------------------------- all at once
 def incident_figures(out_dir: Optional[Path] = None, context_len: Optional[float] = None,
                      measured: Sequence[MeasuredPoint] = ()) -> dict[str, Path]:
@@ -311,9 +294,8 @@ def incident_figures(out_dir: Optional[Path] = None, context_len: Optional[float
     ``measured`` points belong on this deployment only (a gpu-profile run); cpu-profile points go to
     ``cpu_profile_figures``, which draws them against the tiny model on this machine.
     """
-    from eagle3lab.report.presets import INCIDENT_CONTEXT_LEN, incident_deployment, incident_spec, predict_incident
 
-    ctx = context_len or INCIDENT_CONTEXT_LEN
+    ctx = context_len or incident_setup().context_len
     spec = incident_spec()
     pcie, nvlink = incident_deployment("rtx-pro-6000-blackwell", ctx), incident_deployment("h200", ctx)
     pred = predict_incident(ctx)[0]
@@ -334,10 +316,6 @@ def incident_figures(out_dir: Optional[Path] = None, context_len: Optional[float
 def cpu_profile_figures(report, out_dir: Optional[Path] = None,
                         mem_bandwidth: Optional[float] = None) -> dict[str, Path]:
     """The cpu profile's measured baseline against the cost model calibrated on it (tiny model, this machine)."""
-    from eagle3lab.report.perfmodel import calibrate_baseline
-    from eagle3lab.report.costmodel.arch import eagle3_drafter
-    from eagle3lab.report.costmodel.engine import sglang_engine
-    from eagle3lab.report.presets import cpu_hardware, speculative_flags, tiny_kimi
 
     step = single_stream_step_s(report)
     if step is None:

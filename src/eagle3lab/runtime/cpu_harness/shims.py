@@ -20,6 +20,7 @@ from types import ModuleType
 
 from eagle3lab.runtime.cpu_harness.hooks import when_imported
 from eagle3lab.errors import HarnessBuildError
+from eagle3lab.runtime.cpu_harness import spec_shims
 
 SHIMS_ENV = "EAGLE3LAB_SHIMS"
 _log = logging.getLogger(__name__)
@@ -137,7 +138,6 @@ SHIMS: dict[str, Shim] = {
 # Obstacle numbers continue the list above: 10 is where the launch stopped before these shims existed.
 
 def _spec_shims() -> tuple[Shim, ...]:
-    from eagle3lab.runtime.cpu_harness import spec_shims
 
     return (
         Shim(

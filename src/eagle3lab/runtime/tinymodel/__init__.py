@@ -13,21 +13,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from eagle3lab.atomic import building_dir
+from eagle3lab.childjson import ask_child
 from eagle3lab.errors import TinyModelError
 from eagle3lab.paths import cache_dir
 from eagle3lab.runtime.tinymodel.checkpoint import write_checkpoint
 from eagle3lab.runtime.tinymodel.configs import VOCAB_SIZE, draft_config, scale_aux_layer_ids, target_config
 from eagle3lab.runtime.tinymodel.tokenizer import CHAT_TEMPLATE, write_tokenizer
+from eagle3lab.runtime.cpu_harness import cpu_environment
+from eagle3lab.atomic import write_json_atomic
 
 GENERATOR_VERSION = "3"
 MANIFEST = "eagle3lab-tiny.json"
@@ -77,16 +77,13 @@ def cache_key(inputs: dict[str, Any]) -> str:
 
 def _probe_tensor_specs(inputs: dict[str, Any]) -> dict[str, Any]:
     """Tensor names/shapes from the real classes, computed in a child process (see ``probe``)."""
-    from eagle3lab.runtime.cpu_harness import cpu_environment
 
     env = {**os.environ, **cpu_environment(shims=())}
     request = json.dumps({"target": inputs["target"], "draft": inputs["draft"]})
-    result = subprocess.run([sys.executable, "-m", "eagle3lab.runtime.tinymodel.probe"], input=request, env=env,
-                            capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        raise TinyModelError(f"could not derive the tiny checkpoint's tensors from sglang: {last}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    answer = ask_child("eagle3lab.runtime.tinymodel.probe", stdin=request, env=env)
+    if not answer.ok:
+        raise TinyModelError(f"could not derive the tiny checkpoint's tensors from sglang: {answer.failure()}")
+    return answer.payload
 
 
 def _write_model(directory: Path, config: dict[str, Any], specs: dict[str, Any], seed: int) -> int:
@@ -142,7 +139,6 @@ def verify_cache(root: Path, manifest: dict[str, Any]) -> None:
             if problem:
                 raise TinyModelError(f"tiny model cache {root} is damaged: {path.relative_to(root)} {problem}; "
                                      f"{REBUILD_HINT}")
-        from eagle3lab.atomic import write_json_atomic
 
         write_json_atomic(root / MANIFEST, {**manifest, "files": _file_hashes(root)})
         return
@@ -170,9 +166,7 @@ def build_tiny_models(cache_root: Path | None = None, seed: int = 0, num_layers:
     build_seconds: float | None = None
     if manifest is None or force:
         started = time.perf_counter()
-        base.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=base))
-        try:
+        with building_dir(root) as staging:
             specs = _probe_tensor_specs(inputs)
             sizes = {part: _write_model(staging / part, inputs[part], specs[part], seed + offset)
                      for offset, part in enumerate(("target", "draft"))}
@@ -180,11 +174,6 @@ def build_tiny_models(cache_root: Path | None = None, seed: int = 0, num_layers:
             manifest = {"cache_key": key, "inputs": inputs, "checkpoint_bytes": sizes, "build_seconds": build_seconds,
                         "tensors": {part: len(specs[part]) for part in specs}, "files": _file_hashes(staging)}
             (staging / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-            if root.exists():
-                shutil.rmtree(root)
-            staging.rename(root)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
     else:
         verify_cache(root, manifest)
     origin = f"built in {build_seconds:.1f} s" if build_seconds is not None else "cached, checksums verified"

@@ -18,6 +18,9 @@ from eagle3lab.errors import TinyModelError
 from eagle3lab.runtime.tinymodel.acceptance import AcceptanceSummary, RequestAcceptance, simulate_request, summarise
 from eagle3lab.runtime.tinymodel.drafter_net import Eagle3Drafter
 from eagle3lab.runtime.tinymodel.target_states import TargetRollout
+from eagle3lab.runtime.tinymodel.drafter_net import DrafterShape
+from eagle3lab.runtime.modelinfo import drafter_dir_aux_layer_ids
+from eagle3lab.runtime.tinymodel.target_states import layer_states, load_text_model
 
 IGNORE = -100
 
@@ -99,7 +102,6 @@ def load_drafter(drafter_dir: Path | str, target_dir: Path | str) -> Eagle3Draft
 
     from safetensors.torch import load_file
 
-    from eagle3lab.runtime.tinymodel.drafter_net import DrafterShape
 
     config = json.loads((Path(drafter_dir) / "config.json").read_text(encoding="utf-8"))
     embedding = load_file(str(Path(target_dir) / "model.safetensors"))["language_model.model.embed_tokens.weight"]
@@ -115,8 +117,6 @@ def replay_served_requests(drafter_dir: Path | str, target_dir: Path | str, prom
     on each prompt + served output, the drafter reads them at the ids its config.json declares, and each request
     is replayed through sglang's verify rules. Set against the server's ``spec_verify_ct`` per request, this
     checks the simulation (and the drafter arithmetic) on the server's own tokens."""
-    from eagle3lab.runtime.tinymodel.drafter_training import aux_layer_ids_of
-    from eagle3lab.runtime.tinymodel.target_states import layer_states, load_text_model
 
     if len(prompts) != len(outputs) or not prompts:
         raise TinyModelError("replay needs one served output per prompt")
@@ -128,6 +128,7 @@ def replay_served_requests(drafter_dir: Path | str, target_dir: Path | str, prom
     rollout = TargetRollout(tokens, layer_states(model, tokens).to(torch.bfloat16), len(prompts[0]))
     drafter = load_drafter(drafter_dir, target_dir)
     first_anchor = rollout.prompt_len - 1
-    logits = drafter(tokens, rollout.aux(aux_layer_ids_of(Path(drafter_dir))).float(), first_anchor=first_anchor, steps=steps)
+    aux = rollout.aux(drafter_dir_aux_layer_ids(drafter_dir)).float()
+    logits = drafter(tokens, aux, first_anchor=first_anchor, steps=steps)
     hits = torch.stack([(o.argmax(-1) == step_labels(tokens, first_anchor, k + 1)) for k, o in enumerate(logits)], -1)
     return [simulate_request(row.tolist(), rollout.output_len) for row in hits]

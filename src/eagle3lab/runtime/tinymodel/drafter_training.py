@@ -24,7 +24,6 @@ import math
 import os
 import platform
 import shutil
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,11 +32,17 @@ from typing import Any
 
 import torch
 
+from eagle3lab.atomic import building_dir
 from eagle3lab.errors import TinyModelError
 from eagle3lab.paths import cache_dir
 from eagle3lab.progress import progress_bar
+from eagle3lab.runtime.modelinfo import drafter_dir_aux_layer_ids
+from eagle3lab.runtime.prompts import TOKEN_ID_LOW, random_token_ids
 from eagle3lab.runtime.tinymodel import TinyModels, build_tiny_models
 from eagle3lab.runtime.tinymodel.checkpoint import CHECKPOINT_FILE
+from eagle3lab.runtime.tinymodel.drafter_eval import score_drafter, ttt_loss
+from eagle3lab.runtime.tinymodel.drafter_net import DrafterShape, Eagle3Drafter
+from eagle3lab.runtime.tinymodel.target_states import load_text_model, rollout
 
 TRAINER_VERSION = "1"
 HISTORY_FILE = "training.json"
@@ -147,11 +152,8 @@ def drafter_cache_key(inputs: dict[str, Any]) -> str:
 # --- prompts and data ------------------------------------------------------------------------------------------
 
 def _prompts(workload: DrafterWorkload, vocab_size: int, stream: str, count: int, seed: int) -> list[list[int]]:
-    from eagle3lab.bench.workload import SweepConfig, make_prompts
-
-    config = SweepConfig(concurrency=[1], input_len=workload.input_len, output_len=workload.output_len,
-                         num_prompts=count, seed=seed, vocab_size=vocab_size)
-    return make_prompts(config, stream=stream, count=count)  # type: ignore[return-value]
+    """The benchmark's own prompt stream (``runtime.prompts``), so the drafter trains on what it will serve."""
+    return random_token_ids(seed, stream, count, workload.input_len, TOKEN_ID_LOW, vocab_size)
 
 
 def _embedding(target_dir: Path) -> torch.Tensor:
@@ -184,9 +186,6 @@ def _train(tiny: TinyModels, recipe: DrafterRecipe, workload: DrafterWorkload, s
     """Roll out the target, train, score, write weights and config into ``staging``; returns the history."""
     from safetensors.torch import save_file
 
-    from eagle3lab.runtime.tinymodel.drafter_eval import score_drafter, ttt_loss
-    from eagle3lab.runtime.tinymodel.drafter_net import DrafterShape, Eagle3Drafter
-    from eagle3lab.runtime.tinymodel.target_states import load_text_model, rollout
 
     config = json.loads((tiny.draft_dir / "config.json").read_text(encoding="utf-8"))
     ids = list(tiny.aux_layer_ids)
@@ -337,22 +336,17 @@ def build_trained_drafter(num_layers: int, workload: DrafterWorkload = DrafterWo
     build_seconds: float | None = None
     if history is None:
         started = time.perf_counter()
-        base.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=base))
         threads = torch.get_num_threads()
         try:
             torch.set_num_threads(recipe.threads)
-            history = _train(tiny, recipe, workload, staging)
-            _check_naming(staging, tiny.draft_dir)
-            history.update(cache_key=key, inputs=inputs)
-            (staging / HISTORY_FILE).write_text(json.dumps(history, indent=1), encoding="utf-8")
-            if root.exists():
-                shutil.rmtree(root)
-            staging.rename(root)
+            with building_dir(root) as staging:
+                history = _train(tiny, recipe, workload, staging)
+                _check_naming(staging, tiny.draft_dir)
+                history.update(cache_key=key, inputs=inputs)
+                (staging / HISTORY_FILE).write_text(json.dumps(history, indent=1), encoding="utf-8")
             build_seconds = round(time.perf_counter() - started, 1)
         finally:
             torch.set_num_threads(threads)
-            shutil.rmtree(staging, ignore_errors=True)
         history = _read_history(root)  # the JSON on disk is the one record (tuples come back as lists)
         if history is None:
             raise TinyModelError(f"the trained drafter at {root} has no readable {HISTORY_FILE} right after training")
@@ -371,16 +365,6 @@ def _checkpoint_digest(path: Path) -> str:
     return hashlib.sha256((path / CHECKPOINT_FILE).read_bytes()).hexdigest()[:16]
 
 
-def aux_layer_ids_of(path: Path) -> list[int]:
-    """The ``eagle_aux_hidden_state_layer_ids`` a drafter directory's config.json declares."""
-    try:
-        config = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
-        return list(config["eagle_config"]["eagle_aux_hidden_state_layer_ids"])
-    except (OSError, ValueError, KeyError, TypeError):
-        raise TinyModelError(f"{path} is not an EAGLE-3 drafter directory (no config.json with "
-                             "eagle_config.eagle_aux_hidden_state_layer_ids)") from None
-
-
 def shifted_drafter(path: Path | str, shift: int = -1, num_layers: int | None = None) -> Path:
     """A sibling drafter directory, identical but for ``eagle_aux_hidden_state_layer_ids`` moved by ``shift``.
 
@@ -391,7 +375,7 @@ def shifted_drafter(path: Path | str, shift: int = -1, num_layers: int | None = 
     ``<name>-shift<shift>``, rebuilt when the source weights change.
     """
     path = Path(path)
-    ids = aux_layer_ids_of(path)
+    ids = drafter_dir_aux_layer_ids(path)
     if num_layers is None:
         history = _read_history(path)
         if history is None or "num_layers" not in history:
@@ -409,8 +393,7 @@ def shifted_drafter(path: Path | str, shift: int = -1, num_layers: int | None = 
         recorded = None
     if recorded and recorded.get("source_checkpoint") == digest and recorded.get("aux_layer_ids") == moved:
         return target
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=path.parent))
-    try:
+    with building_dir(target) as staging:
         for source in path.iterdir():
             if source.is_file():
                 shutil.copy2(source, staging / source.name)
@@ -420,11 +403,6 @@ def shifted_drafter(path: Path | str, shift: int = -1, num_layers: int | None = 
         (staging / SHIFT_FILE).write_text(json.dumps({"source": path.name, "source_checkpoint": digest, "shift": shift,
                                                       "trained_aux_layer_ids": ids, "aux_layer_ids": moved,
                                                       "num_layers": num_layers}, indent=1), encoding="utf-8")
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return target
 
 

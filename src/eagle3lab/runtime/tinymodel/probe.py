@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from eagle3lab.childjson import emit
 from eagle3lab.runtime.server import free_port
 
 Specs = dict[str, tuple[list[int], str]]
@@ -155,7 +156,7 @@ def main() -> None:
     else:
         request = json.load(sys.stdin)
         result = {"target": target_specs(request["target"]), "draft": draft_specs(request["draft"])}
-    sys.stdout.write("\n" + json.dumps(result) + "\n")
+    emit(result)
 
 
 if __name__ == "__main__":

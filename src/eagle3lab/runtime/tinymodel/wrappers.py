@@ -12,11 +12,10 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+from eagle3lab.atomic import building_dir
 from eagle3lab.errors import TinyModelError
 from eagle3lab.paths import cache_dir
 from eagle3lab.runtime.tinymodel.configs import BOS_ID, EOS_ID, HIDDEN_SIZE, MEDIA_PAD_ID, VOCAB_SIZE, text_config
@@ -96,13 +95,6 @@ def build_wrapper_model(entry: str, num_layers: int = 4, cache_root: Path | None
     root = base / f"{entry}-{key[:12]}"
     if (root / "config.json").is_file():
         return root
-    base.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{entry}-", dir=base))
-    try:
+    with building_dir(root) as staging:
         (staging / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
-        if root.exists():
-            shutil.rmtree(root)
-        staging.rename(root)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return root

@@ -1,0 +1,1 @@
+"""``python -m eagle3lab ...``: one module per subcommand, ``cli`` builds the parser and runs them."""

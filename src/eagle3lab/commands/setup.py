@@ -1,0 +1,47 @@
+"""``eagle3lab setup``: everything a profile needs before its first launch.
+
+The sglang check, the stub driver, the tiny model and, for a tiny-model profile, the drafter trained on it (minutes
+on a cold cache, then reused). Hub checkpoints are only located here (fetch-models downloads them), so set-up never
+starts a 547 GB download. A local model path must exist; the tiny models' cache is verified against the checksums
+written when it was built (``--rebuild`` builds it again).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from eagle3lab.commands.common import add_profile_arguments, profile_of
+from eagle3lab.errors import ModelPathError
+from eagle3lab.runtime.cpu_harness import build_libcuda_stub
+from eagle3lab.runtime.deployment import fetch_command, locate_models
+from eagle3lab.runtime.envinfo import check_sglang
+from eagle3lab.runtime.tinymodel import build_tiny_models
+from eagle3lab.runtime.tinymodel.drafter_training import describe_trained_drafter, trained_drafter_for_profile
+
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_profile_arguments(parser)
+    parser.add_argument("--rebuild", action="store_true",
+                        help="build the tiny models again, even if cached (the drafter is retrained only if its "
+                             "inputs changed)")
+
+
+def run(args: argparse.Namespace) -> None:
+    profile = profile_of(args)
+    print(f"sglang {check_sglang(profile.sglang_version)} (profile {profile.name})")
+    if profile.cpu_harness:
+        print(f"stub libcuda: {build_libcuda_stub()}")
+    if args.rebuild and profile.uses_tiny_model:
+        build_tiny_models(num_layers=profile.model_num_layers, force=True)
+    target, draft, cache_key = locate_models(profile)
+    for ckpt in (target, draft):
+        if ckpt.kind == "local" and ckpt.path is None:
+            raise ModelPathError(f"{ckpt.role} model path {ckpt.source} does not exist; check the profile's "
+                                 f"'{ckpt.role}_model' setting")
+        where = ckpt.path or f"not on this machine (fetch with: {fetch_command(profile)})"
+        print(f"{ckpt.role} model: {ckpt.source} -> {where}")
+    if cache_key:
+        print(f"tiny model cache key: {cache_key}")
+    if profile.uses_tiny_model and profile.speculative_eagle_topk == 1:
+        print(describe_trained_drafter(trained_drafter_for_profile(profile)))

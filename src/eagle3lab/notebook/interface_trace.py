@@ -1,0 +1,192 @@
+"""Notebook 02's steps as functions returning plain data, which the notebook shows and the sidecar keeps."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable, Optional, TypeVar
+
+from eagle3lab.package import wheels
+from eagle3lab.trace import audit, contract, sources
+from eagle3lab.report.plots import trace as plots_trace
+from eagle3lab.paths import repo_dir
+from eagle3lab.trace.startup import StartupProfile
+from eagle3lab.runtime.deployment import layer_setup
+from eagle3lab.runtime.profiles import load_profile
+
+FIRST_RELEASE = "0.5.6"
+T = TypeVar("T")
+
+
+def timed(fn: Callable[..., T], *args: Any, **kwargs: Any) -> tuple[T, float]:
+    """(result, seconds): timings are recorded in the sidecar, never asserted on."""
+    start = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return result, round(time.perf_counter() - start, 3)
+
+
+def release_source(spec: str) -> tuple[sources.SglangSource, dict[str, Any]]:
+    """The source to trace, and a note of where it came from.
+
+    A patched install (notebook 03 patches the wrapper in place) is no longer the release this notebook is
+    about, and notebook 03 would read a verdict of "nothing missing" from it; the release wheel is traced
+    instead, and the note says so.
+    """
+    src = sources.open_source(spec)
+    note = describe(src)
+    if src.modified:
+        wheel = sources.open_source(src.version)
+        note = {**describe(wheel), "installed_copy_modified": src.modified,
+                "note": f"installed sglang is modified ({', '.join(src.modified)}); traced the {src.version} wheel"}
+        return wheel, note
+    return src, note
+
+
+def describe(src: sources.SglangSource) -> dict[str, Any]:
+    """Which source this is, and whether it is still the release (a patched install is not)."""
+    return {"version": src.version, "origin": src.origin, "python_files": len(src.files()),
+            "modified_since_install": src.modified, "skipped": [asdict(s) for s in src.skipped]}
+
+
+def grep_table(src: sources.SglangSource) -> list[dict]:
+    return [asdict(h) for h in contract.grep_view(src)]
+
+
+def contract_table(src: sources.SglangSource) -> list[dict]:
+    """EAGLE-3 contract sites on the target and draft model objects."""
+    return [s.to_dict() for s in contract.contract(contract.trace(src))]
+
+
+# The GPU deployment whose drafter a cpu-profile run traces next to its own (the incident's).
+GPU_DEPLOYMENT = "blackwell-8x"
+CPU_DEPLOYMENT = "cpu"
+
+
+def layer_setups(profile: Any) -> list[Any]:
+    """Depth and aux ids for each start-up path, read from the drafters' own configs (``deployment.layer_setup``):
+    the GPU path from this run's profile if it runs on CUDA, else from the incident's deployment; the CPU path
+    from this run's profile if it runs on CPU, else from the cpu profile. A deployment whose checkpoints are not
+    on disk gives a 'not fetched' setup, never a typed-in number."""
+
+    gpu = profile if profile.device == "cuda" else load_profile(GPU_DEPLOYMENT)
+    cpu = profile if profile.device == "cpu" else load_profile(CPU_DEPLOYMENT)
+    return [layer_setup(gpu), layer_setup(cpu)]
+
+
+def layer_ids(src: sources.SglangSource, entry: str, setups: list[Any]) -> list[dict]:
+    """One layer-id table per start-up path ('gpu', 'cpu'), each from its deployment's drafter config."""
+    tables = []
+    for setup in setups:
+        origin = {"deployment": setup.deployment, "status": setup.status, "drafter_config": setup.draft_config,
+                  "fix": setup.fix}
+        if not setup.usable:
+            tables.append({"profile": setup.startup, "depth": None, "aux_layer_ids": None, "rows": [],
+                           "eager_forwards_capture": None, "cuda_graph_forwards_capture": None, "conflict": False,
+                           **origin})
+            continue
+        startup = StartupProfile(setup.startup, setup.device, cuda_graphs=setup.cuda_graphs)
+        tables.append({**audit.layer_table(src, entry, setup.depth, setup.aux_layer_ids, startup), **origin})
+    return tables
+
+
+def verdict_text(verdict: dict[str, Any]) -> str:
+    """The verdict in plain sentences: what the wrapper is, what it lacks, where each profile dies."""
+    rep = verdict["class_report"]
+    lines = [
+        f"{verdict['entry_class']} (sglang {verdict['sglang_version']}): resolution order {rep['resolution_order']}",
+        f"inner language model: self.{rep['inner_attr']} = {rep['inner_class'] or 'none found'}; "
+        f"nn.Module.__getattr__ raises for missing members: {rep['nn_module_getattr']}; "
+        f"custom __getattr__: {rep['custom_getattr'] or 'none'}",
+        f"needed unguarded but missing: {verdict['missing_members']} "
+        f"(delegation gaps {verdict['delegation_gaps']}, real lacks {verdict['real_lacks']})",
+    ]
+    for profile, site in verdict["first_raise"].items():
+        if not site:
+            lines.append(f"{profile} profile: no missing member is reached at start-up")
+            continue
+        lines.append(f"{profile} profile raises first at {site['where']} "
+                     f"{site['member']}({', '.join(site['args'])}) in {site['function']}")
+        if site.get("otherwise"):
+            other = site["otherwise"]
+            lines.append(f"  that call sits behind a branch the profile cannot decide; if skipped: "
+                         f"{other['where']} {other['member']}")
+    for profile, site in verdict["next_raise_after_one_method"].items():
+        if site:
+            lines.append(f"{profile} profile with only that method delegated raises next at {site['where']} "
+                         f"{site['member']}")
+    lines.append(f"one delegating method enough: {verdict['one_method_enough']}")
+    return "\n".join(lines)
+
+
+def layer_rows(tables: list[dict]) -> list[dict]:
+    """All layer-id rows of all profiles, one table, in start-up order per profile; a deployment whose drafter
+    is not on disk is one row saying so."""
+    rows = []
+    for t in tables:
+        head = {"profile": t["profile"], "deployment": t.get("deployment"), "depth": t["depth"],
+                "drafter ids": t["aux_layer_ids"]}
+        if t.get("status") == "not fetched":
+            rows.append({**head, "where": f"not fetched: {t.get('fix')}"})
+        rows += [{**head, **row} for row in t["rows"]]
+    return rows
+
+
+def layer_text(tables: list[dict]) -> str:
+    """Which forwards see which captured layers, per profile."""
+    return "\n".join(
+        f"{t['profile']} ({t.get('deployment')}): drafter config not fetched, no claim; {t.get('fix')}"
+        if t.get("status") == "not fetched" else
+        f"{t['profile']} ({t.get('deployment')}, depth {t['depth']}, drafter ids {t['aux_layer_ids']}): eager "
+        f"forwards capture {t['eager_forwards_capture']}; CUDA-graph forwards capture "
+        f"{t['cuda_graph_forwards_capture']}; disagree: {t['conflict']}"
+        for t in tables
+    )
+
+
+def bisect_versions(requested: list[str]) -> list[str]:
+    """The requested releases, or every release from 0.5.6 to the newest on the index; wheels fetched."""
+    versions = [wheels.check_version(v) for v in requested] if requested else wheels.releases_between(FIRST_RELEASE)
+    wheels.fetch_wheels(versions)
+    return versions
+
+
+def figures(conf_here: dict, conf_newest: Optional[dict], bis: dict) -> list[Path]:
+    """Matrix for the traced release and the newest one, and the bisect timeline, under figures/."""
+    out = repo_dir("figures")
+    confs = [conf_here] + ([conf_newest] if conf_newest and conf_newest["sglang_version"] != conf_here["sglang_version"]
+                           else [])
+    paths = [plots_trace.conformance_matrix(c, out / f"02_matrix_{c['sglang_version']}.png") for c in confs]
+    paths.append(plots_trace.bisect_timeline(bis, out / "02_bisect_timeline.png"))
+    return paths
+
+
+def audit_summary(conf: dict[str, Any]) -> str:
+    """The audit's counts in one sentence, every number computed from the conformance result."""
+    c = conf["counts"]
+    return (f"sglang {conf['sglang_version']} [traced]: {c['entry_classes']} registered entry classes; "
+            f"{c[audit.WRAPPER]} wrap an EAGLE-3-capable model ({c['wrappers conforming']} conforming, "
+            f"{c['wrappers lacking']} lacking, {c['wrappers unresolved']} unresolved); "
+            f"{c[audit.OTHER_WRAPPER]} wrap a model without EAGLE-3; {c[audit.PLAIN]} are not wrappers; "
+            f"{c[audit.DRAFT]} are draft heads; {c[audit.UNRESOLVED]} could not be resolved. Contract members: "
+            f"{', '.join(conf['members'])} (left out, every nn.Module has them: "
+            f"{', '.join(conf['every_module_has']) or 'none'}). Audited in {conf['seconds']} s [measured].")
+
+
+def count_rows(conf: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per kind and per wrapper verdict, with the counts that add up to the entry classes."""
+    c = conf["counts"]
+    rows = [{"release": conf["sglang_version"], "group": kind, "count": c[kind]} for kind in audit.KINDS]
+    rows += [{"release": conf["sglang_version"], "group": f"  of which {v}", "count": c[f"wrappers {v}"]}
+             for v in audit.VERDICTS]
+    rows.append({"release": conf["sglang_version"], "group": "entry classes (total)", "count": c["entry_classes"]})
+    return rows
+
+
+def lacking_rows(conf: dict[str, Any]) -> list[dict[str, Any]]:
+    """Wrappers that lack part of the contract: what they hold, through what, and what is missing."""
+    return [{"entry": r["entry"], "file": r["file"], "inner": f"self.{r['inner_attr']}",
+             "inner classes": ", ".join(f"{(o['class'] or '?').rsplit('.', 1)[-1]}{'' if o['eagle3'] else ' (no EAGLE-3)'}"
+                                        for o in r["inner_options"]),
+             "via": " / ".join(r["via"]), "missing": r["missing"], "gaps": sorted(set(r["gaps"].values()))}
+            for r in conf["lacking"]]

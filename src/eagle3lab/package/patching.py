@@ -1,0 +1,576 @@
+"""Check, apply, verify and revert the project's sglang patches, atomically and idempotently.
+
+Why not GNU ``patch``: it edits files in place, applies with fuzz, and cannot tell "already applied" from
+"unexpected original" in one answer. Here the diff is parsed with ``unidiff``, every hunk must match its
+context exactly (line offsets allowed, so independent patches stack), every target file is rewritten through
+a temp file and ``os.replace``, and a failure puts back exactly the files it had replaced. Every path in a patch
+must resolve inside the target sglang package (no ``../``, absolute paths or escaping symlinks), checked before
+anything is written. While a patch is applied its originals sit in a backup folder under the cache with their
+sha256 and the process holding them (``backups``), so a run killed meanwhile is found and repaired by
+``python -m eagle3lab patch restore`` (``restore``). ``verify`` reads the patched source with ``ast``: each method the patch adds must call the method of
+the same name on an attribute of ``self`` (the wrapped model), passing all its arguments on.
+"""
+
+from __future__ import annotations
+
+import ast
+import email.parser
+import hashlib
+import os
+from collections.abc import Iterator
+from pathlib import PurePosixPath
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import unidiff
+
+from eagle3lab.atomic import write_text_atomic
+from eagle3lab.errors import Eagle3LabError, OutputWriteError, PatchError
+from eagle3lab.package import backups
+from eagle3lab.package.backups import RESTORE_COMMAND
+from eagle3lab.package.location import site_packages_root
+from eagle3lab.paths import REPO_ROOT
+from eagle3lab import signals
+from eagle3lab.package.restore import require_known_state
+
+PATCHES_DIR = REPO_ROOT / "patches"
+# The two patches every notebook talks about, by their names in patches/.
+FULL_DELEGATION_PATCH = "kimi_k25-eagle3-delegation"
+ONE_METHOD_PATCH = "kimi_k25-one-method"
+
+APPLICABLE = "applicable"
+APPLIED = "applied"
+ALREADY_APPLIED = "already applied"
+VERIFIED = "verified"
+REVERTED = "reverted"
+NOT_APPLIED = "not applied"
+RESTORED = "restored"
+PACKAGE = "sglang"
+
+
+@dataclass(frozen=True)
+class PatchInfo:
+    """The header every project patch carries (RFC 822 style lines before the first ``---``)."""
+
+    name: str
+    applies_to: str = ""
+    what: str = ""
+    why: str = ""
+    fixed_upstream: str = ""
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One target file: where it is and its content hash before and after the action."""
+
+    path: str
+    sha256_before: str
+    sha256_after: str
+
+
+@dataclass(frozen=True)
+class MemberCheck:
+    """One method the patch adds to a class, as read from the patched source."""
+
+    cls: str
+    name: str
+    delegates_to: str | None  # "self.language_model.name" when it forwards the call
+    passes_args: bool  # every parameter of the method reaches the delegated call
+    guarded: bool  # a hasattr() check raises a clear error before delegating
+
+    @property
+    def ok(self) -> bool:
+        return self.delegates_to is not None and self.passes_args
+
+
+@dataclass
+class PatchResult:
+    """What one action did; ``status`` is one of the module constants (APPLIED, ALREADY_APPLIED, ...)."""
+
+    patch: str
+    action: str
+    status: str
+    root: str
+    files: list[FileChange] = field(default_factory=list)
+    members: list[MemberCheck] = field(default_factory=list)
+    message: str = ""
+    backup_dir: str | None = None
+    info: PatchInfo | None = None
+
+    @property
+    def changed(self) -> bool:
+        return self.status in (APPLIED, REVERTED)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        for member, check in zip(out["members"], self.members):
+            member["ok"] = check.ok
+        return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reading patches and targets
+
+
+@dataclass(frozen=True)
+class _Patch:
+    path: Path
+    info: PatchInfo
+    files: list[unidiff.PatchedFile]
+
+
+def resolve_patch(patch: str | os.PathLike) -> Path:
+    """A patch file by path, or by bare name from the repository's ``patches/`` folder."""
+    path = Path(patch)
+    if path.is_file():
+        return path.resolve()
+    for candidate in (PATCHES_DIR / path.name, PATCHES_DIR / f"{path.name}.patch"):
+        if candidate.is_file():
+            return candidate
+    raise PatchError(f"patch {patch} not found; pass a path or a name from {PATCHES_DIR.name}/")
+
+
+def _read_patch(patch: str | os.PathLike) -> _Patch:
+    path = resolve_patch(patch)
+    text = path.read_text(encoding="utf-8")
+    try:
+        files = list(unidiff.PatchSet(text))
+    except unidiff.UnidiffParseError as err:
+        raise PatchError(f"{path.name} is not a valid unified diff ({err}); regenerate it with diff -u") from err
+    if not files:
+        raise PatchError(f"{path.name} contains no file changes; it must be a unified diff")
+    return _Patch(path, _read_header(text, default_name=path.stem), files)
+
+
+def patch_info(patch: str | os.PathLike) -> PatchInfo:
+    """A patch's header (name, what, why, where fixed upstream), read from the file alone: no package is checked."""
+    return _read_patch(patch).info
+
+
+def _read_header(text: str, default_name: str) -> PatchInfo:
+    """Header lines before the diff, parsed as RFC 822 fields (folded lines joined)."""
+    head = text.split("\n--- ", 1)[0].split("\n\n", 1)[0]
+    fields = email.parser.HeaderParser().parsestr(head + "\n\n")
+
+    def get(key: str) -> str:
+        return " ".join(str(fields.get(key, "")).split())
+
+    return PatchInfo(
+        name=get("Patch-Name") or default_name,
+        applies_to=get("Applies-To"),
+        what=get("What"),
+        why=get("Why"),
+        fixed_upstream=get("Fixed-Upstream"),
+    )
+
+
+def _diff_path(name: str) -> str:
+    """A path as the diff names it, without its ``a/`` or ``b/`` prefix."""
+    return name[2:] if name.startswith(("a/", "b/")) else name
+
+
+def _target_path(pfile: unidiff.PatchedFile) -> str:
+    """The ``b/`` side of a file in the diff, without its prefix (not confined: for in-memory use only)."""
+    return _diff_path(pfile.target_file)
+
+
+def _confined(root: Path, patch_name: str, name: str) -> tuple[str, Path]:
+    """(site-packages-relative path, real file) for a path of the diff, refused unless it stays in the package.
+
+    Refused before anything is written: absolute paths, ``..`` anywhere, paths outside ``sglang/``, and paths
+    that leave the package through a symlink.
+    """
+    rel = _diff_path(name)
+    parts = PurePosixPath(rel).parts
+    if not parts or PurePosixPath(rel).is_absolute() or ".." in parts or "\\" in rel or parts[0] != PACKAGE:
+        raise PatchError(f"{patch_name}: refused, path {name!r} is not inside the {PACKAGE} package "
+                         f"(absolute paths, '..' and other packages are not patched); nothing was written")
+    package = (root / PACKAGE).resolve()
+    real = (root / rel).resolve()
+    if not real.is_relative_to(package):
+        raise PatchError(f"{patch_name}: refused, {rel} resolves to {real}, outside {package} (a symlink); "
+                         f"nothing was written")
+    return PurePosixPath(*parts).as_posix(), real
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Exact-context hunk application (in memory)
+
+
+def _hunk_sides(hunk: unidiff.Hunk, reverse: bool) -> tuple[list[str], list[str]]:
+    old = [line.value for line in hunk if line.is_context or (line.is_added if reverse else line.is_removed)]
+    new = [line.value for line in hunk if line.is_context or (line.is_removed if reverse else line.is_added)]
+    return old, new
+
+
+def _find(lines: list[str], block: list[str], expected: int, start: int) -> int | None:
+    """Index where ``block`` occurs exactly, at or after ``start``, nearest to ``expected``."""
+    if not block:
+        return max(start, min(expected, len(lines)))
+    last = len(lines) - len(block)
+    candidates = range(start, last + 1)
+    for pos in sorted(candidates, key=lambda p: abs(p - expected)):
+        if lines[pos : pos + len(block)] == block:
+            return pos
+    return None
+
+
+def _apply_hunks(text: str, pfile: unidiff.PatchedFile, reverse: bool) -> tuple[str | None, int]:
+    """Patched text, or (None, number of the first hunk that does not match)."""
+    lines = text.splitlines(keepends=True)
+    out: list[str] = []
+    cursor = 0
+    offset = 0
+    for number, hunk in enumerate(pfile, start=1):
+        old, new = _hunk_sides(hunk, reverse)
+        start_line = hunk.target_start if reverse else hunk.source_start
+        expected = max(start_line - 1, 0) + offset
+        pos = _find(lines, old, expected, cursor)
+        if pos is None:
+            return None, number
+        offset = pos - max(start_line - 1, 0)
+        out.extend(lines[cursor:pos])
+        out.extend(new)
+        cursor = pos + len(old)
+    out.extend(lines[cursor:])
+    return "".join(out), 0
+
+
+@dataclass
+class _FilePlan:
+    rel: str
+    path: Path
+    text: str
+    forward: str | None
+    backward: str | None
+    bad_hunk: int
+
+    @property
+    def state(self) -> str | None:
+        if self.backward is not None:
+            return ALREADY_APPLIED
+        if self.forward is not None:
+            return APPLICABLE
+        return None
+
+
+def _plan(patch: _Patch, root: Path) -> list[_FilePlan]:
+    confined = []
+    for pfile in patch.files:
+        if pfile.source_file != "/dev/null":
+            _confined(root, patch.info.name, pfile.source_file)
+        confined.append((pfile, *_confined(root, patch.info.name, pfile.target_file)))
+    plans = []
+    for pfile, rel, path in confined:
+        if not path.is_file():
+            raise PatchError(f"{rel} not found under {root}; point site_packages at a folder holding sglang 0.5.9")
+        with path.open(encoding="utf-8", newline="") as handle:  # keep line endings byte for byte
+            text = handle.read()
+        forward, bad = _apply_hunks(text, pfile, reverse=False)
+        backward, _ = _apply_hunks(text, pfile, reverse=True)
+        plans.append(_FilePlan(rel, path, text, forward, backward, bad))
+    return plans
+
+
+def _state(patch: _Patch, plans: list[_FilePlan]) -> str:
+    """APPLICABLE or ALREADY_APPLIED for the whole patch; a clear error for anything else."""
+    for plan in plans:
+        if plan.state is None:
+            raise PatchError(
+                f"{plan.rel} does not match {patch.path.name} (hunk {plan.bad_hunk} context not found): "
+                f"unexpected original, expected {patch.info.applies_to or 'the release the patch was made for'}"
+            )
+    states = {plan.state for plan in plans}
+    if len(states) > 1:
+        mixed = ", ".join(f"{p.rel}: {p.state}" for p in plans)
+        raise PatchError(f"{patch.path.name} is only partly applied ({mixed}); run {RESTORE_COMMAND}")
+    return states.pop()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Atomic writes that undo exactly what they did
+
+
+class _WriteFailed(Exception):
+    """Writing the files failed; ``unrestored`` lists files replaced that could not be put back."""
+
+    def __init__(self, cause: BaseException, unrestored: list[str]):
+        super().__init__(str(cause))
+        self.cause = cause
+        self.unrestored = unrestored
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` in one step, keeping its mode: a reader sees the old or the new file."""
+    write_text_atomic(path, text, mode=None)
+
+
+def _write_all(plans: list[_FilePlan], contents: list[str]) -> None:
+    """Write every file or none. On a failure, only the files already replaced get their old text back, once;
+    files never touched are not rewritten (on a read-only folder that would only fail a second time)."""
+    done: list[tuple[_FilePlan, str]] = []
+    try:
+        for plan, text in zip(plans, contents):
+            old = plan.text
+            if text == old:
+                continue
+            _write_atomic(plan.path, text)
+            done.append((plan, old))
+    except BaseException as err:
+        raise _WriteFailed(err, _put_back(done)) from None
+
+
+def _put_back(files: list[tuple[_FilePlan, str]]) -> list[str]:
+    """Write each file's earlier text back, each once; the ones that could not be written are returned."""
+    unrestored = []
+    for plan, old in files:
+        try:
+            _write_atomic(plan.path, old)
+        except OutputWriteError:
+            unrestored.append(plan.rel)
+    return unrestored
+
+
+def _reason(err: BaseException) -> str:
+    return str(err) if isinstance(err, Eagle3LabError) else f"{type(err).__name__}: {err}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Verification from source
+
+
+def _added_methods(original: str, patched: str) -> list[tuple[str, ast.FunctionDef]]:
+    """(class, method) pairs present in ``patched`` but not in ``original``."""
+
+    def methods(tree: ast.Module) -> dict[str, dict[str, ast.FunctionDef]]:
+        return {
+            node.name: {fn.name: fn for fn in node.body if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ClassDef)
+        }
+
+    before, after = methods(ast.parse(original)), methods(ast.parse(patched))
+    return [
+        (cls, fn)
+        for cls, fns in after.items()
+        for name, fn in fns.items()
+        if name not in before.get(cls, {})
+    ]
+
+
+def _self_attr(node: ast.AST) -> str | None:
+    """``X`` when node is ``self.X``."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return None
+
+
+def check_member(cls: str, fn: ast.FunctionDef) -> MemberCheck:
+    """Does ``fn`` forward to ``self.<inner>.<same name>(...)`` with all its parameters, behind a hasattr guard?"""
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs][1:]
+    params += [a.arg for a in (fn.args.vararg, fn.args.kwarg) if a is not None]
+    delegates_to, passes_args, guarded = None, False, False
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == fn.name:
+            inner = _self_attr(node.func.value)
+            if inner is not None:
+                delegates_to = f"self.{inner}.{fn.name}"
+                used = {n.id for arg in (*node.args, *(k.value for k in node.keywords)) for n in ast.walk(arg)
+                        if isinstance(n, ast.Name)}
+                passes_args = set(params) <= used
+        if isinstance(node, ast.If) and any(isinstance(n, ast.Raise) for n in ast.walk(ast.Module(node.body, []))):
+            for call in ast.walk(node.test):
+                if (
+                    isinstance(call, ast.Call)
+                    and isinstance(call.func, ast.Name)
+                    and call.func.id == "hasattr"
+                    and len(call.args) == 2
+                    and isinstance(call.args[1], ast.Constant)
+                    and call.args[1].value == fn.name
+                ):
+                    guarded = True
+    return MemberCheck(cls, fn.name, delegates_to, passes_args, guarded)
+
+
+def added_members(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None = None) -> list[MemberCheck]:
+    """The methods the patch adds, read from the real target source whether or not it is applied. Writes nothing."""
+    patch, root = _read_patch(patch_path), site_packages_root(site_packages)
+    return _members(_plan(patch, root))
+
+
+def _members(plans: list[_FilePlan]) -> list[MemberCheck]:
+    members: list[MemberCheck] = []
+    for plan in plans:
+        applied = plan.state == ALREADY_APPLIED
+        original, patched_text = (plan.backward, plan.text) if applied else (plan.text, plan.forward)
+        if plan.path.suffix == ".py" and original is not None and patched_text is not None:
+            members += [check_member(cls, fn) for cls, fn in _added_methods(original, patched_text)]
+    return members
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The four actions
+
+
+def _known_state(root: Path) -> None:
+    """Stop at once, with the restore command, if an earlier patcher died mid-way (see ``restore``)."""
+
+    require_known_state(root)
+
+
+def _result(patch: _Patch, root: Path, action: str, status: str, **kw) -> PatchResult:
+    return PatchResult(patch=patch.info.name, action=action, status=status, root=str(root), info=patch.info, **kw)
+
+
+def check(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None = None) -> PatchResult:
+    """Dry run: APPLICABLE or ALREADY_APPLIED; raises PatchError on an unexpected original. Writes nothing."""
+    patch, root = _read_patch(patch_path), site_packages_root(site_packages)
+    _known_state(root)
+    plans = _plan(patch, root)
+    status = _state(patch, plans)
+    files = [FileChange(p.rel, _sha256(p.text), _sha256(p.forward or p.text)) for p in plans]
+    message = f"{patch.info.name}: {status} to {len(plans)} file(s) under {root}"
+    return _result(patch, root, "check", status, files=files, members=_members(plans), message=message)
+
+
+def verify(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None = None) -> PatchResult:
+    """The patch is applied and every method it adds forwards to the wrapped model; else PatchError."""
+    patch, root = _read_patch(patch_path), site_packages_root(site_packages)
+    _known_state(root)
+    plans = _plan(patch, root)
+    if _state(patch, plans) != ALREADY_APPLIED:
+        raise PatchError(f"{patch.info.name} is not applied under {root}; run apply first")
+    return _verified(patch, root, plans)
+
+
+def _verified(patch: _Patch, root: Path, plans: list[_FilePlan]) -> PatchResult:
+    members = _members(plans)
+    bad = [f"{m.cls}.{m.name}" for m in members if not m.ok]
+    if bad:
+        raise PatchError(f"{patch.info.name}: {', '.join(bad)} do not forward to the wrapped model with all arguments")
+    files = [FileChange(p.rel, _sha256(p.backward or ""), _sha256(p.text)) for p in plans]
+    names = ", ".join(f"{m.name} -> {m.delegates_to}" for m in members) or "no methods added"
+    return _result(patch, root, "verify", VERIFIED, files=files, members=members, message=f"{patch.info.name}: {names}")
+
+
+def apply(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None = None, *,
+          kind: str = backups.APPLIED) -> PatchResult:
+    """Apply and verify, or change nothing: ALREADY_APPLIED is a no-op; a failure puts back what it changed.
+
+    ``kind`` goes into the backup manifest: ``APPLIED`` (left in place on purpose) or ``TEMPORARY`` (a
+    ``patched`` block that reverts it; stale if its process dies first). Signals wait until the files are
+    consistent again, so an interruption never leaves a half-applied patch.
+    """
+    patch, root = _read_patch(patch_path), site_packages_root(site_packages)
+    with backups.package_lock(root), signals.deferred():
+        _known_state(root)
+        plans = _plan(patch, root)
+        if _state(patch, plans) == ALREADY_APPLIED:
+            result = _verified(patch, root, plans)
+            return _result(patch, root, "apply", ALREADY_APPLIED, files=result.files, members=result.members,
+                           message=f"{patch.info.name}: already applied under {root}, nothing changed")
+        contents = [plan.forward or "" for plan in plans]
+        try:
+            manifest = backups.save(root, patch.info.name, str(patch.path), kind,
+                                    [(p.rel, p.text, _sha256(p.text), _sha256(c)) for p, c in zip(plans, contents)])
+        except Eagle3LabError as err:
+            raise PatchError(f"{patch.info.name}: could not save the originals ({_reason(err)}); "
+                             f"nothing was applied") from None
+        try:
+            _write_all(plans, contents)
+        except _WriteFailed as failed:
+            if failed.unrestored:
+                raise PatchError(f"{patch.info.name}: applying failed ({_reason(failed.cause)}) and "
+                                 f"{', '.join(failed.unrestored)} could not be put back; run {RESTORE_COMMAND} "
+                                 f"(backup: {manifest.path})") from None
+            backups.drop(manifest)
+            if not isinstance(failed.cause, Exception):
+                raise failed.cause from None
+            raise PatchError(f"{patch.info.name}: applying failed ({_reason(failed.cause)}); "
+                             f"the package is unchanged") from None
+        try:
+            verified = _verified(patch, root, _plan(patch, root))
+        except BaseException as err:
+            unrestored = _put_back([(plan, plan.text) for plan in plans])
+            if unrestored:
+                raise PatchError(f"{patch.info.name}: verification failed ({_reason(err)}) and "
+                                 f"{', '.join(unrestored)} could not be put back; run {RESTORE_COMMAND} "
+                                 f"(backup: {manifest.path})") from None
+            backups.drop(manifest)
+            if isinstance(err, Eagle3LabError) or not isinstance(err, Exception):
+                raise
+            raise PatchError(f"{patch.info.name}: verification failed ({_reason(err)}); "
+                             f"the originals were restored") from None
+        files = [FileChange(p.rel, _sha256(p.text), _sha256(c)) for p, c in zip(plans, contents)]
+        return _result(patch, root, "apply", APPLIED, files=files, members=verified.members,
+                       backup_dir=str(manifest.folder),
+                       message=f"{patch.info.name}: applied to {len(plans)} file(s) under {root}")
+
+
+def revert(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None = None) -> PatchResult:
+    """Take the patch out again (NOT_APPLIED if it is not in); leaves other stacked patches in place."""
+    patch, root = _read_patch(patch_path), site_packages_root(site_packages)
+    with backups.package_lock(root), signals.deferred():
+        _known_state(root)
+        return _revert(patch, root)
+
+
+def _revert(patch: _Patch, root: Path) -> PatchResult:
+    plans = _plan(patch, root)
+    if _state(patch, plans) == APPLICABLE:
+        return _result(patch, root, "revert", NOT_APPLIED, message=f"{patch.info.name}: not applied under {root}")
+    contents = [plan.backward or "" for plan in plans]
+    try:
+        _write_all(plans, contents)
+    except _WriteFailed as failed:
+        undone = f"; {', '.join(failed.unrestored)} could not be put back either" if failed.unrestored else ""
+        raise PatchError(f"{patch.info.name}: reverting failed ({_reason(failed.cause)}){undone}; "
+                         f"run {RESTORE_COMMAND}") from None
+    manifest = backups.find(root, patch.info.name)
+    if manifest is not None:
+        backups.drop(manifest)
+    files = [FileChange(p.rel, _sha256(p.text), _sha256(c)) for p, c in zip(plans, contents)]
+    return _result(patch, root, "revert", REVERTED, files=files,
+                   message=f"{patch.info.name}: reverted {len(plans)} file(s) under {root}")
+
+
+@contextmanager
+def held(site_packages: str | os.PathLike | None = None) -> Iterator[Path]:
+    """Hold the patch lock on a root: no eagle3lab process patches or reverts it until the block ends."""
+    root = site_packages_root(site_packages)
+    with backups.package_lock(root):
+        yield root
+
+
+@contextmanager
+def patched(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None = None) -> Iterator[PatchResult]:
+    """Apply for the duration of the block and restore the previous state on exit, on every exit path.
+
+    Holds the package lock throughout, so two runs never see each other's patches. A patch that was already in
+    place before the block stays in place. SIGTERM and SIGHUP unwind the block like Ctrl-C (the patch is
+    reverted); a second signal waits until the revert is done; after SIGKILL the backup's manifest is found
+    stale by the next command.
+    """
+    root = site_packages_root(site_packages)
+    with signals.trap_termination(), backups.package_lock(root):
+        result: PatchResult | None = None
+        try:
+            with signals.deferred():  # applied and recorded as applied, or neither
+                result = apply(patch_path, root, kind=backups.TEMPORARY)
+            yield result
+        finally:
+            if result is not None and result.status == APPLIED:
+                with signals.deferred():
+                    _revert(_read_patch(patch_path), root)
+                signals.restored(f"patch {result.patch} reverted")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# CLI (wired into ``python -m eagle3lab patch ...`` by cli.py)
+
+ACTIONS = {"check": check, "apply": apply, "verify": verify, "revert": revert}  # what `eagle3lab patch` offers

@@ -1,0 +1,75 @@
+"""The cost model on a measured run: the deployment a profile's run measured, calibrated on that run's own plain
+single-stream step, and the break-even acceptance its diagnostics compare the measured acceptance with.
+
+Benchmark data reaches the cost model here, through the bench's own ``BenchReport``, and nowhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from eagle3lab.bench.sweep import ARM_KIND_EAGLE3, BenchReport
+from eagle3lab.costmodel.arch import drafter_from_config
+from eagle3lab.costmodel.cycle import Deployment, break_even_accept_length
+from eagle3lab.costmodel.engine import sglang_engine
+from eagle3lab.costmodel.predict import calibrate_baseline
+from eagle3lab.costmodel.presets import cpu_hardware, hardware_preset, kimi_k25, kimi_k25_eagle3_drafter, tiny_kimi
+from eagle3lab.errors import PerfModelError
+from eagle3lab.report import incident
+from eagle3lab.runtime.profiles import Profile
+from eagle3lab.runtime.speculative import SpeculativeSpec
+from eagle3lab.runtime.tinymodel.configs import draft_config
+
+
+def single_stream_step_s(report: BenchReport) -> Optional[float]:
+    """The baseline's decode step at concurrency 1 (the bench's ``decode_step_s``, i.e. mean TPOT): what the cost
+    model's fixed overhead is calibrated on. None if that point was not measured."""
+    for arm in report.arms:
+        if arm.speculative:
+            continue
+        for point in arm.measured_points():
+            if point.concurrency == 1 and point.metrics.decode_step_s:
+                return float(point.metrics.decode_step_s)
+    return None
+
+
+def run_deployment(profile: Profile, report: Optional[BenchReport] = None, mem_bandwidth: Optional[float] = None) -> tuple[Deployment, str]:
+    """The deployment a profile's run measured, calibrated on its own measured plain single-stream decode step if
+    the bench report has one (else, on a GPU profile, on the incident's reported rate). Returns it with a sentence
+    saying what it was calibrated on."""
+    context = profile.bench_input_len + profile.bench_output_len / 2
+    if profile.device == "cpu":
+        target = tiny_kimi(profile.model_num_layers)
+        drafter = drafter_from_config(draft_config(profile.model_num_layers),
+                                      "eagle3lab.runtime.tinymodel.configs.draft_config")
+        dep = Deployment(target, drafter, cpu_hardware(mem_bandwidth), profile.tp_size, sglang_engine(), context)
+    else:
+        target = kimi_k25()
+        dep = Deployment(target, kimi_k25_eagle3_drafter(), hardware_preset("rtx-pro-6000-blackwell"),
+                         profile.tp_size, sglang_engine(), context)
+    step = single_stream_step_s(report) if report is not None else None
+    if step:
+        where = f"measured plain single-stream step {step * 1e3:.2f} ms ({profile.name}, {report.date})"
+        return calibrate_baseline(dep, 1.0 / step, where), where
+    if profile.device == "cpu":
+        raise PerfModelError(f"profile '{profile.name}': no measured plain single-stream point to calibrate the "
+                             "cost model on; include concurrency 1 in bench_concurrency")
+    return calibrate_baseline(dep, incident.SINGLE_STREAM.value, incident.SOURCE), \
+        f"the engineer's reported {incident.SINGLE_STREAM.value:g} tok/s (no single-stream point measured here)"
+
+
+def run_break_even(profile: Profile, report: Optional[BenchReport] = None, batch: Optional[int] = None,
+                   mem_bandwidth: Optional[float] = None) -> tuple[float, str]:
+    """(break-even acceptance length, where it comes from) for a profile's run: the acceptance EAGLE-3 needs to
+    match plain decoding at ``batch`` requests (default: the largest concurrency the EAGLE-3 arm measured, else 1).
+    This is what ``diagnostics.rule_acceptance_below_break_even`` compares the measured acceptance with."""
+
+    dep, calibrated = run_deployment(profile, report, mem_bandwidth)
+    if batch is None:
+        measured = [p.concurrency for arm in (report.arms if report is not None else [])
+                    if arm.kind == ARM_KIND_EAGLE3 for p in arm.measured_points()]
+        batch = max(measured) if measured else 1
+    spec = SpeculativeSpec.from_profile(profile, profile.draft_model)
+    value = break_even_accept_length(dep, spec, batch)
+    return value, (f"modelled at {batch} request{'s' if batch > 1 else ''}, {dep.target.name} on {dep.tp}x "
+                   f"{dep.hardware.name}, context {dep.context:g}; calibrated on {calibrated}")

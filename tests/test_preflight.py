@@ -1,0 +1,190 @@
+"""Preflight: every check of a deployment, each failure one line with its fix, without launching anything.
+
+This machine has no GPU, so the GPU profile's real run must stop at the GPU count. Where a check needs GPUs
+(architecture, memory, interconnect, a passing run), the GPUs are described by a constructed inventory and the
+test name says so (``_mocked_gpu``); everything else (sglang, checkpoints, sglang's parser, the trace) is real.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from eagle3lab.errors import PreflightFailed
+from eagle3lab.runtime import gpuinfo
+from eagle3lab import preflight
+from eagle3lab.runtime.checkpoints import Checkpoint
+from eagle3lab.runtime.gpuinfo import Gpu, GpuInventory
+from eagle3lab.runtime.profiles import load_profile
+
+CHECKS = ["GPUs", "GPU architecture", "sglang", "target checkpoint", "draft checkpoint", "GPU memory", "free disk",
+          "server flags (baseline)", "server flags (EAGLE-3)", "drafter aux layers", "interconnect"]
+
+# Constructed in the format `nvidia-smi topo -m` prints (8 GPUs on two PCIe roots, no NVLink); not a capture.
+PCIE_TOPOLOGY = "\n".join(
+    ["\tGPU0\tGPU1\tGPU2\tGPU3\tGPU4\tGPU5\tGPU6\tGPU7\tCPU Affinity\tNUMA Affinity"]
+    + [f"GPU{i}\t" + "\t".join(" X " if i == j else ("NODE" if (i < 4) == (j < 4) else "SYS") for j in range(8))
+       + "\t0-63\t0" for i in range(8)]
+    + ["", "Legend:", "", "  X    = Self", "  SYS  = Connection traversing PCIe as well as the SMP interconnect"])
+
+
+def blackwells(count: int = 8, arch: tuple[str, ...] = ("sm_90", "sm_100", "sm_120")) -> GpuInventory:
+    gpus = [Gpu(i, "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", (12, 0), 96 * 2**30) for i in range(count)]
+    return GpuInventory(count, gpus, list(arch), "2.9.1+cu128", "12.8", "580.65.06", PCIE_TOPOLOGY)
+
+
+def test_the_cpu_profile_is_passed_over():
+    result = preflight.run_preflight(load_profile("cpu"), inventory=lambda: pytest.fail("no GPU query for cpu"))
+    assert result.ok and result.passed_over and result.checks == []
+    assert result.rows()[0]["outcome"] == "skipped"
+
+
+def test_the_gpu_profile_stops_at_the_gpu_count_on_this_machine(empty_hub):
+    """Real: torch is asked in a child process and finds no CUDA GPU here."""
+    result = preflight.run_preflight(load_profile("blackwell-8x"), quick=True)
+    assert [c.name for c in result.checks] == CHECKS
+    gpus = result.check("GPUs")
+    assert gpus.outcome == "fail" and gpus.detail.startswith("blackwell-8x needs 8 CUDA GPUs; found 0")
+    assert result.problem_line().startswith("blackwell-8x needs 8 CUDA GPUs; found 0")
+    assert "; run on a machine with 8 CUDA GPUs, or lower tp_size" in result.problem_line()
+    assert result.check("target checkpoint").fix == "python -m eagle3lab fetch-models --profile blackwell-8x"
+    assert result.check("server flags (EAGLE-3)").outcome == "skipped", "quick: sglang's parser waits for a fix"
+    json.dumps(result.to_dict())
+
+
+def test_require_raises_one_line_and_saves_every_check(empty_hub, monkeypatch, tmp_path):
+    monkeypatch.setenv("EAGLE3LAB_ARTIFACTS_DIR", str(tmp_path))
+    shown = []
+    with pytest.raises(PreflightFailed) as err:
+        preflight.require(load_profile("blackwell-8x"), echo=shown.append)
+    assert "\n" not in str(err.value) and "(+2 more failed checks" in str(err.value)
+    saved = json.loads((tmp_path / "preflight.blackwell-8x.json").read_text())
+    assert [c["name"] for c in saved["checks"]] == CHECKS and saved["ok"] is False
+    assert "fail    GPUs" in shown[0]
+
+
+def run_cli(*args: str, env: dict[str, str]) -> tuple[subprocess.CompletedProcess, float]:
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "eagle3lab", *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **env})
+    return proc, time.monotonic() - started
+
+
+def test_preflight_json_lists_every_check_and_its_outcome(tmp_path):
+    """The full run: sglang's own parser accepts both launch command lines even before the models are fetched."""
+    env = {"HF_HOME": str(tmp_path / "hf"), "EAGLE3LAB_ARTIFACTS_DIR": str(tmp_path / "artifacts")}
+    proc, _ = run_cli("preflight", "--profile", "blackwell-8x", "--json", env=env)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith("eagle3lab: blackwell-8x needs 8 CUDA GPUs; found 0")
+    data = json.loads(proc.stdout)
+    outcomes = {c["name"]: c["outcome"] for c in data["checks"]}
+    assert list(outcomes) == CHECKS
+    assert outcomes["server flags (baseline)"] == outcomes["server flags (EAGLE-3)"] == "ok"
+    eagle3 = next(c for c in data["checks"] if c["name"] == "server flags (EAGLE-3)")
+    assert "--speculative-algorithm" in eagle3["data"]["argv"] and eagle3["data"]["parsed"] is True
+
+
+def test_the_report_of_the_gpu_profile_stops_before_any_notebook(tmp_path):
+    """What `PROFILE=blackwell-8x make run` does after set-up, on a machine without GPUs."""
+    env = {f"EAGLE3LAB_{d.upper()}_DIR": str(tmp_path / d) for d in ("artifacts", "reports", "figures")}
+    env.update({"HF_HOME": str(tmp_path / "hf"), "EAGLE3LAB_REPORT_MD": str(tmp_path / "REPORT.md")})
+    proc, seconds = run_cli("report", "--profile", "blackwell-8x", env=env)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert proc.stderr.startswith("eagle3lab: blackwell-8x needs 8 CUDA GPUs; found 0")
+    assert not list((tmp_path / "reports").glob("*.ipynb")) and not (tmp_path / "REPORT.md").exists()
+    print(f"report --profile blackwell-8x stopped after {seconds:.1f} s (not asserted: shared machine)")
+
+
+def test_blackwell_8x_passes_with_eight_96gb_gpus_mocked_gpu(offline_hub, tiny_models):
+    """Eight constructed Blackwell GPUs; the tiny models under the real repo ids; every other check real."""
+    result = preflight.run_preflight(load_profile("blackwell-8x"), inventory=blackwells)
+    outcomes = {c.name: c.outcome for c in result.checks}
+    assert result.ok, result.text()
+    assert outcomes["GPUs"] == outcomes["GPU architecture"] == outcomes["GPU memory"] == "ok"
+    assert outcomes["target checkpoint"] == outcomes["draft checkpoint"] == "ok"
+    for label in ("baseline", "EAGLE-3"):
+        check = result.check(f"server flags ({label})")
+        assert check.outcome == "ok" and check.data["validated"] is True, check.detail
+        assert "set by sglang" in check.detail
+    assert result.check("server flags (EAGLE-3)").data["chosen"]["speculative_algorithm"] == "EAGLE3"
+    assert result.check("interconnect").detail.endswith("no NVLink: all-reduce goes over PCIe")
+    layers = result.check("drafter aux layers")
+    # the tiny drafter (ids i, depth L): eager forwards capture [i + 1]; sglang's CUDA-graph runner calls the hook
+    # without ids, so graph replays capture its defaults [2, L // 2, L - 3]
+    depth = load_profile("cpu").model_num_layers
+    assert layers.outcome == "warn"
+    eager = [i + 1 for i in tiny_models.aux_layer_ids]
+    assert layers.data["trace"]["eager_forwards_capture"]["self.model.layers_to_capture"] == eager
+    assert layers.data["trace"]["cuda_graph_forwards_capture"]["self.model.layers_to_capture"] == [2, depth // 2,
+                                                                                                   depth - 3]
+
+
+def test_too_few_gpus_mocked_gpu(offline_hub):
+    check = preflight.check_gpu_count(load_profile("blackwell-8x"), blackwells(4))
+    assert check.outcome == "fail" and check.detail == "blackwell-8x needs 8 CUDA GPUs; found 4"
+    assert preflight.check_gpu_count(load_profile("gpu-1x"), blackwells(1)).outcome == "ok"
+
+
+def test_an_architecture_torch_was_not_built_for_mocked_gpu():
+    assert preflight.check_capability(blackwells(arch=("sm_80", "sm_90")), 8).outcome == "fail"
+    jit = preflight.check_capability(blackwells(arch=("sm_90", "compute_90")), 8)
+    assert jit.outcome == "warn" and "PTX" in jit.detail
+    assert preflight.check_capability(blackwells(), 8).detail.startswith("sm_120")
+
+
+def test_weights_that_do_not_fit_the_gpus_mocked_gpu():
+    profile = load_profile("blackwell-8x")
+    big = [Checkpoint("target", "t", "hub", "/x", bytes=int(900e9)), Checkpoint("draft", "d", "hub", "/y", bytes=0)]
+    assert preflight.check_gpu_memory(profile, blackwells(), big).outcome == "fail"
+    fits = [Checkpoint("target", "t", "hub", "/x", bytes=int(547e9)), Checkpoint("draft", "d", "hub", "/y",
+                                                                                 bytes=int(3e9))]
+    check = preflight.check_gpu_memory(profile, blackwells(), fits)
+    assert check.outcome == "ok" and 0.6 < check.data["share"] < 0.8
+
+
+def test_nvlink_is_counted_from_the_topology_matrix():
+    nvlinked = PCIE_TOPOLOGY.replace("NODE", "NV18")
+    assert gpuinfo.links(PCIE_TOPOLOGY) == {"NODE": 12, "SYS": 16}
+    assert gpuinfo.links(nvlinked) == {"NVLink": 12, "SYS": 16}
+    assert gpuinfo.links(None) == {}
+
+
+def test_drafter_ids_outside_the_target_are_a_failure(tmp_path, tiny_models):
+    import shutil
+
+    draft = tmp_path / "draft"
+    shutil.copytree(tiny_models.draft, draft)
+    config = json.loads((draft / "config.json").read_text())
+    depth = json.loads((Path(tiny_models.target) / "config.json").read_text())["text_config"]["num_hidden_layers"]
+    config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [0, 1, depth - 1]  # L - 1: no layer L to feed
+    (draft / "config.json").write_text(json.dumps(config))
+    profile = load_profile("blackwell-8x", overrides={"target_model": tiny_models.target, "draft_model": str(draft)})
+    check = preflight.check_layers(profile)
+    assert check.outcome == "fail" and f"include [{depth - 1}], outside 0..{depth - 2}" in check.detail
+
+
+def test_the_sglang_check_is_real_and_the_install_is_pristine():
+    check = preflight.check_sglang(load_profile("blackwell-8x"))
+    assert check.outcome == "ok" and check.data["modified"] == [] and check.data["missing"] == []
+
+
+def test_a_profile_on_cpu_skips_the_gpu_checks_and_says_why(offline_hub):
+    profile = load_profile("blackwell-8x", overrides={"device": "cpu"})
+    check = preflight.check_gpu_count(profile, None)
+    assert check.outcome == "skipped" and "runs on cpu (device key)" in check.detail
+    assert preflight.passed_over(profile) is None, "a hub-id profile on CPU is still checked (the rehearsal)"
+
+
+def test_torch_is_asked_in_a_child_process_when_a_driver_might_exist(monkeypatch):
+    """The slow path a GPU machine takes, run here for real: torch in a child finds no CUDA GPU."""
+    monkeypatch.setattr(gpuinfo, "no_driver", lambda: False)
+    found = gpuinfo.inventory()
+    assert found.count == 0 and found.gpus == [] and found.error is None
+    assert found.torch_version and found.torch_version.startswith("2.9.1")
