@@ -10,7 +10,7 @@ import pytest
 from eagle3lab.errors import PerfModelError
 from eagle3lab.report import incident
 from eagle3lab.report.costmodel.arch import MoE, Storage, eagle1_drafter, storage_from_config
-from eagle3lab.report.costmodel.engine import sglang_engine, vllm_engine
+from eagle3lab.report.costmodel.engine import engine_preset, sglang_engine, vllm_engine
 from eagle3lab.report.costmodel.forward import ACT_HIDDEN_VECTORS, kernel_count
 from eagle3lab.report.perfmodel import (
     Deployment,
@@ -492,3 +492,38 @@ def test_drafter_from_its_own_config():
     assert d.attn_input == 128 and d.fc_input == 3 * 64
     with pytest.raises(PerfModelError, match="LlamaForCausalLMEagle3"):
         drafter_from_config({"architectures": ["LlamaForCausalLM"]}, "x")
+
+
+# ------------------------------------------------------------------ architectures users run EAGLE-3 on (issue 18.5)
+@pytest.mark.parametrize("name, billions, moe_layers, dense_layers", [
+    ("gpt-oss-120b", 117, 36, 0), ("gpt-oss-20b", 21, 24, 0), ("glm-4.5-air", 106, 45, 1), ("glm-4.6", 355, 89, 3),
+    ("llama-4-scout", 109, 48, 0), ("llama-4-maverick", 400, 24, 24), ("minimax-m2", 230, 62, 0)])
+def test_new_stored_configs_match_their_published_sizes_and_layouts(name, billions, moe_layers, dense_layers):
+    from eagle3lab.report.presets import load_config, stored_model
+
+    m = stored_model(name)
+    assert m.total_params() / 1e9 == pytest.approx(billions, rel=0.04)
+    assert (m.moe.layers, m.dense_layers) == (moe_layers, dense_layers)
+    assert load_config(name)[1].startswith("https://huggingface.co/")
+
+
+def test_gpt_oss_experts_are_mxfp4_and_sliding_layers_read_only_their_window():
+    from eagle3lab.report.costmodel.arch import MXFP4_BYTES
+    from eagle3lab.report.presets import stored_model
+
+    m = stored_model("gpt-oss-120b")
+    assert m.storage.expert == MXFP4_BYTES and m.storage.linear == 2.0 and m.storage.lm_head == 2.0
+    assert m.sliding_layers == 18 and m.sliding_window == 128
+    assert m.effective_context(100) == 100  # inside the window every layer reads everything
+    assert m.effective_context(4096) == pytest.approx((18 * 4096 + 18 * 128) / 36)
+    hw, eng = hardware_preset("h100-sxm"), engine_preset("sglang-0.5")
+    short = forward_cost(m, hw, 1, eng, Pass(1, 1, 128)).kv_bytes
+    long = forward_cost(m, hw, 1, eng, Pass(1, 1, 128 + 1000)).kv_bytes
+    assert long - short == pytest.approx(1000 * m.kv_bytes_per_token(1) * 18 / 36)  # only full layers grow
+
+
+def test_unknown_architecture_is_one_clear_refusal():
+    from eagle3lab.errors import UnsupportedArchitectureError
+
+    with pytest.raises(UnsupportedArchitectureError, match="FooForCausalLM is not modelled.*GptOssForCausalLM"):
+        model_from_config({"architectures": ["FooForCausalLM"], "num_hidden_layers": 1}, source="x")
