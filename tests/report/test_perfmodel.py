@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 
@@ -527,3 +528,23 @@ def test_unknown_architecture_is_one_clear_refusal():
 
     with pytest.raises(UnsupportedArchitectureError, match="FooForCausalLM is not modelled.*GptOssForCausalLM"):
         model_from_config({"architectures": ["FooForCausalLM"], "num_hidden_layers": 1}, source="x")
+
+
+def test_incident_break_even_update_shows_how_the_break_evens_moved_with_provenance():
+    """Old (no orchestration) vs new (frozen orchestration): the new cycle costs more, so every break-even rises by
+    exactly what the engine terms add; verdicts are made from the numbers; the CPU entry says whether measured."""
+    from eagle3lab.report.costmodel.validation import load_dataset
+    from eagle3lab.report.presets import incident_break_even_update
+
+    d = incident_break_even_update()
+    frozen = load_dataset().protocol.frozen
+    assert d["old"]["spec_cycle_extra_s"] == 0.0
+    assert d["new"]["spec_cycle_extra_s"] == frozen.engines["sglang-0.5"]["spec_cycle_extra_s"]
+    assert frozen.date in d["new"]["provenance"] and frozen.date in d["new"]["engine_sources"]["spec_cycle_extra_s"]
+    for key, moved in d["moved"].items():
+        assert moved == pytest.approx(d["new"][key] - d["old"][key]) and moved > 0
+    for label in ("old", "new"):
+        assert f"{d[label]['break_even_single_stream']:.2f}" in d[label]["verdict"]["single_stream"]
+        assert f"{d[label]['break_even_at_peak']:.2f}" in d[label]["verdict"]["at_peak"]
+    assert d["measured_cpu_cycle"]["status"] in ("measured", "not measured")
+    json.dumps(d)

@@ -354,6 +354,56 @@ def incident_cycle_breakdown(context_len: float = INCIDENT_CONTEXT_LEN,
     return rows
 
 
+def _verdict(p: DeploymentPrediction) -> dict[str, str]:
+    """The verdict sentences, made from the prediction's own numbers (never typed)."""
+    top = p.max_accept_length
+    single = (f"EAGLE-3 beats plain decoding at one request only above acceptance {p.break_even_single_stream:.2f} "
+              f"(at most {top})")
+    at_peak = (f"no acceptance can make EAGLE-3 reach plain decoding's peak (break-even {p.break_even_at_peak:.2f} > "
+               f"{top})" if p.break_even_at_peak > top else
+               f"EAGLE-3 reaches plain decoding's peak only above acceptance {p.break_even_at_peak:.2f} (at most {top})")
+    return {"single_stream": single, "at_peak": at_peak}
+
+
+def incident_break_even_update(context_len: float = INCIDENT_CONTEXT_LEN) -> dict[str, Any]:
+    """How the incident's break-even acceptances and verdict moved (issue 18, item 6): the model as it stood
+    (sglang's CPU work counted, no orchestration between passes) against the model with the orchestration per
+    cycle and per draft step fitted on development sources and frozen (``validation.protocol.frozen``), each with
+    its provenance; plus the CPU harness's measured cycle in plain steps where the cycle benchmark has run.
+    JSON-ready: ``old``, ``new`` (break-evens, the request cap, verdict sentences, engine sources), ``moved``
+    (new - old per break-even) and ``measured_cpu_cycle``."""
+    from eagle3lab.costmodel.measured_cycle import cpu_engine_entry
+    from eagle3lab.report.costmodel.validation import frozen_engine, load_dataset
+
+    frozen = load_dataset().protocol.frozen
+    spec = incident_spec()
+    engines = {"old": (sglang_engine(), "modelled: sglang engine constants as stated (CPU work per pass counted; "
+                                        "no orchestration between passes)"),
+               "new": (frozen_engine("sglang-0.5", frozen),
+                       f"modelled: plus orchestration fitted on development sources ({', '.join(frozen.fitted_on)}) "
+                       f"and frozen {frozen.date}")}
+    out: dict[str, Any] = {}
+    for label, (engine, provenance) in engines.items():
+        dep = incident_deployment("rtx-pro-6000-blackwell", context_len, engine=engine)
+        p = predict_capacity_limited(dep, spec, INCIDENT_MEM_FRACTION, DEFAULT_ACCEPT_LENGTHS)
+        out[label] = {"break_even_single_stream": p.break_even_single_stream,
+                      "break_even_at_spec_max_batch": p.break_even_at_spec_max_batch,
+                      "spec_max_batch": p.spec_max_batch, "break_even_at_peak": p.break_even_at_peak,
+                      "max_accept_length": p.max_accept_length,
+                      "spec_cycle_extra_s": dep.engine.spec_cycle_extra_s,
+                      "spec_step_extra_s": dep.engine.spec_step_extra_s, "verdict": _verdict(p),
+                      "provenance": provenance,
+                      "engine_sources": {k: dep.engine.sources.get(k, "") for k in ("spec_cycle_extra_s",
+                                                                                      "spec_step_extra_s",
+                                                                                      "kernel_overhead_s")},
+                      "kind": "modelled"}
+    out["moved"] = {k: out["new"][k] - out["old"][k] for k in ("break_even_single_stream",
+                                                               "break_even_at_spec_max_batch", "break_even_at_peak")}
+    out["measured_cpu_cycle"] = cpu_engine_entry("cpu").to_dict()
+    out["context_len"], out["context_source"] = context_len, INCIDENT_CONTEXT_SOURCE
+    return out
+
+
 def incident_report(context_len: float = INCIDENT_CONTEXT_LEN) -> dict[str, Any]:
     """JSON-ready: reported figures next to the model's predictions, break-even, sensitivity, sources."""
     from eagle3lab.report import incident

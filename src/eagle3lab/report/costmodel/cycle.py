@@ -121,7 +121,7 @@ class CycleTime:
     def parts(self) -> dict[str, float]:
         return {"draft": self.draft_passes * self.draft.total_s, "verify": self.verify.total_s,
                 "draft_extend": self.extend.total_s, "bookkeeping": self.bookkeeping_s, "cpu": self.cpu_s,
-                "calibrated_extra": self.extra_s}
+                "calibrated_extra": self.extra_s}  # orchestration per cycle and per draft step (fitted or measured)
 
 
 def extend_tokens_per_request(engine: Engine, spec: SpeculativeFlags) -> int:
@@ -159,7 +159,8 @@ def spec_cycle(dep: Deployment, spec: SpeculativeFlags, batch: float) -> CycleTi
     cpu = _cpu(e, batch, e.spec_cpu_preps)
     if e.overlap_spec:
         cpu = max(0.0, cpu - (verify.total_s + (steps - 1) * draft.total_s + extend.total_s))
-    return CycleTime(batch, draft, steps - 1, verify, extend, bookkeeping, cpu, e.spec_cycle_extra_s)
+    return CycleTime(batch, draft, steps - 1, verify, extend, bookkeeping, cpu,
+                     e.spec_cycle_extra_s + steps * e.spec_step_extra_s)
 
 
 def plain_tok_s(dep: Deployment, batch: float) -> float:

@@ -1,0 +1,1 @@
+"""The decode cost model (moving here from ``report.costmodel``; new modules start here)."""
