@@ -548,3 +548,14 @@ def test_incident_break_even_update_shows_how_the_break_evens_moved_with_provena
         assert f"{d[label]['break_even_at_peak']:.2f}" in d[label]["verdict"]["at_peak"]
     assert d["measured_cpu_cycle"]["status"] in ("measured", "not measured")
     json.dumps(d)
+
+
+def test_every_cycle_parameter_has_a_value_and_a_source():
+    from eagle3lab.report.costmodel.cycle import cycle_parameters
+
+    dep = incident_deployment()
+    rows = {r["parameter"]: r for r in cycle_parameters(dep, incident_spec())}
+    assert all(str(r["source"]).strip() for r in rows.values())
+    assert rows["drafter head vocabulary (draft_vocab_size)"]["value"] == 32000
+    assert rows["verify tokens per request (tree size)"]["value"] == incident_spec().verify_tokens
+    assert rows["draft forwards per cycle"]["value"] == incident_spec().num_steps - 1

@@ -451,7 +451,13 @@ def run_deployment(profile, report=None, mem_bandwidth: Optional[float] = None) 
         target = tiny_kimi(profile.model_num_layers)
         drafter = drafter_from_config(draft_config(profile.model_num_layers),
                                       "eagle3lab.runtime.tinymodel.configs.draft_config")
-        dep = Deployment(target, drafter, cpu_hardware(mem_bandwidth), profile.tp_size, sglang_engine(), context)
+        from eagle3lab.costmodel.measured_cycle import cpu_engine_entry
+
+        # the CPU harness's own engine entry: its measured per-cycle and per-draft-step terms where the cycle
+        # benchmark has run (artifacts/cycle_components.<profile>.json), else sglang's engine as stated
+        entry = cpu_engine_entry(profile.name)
+        dep = Deployment(target, drafter, cpu_hardware(mem_bandwidth), profile.tp_size,
+                         entry.engine or sglang_engine(), context)
     else:
         target = kimi_k25()
         dep = Deployment(target, kimi_k25_eagle3_drafter(), hardware_preset("rtx-pro-6000-blackwell"),
