@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
+from eagle3lab.costmodel.measured_cycle import cpu_engine_entry
 from eagle3lab.errors import PerfModelError
 from eagle3lab.report.costmodel.arch import (ModelArch, drafter_from_config, eagle3_drafter, model_from_config,
                                              with_name)
@@ -23,6 +24,7 @@ from eagle3lab.report.costmodel.cycle import Deployment
 from eagle3lab.report.costmodel.engine import Engine, sglang_engine
 from eagle3lab.report.costmodel.hardware import GB, TB, Hardware
 from eagle3lab.report.costmodel.predict import calibrate_baseline
+from eagle3lab.report.costmodel.validation import frozen_engine, load_dataset
 
 CONFIG_DIR = Path(__file__).resolve().parent / "data" / "configs"
 
@@ -361,7 +363,8 @@ def _verdict(p: DeploymentPrediction) -> dict[str, str]:
               f"(at most {top})")
     at_peak = (f"no acceptance can make EAGLE-3 reach plain decoding's peak (break-even {p.break_even_at_peak:.2f} > "
                f"{top})" if p.break_even_at_peak > top else
-               f"EAGLE-3 reaches plain decoding's peak only above acceptance {p.break_even_at_peak:.2f} (at most {top})")
+               f"EAGLE-3 reaches plain decoding's peak only above acceptance {p.break_even_at_peak:.2f} "
+               f"(at most {top})")
     return {"single_stream": single, "at_peak": at_peak}
 
 
@@ -372,9 +375,6 @@ def incident_break_even_update(context_len: float = INCIDENT_CONTEXT_LEN) -> dic
     its provenance; plus the CPU harness's measured cycle in plain steps where the cycle benchmark has run.
     JSON-ready: ``old``, ``new`` (break-evens, the request cap, verdict sentences, engine sources), ``moved``
     (new - old per break-even) and ``measured_cpu_cycle``."""
-    from eagle3lab.costmodel.measured_cycle import cpu_engine_entry
-    from eagle3lab.report.costmodel.validation import frozen_engine, load_dataset
-
     frozen = load_dataset().protocol.frozen
     spec = incident_spec()
     engines = {"old": (sglang_engine(), "modelled: sglang engine constants as stated (CPU work per pass counted; "
@@ -451,8 +451,6 @@ def run_deployment(profile, report=None, mem_bandwidth: Optional[float] = None) 
         target = tiny_kimi(profile.model_num_layers)
         drafter = drafter_from_config(draft_config(profile.model_num_layers),
                                       "eagle3lab.runtime.tinymodel.configs.draft_config")
-        from eagle3lab.costmodel.measured_cycle import cpu_engine_entry
-
         # the CPU harness's own engine entry: its measured per-cycle and per-draft-step terms where the cycle
         # benchmark has run (artifacts/cycle_components.<profile>.json), else sglang's engine as stated
         entry = cpu_engine_entry(profile.name)

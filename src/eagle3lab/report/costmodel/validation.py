@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
+import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
@@ -157,7 +158,8 @@ class Dataset(_Strict):
         for src in self.sources:
             listed = "development" if src.id in p.development else "held_out" if src.id in p.held_out else None
             if listed != src.split:
-                raise ValueError(f"source {src.id}: split '{src.split}' disagrees with protocol ({listed or 'unlisted'})")
+                raise ValueError(f"source {src.id}: split '{src.split}' disagrees with protocol "
+                                 f"({listed or 'unlisted'})")
         if p.frozen and set(p.frozen.fitted_on) & set(p.held_out):
             raise ValueError("protocol.frozen.fitted_on names a held-out source")
         return self
@@ -292,9 +294,9 @@ def frozen_engine(name: str, frozen: Optional[Frozen]):
     """The engine preset with the frozen orchestration constants of the protocol applied (if any for it)."""
     engine = engine_preset(name)
     values = (frozen.engines.get(name) if frozen else None) or {}
-    if not values:
+    if frozen is None or not values:
         return engine
-    return engine.with_(f"fitted on development sources {', '.join(frozen.fitted_on)}, frozen {frozen.date} "  # type: ignore[union-attr]
+    return engine.with_(f"fitted on development sources {', '.join(frozen.fitted_on)}, frozen {frozen.date} "
                         "(costmodel.validation.fit_orchestration)", **values)
 
 
@@ -350,7 +352,8 @@ def _calibrate(source: Source, series: Series, dep: Deployment, done: dict[str, 
         if series.baseline_tok_s is None or series.eagle3_tok_s is None or series.accept_at(0) is None:
             raise PerfModelError(f"{where}: baseline_and_spec_single_stream needs both rates and the acceptance")
         dep = calibrate_baseline(dep, series.baseline_tok_s[0], where)
-        dep = calibrate_spec_extra(dep, spec, series.accept_at(0), series.eagle3_tok_s[0], where)  # type: ignore[arg-type]
+        accept0 = float(series.accept_at(0))  # type: ignore[arg-type]
+        dep = calibrate_spec_extra(dep, spec, accept0, series.eagle3_tok_s[0], where)
         return dep, None, (f"kernel overhead {dep.engine.kernel_overhead_s * 1e6:.2f} us fitted to the plain "
                            f"single-stream rate, per-cycle extra {dep.engine.spec_cycle_extra_s * 1e3:.2f} ms to the "
                            "EAGLE single-stream rate"), True
@@ -465,8 +468,6 @@ def _step_seconds(data: Dataset, source_id: str, series: Series, p: ValidationPo
 def _nnls2(rows: list[tuple[float, float]], y: list[float]) -> tuple[float, float]:
     """argmin ||A x - y|| over x >= 0 for two columns: the unconstrained solution if feasible, else the better of
     the two one-column fits (each clipped at 0)."""
-    import numpy as np
-
     a, b = np.asarray(rows, dtype=float), np.asarray(y, dtype=float)
     x, *_ = np.linalg.lstsq(a, b, rcond=None)
     if (x >= 0).all():
@@ -558,8 +559,8 @@ def step_sweeps(results: list[SourceResult]) -> list[dict[str, Any]]:
                            "num_steps": [p.num_steps for p in pts],
                            "published_speedup": [round(p.published_speedup, 4) for p in pts],
                            "predicted_speedup": [round(p.predicted_speedup, 4) for p in pts],
-                           "published_best_steps": pts[max(range(len(pts)), key=lambda i: pts[i].published_speedup)].num_steps,
-                           "predicted_best_steps": pts[max(range(len(pts)), key=lambda i: pts[i].predicted_speedup)].num_steps,
+                           "published_best_steps": max(pts, key=lambda p: p.published_speedup).num_steps,
+                           "predicted_best_steps": max(pts, key=lambda p: p.predicted_speedup).num_steps,
                            "steps": trend_steps([p.num_steps for p in pts], [p.published_speedup for p in pts],
                                                 [p.predicted_speedup for p in pts])})
     return sweeps
@@ -584,7 +585,8 @@ def validation_report(dataset: Optional[Dataset] = None) -> dict[str, Any]:
                 [s for s in series if s.split == split and s.acceptance == acceptance])
 
     held = _group("held out, published acceptance (out of sample)", *pick("held_out", PUBLISHED))
-    groups = [held, _group("development, published acceptance (fit quality, in sample)", *pick("development", PUBLISHED)),
+    groups = [held,
+              _group("development, published acceptance (fit quality, in sample)", *pick("development", PUBLISHED)),
               _group(f"development, {SHAPE_ONLY} (batch > 1 only)", *pick("development", SHAPE_ONLY))]
     if pick("held_out", SHAPE_ONLY)[0]:
         groups.append(_group(f"held out, {SHAPE_ONLY}", *pick("held_out", SHAPE_ONLY)))
