@@ -122,6 +122,9 @@ def test_validation_report_gives_out_of_sample_mape_beside_naive_baselines():
     assert report["target_met"] == (held["mape_pct"] <= report["target_mape_pct"])
     for g in report["groups"]:
         assert g["naive_flat"] is not None or g["naive_free_cycle"] is not None
+    for check, raw in zip(report["frozen"]["public_checks"], load_dataset().protocol.frozen.public_checks):
+        assert check["hidden_host_ms_per_cycle"] == pytest.approx(
+            (raw.accept_exposed / raw.tok_s_exposed - raw.accept_overlapped / raw.tok_s_overlapped) * 1e3)
     sweep = report["step_sweeps"][0]
     assert sweep["source"] == "ranjan2025" and sweep["num_steps"] == sorted(sweep["num_steps"])
 

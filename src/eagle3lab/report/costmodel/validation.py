@@ -129,11 +129,29 @@ class Source(_Strict):
     series: list[Series]
 
 
+class PublicCheck(_Strict):
+    """A public measurement of sglang's host orchestration: the same flags with the EAGLE worker's host work
+    exposed (v1) and overlapped with the GPU (spec v2). The cycle-time difference is host time that v1 exposes:
+    a lower bound on the orchestration per cycle."""
+
+    url: str
+    what: str
+    accept_exposed: float
+    tok_s_exposed: float
+    accept_overlapped: float
+    tok_s_overlapped: float
+
+    @property
+    def hidden_host_ms_per_cycle(self) -> float:
+        return (self.accept_exposed / self.tok_s_exposed - self.accept_overlapped / self.tok_s_overlapped) * 1e3
+
+
 class Frozen(_Strict):
     date: str
     fitted_on: list[str]
     what: str
     engines: dict[str, dict[str, float]]
+    public_checks: list[PublicCheck] = []
 
 
 class Protocol(_Strict):
@@ -595,6 +613,12 @@ def validation_report(dataset: Optional[Dataset] = None) -> dict[str, Any]:
                      "held_out": data.protocol.held_out, "split_rule": data.protocol.split_rule},
         "frozen": {"date": frozen.date, "fitted_on": frozen.fitted_on, "what": frozen.what,
                    "engines": frozen.engines, "refit_today": refit,
+                   "public_checks": [{"url": c.url, "what": c.what,
+                                      "hidden_host_ms_per_cycle": c.hidden_host_ms_per_cycle,
+                                      "frozen_orchestration_ms_per_cycle":
+                                          frozen.engines.get("sglang-0.5", {}).get("spec_cycle_extra_s", 0.0) * 1e3,
+                                      "kind": "reported (public source), computed here"}
+                                     for c in frozen.public_checks],
                    "refit_matches_frozen": all(abs(refit[e][k] - v) <= 1e-6 for e in frozen.engines
                                                for k, v in frozen.engines[e].items())},
         "groups": groups,
