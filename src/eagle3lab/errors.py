@@ -71,6 +71,10 @@ class PerfModelError(Eagle3LabError):
     """A cost-model parameter is missing its source, out of range, or a calibration is impossible."""
 
 
+class UnsupportedArchitectureError(PerfModelError):
+    """A config names an architecture the cost model has no layout for (one line naming the supported ones)."""
+
+
 class DiagnosticsError(Eagle3LabError):
     """Evidence handed to the diagnostics (server info, log, layer table, records) is malformed."""
 

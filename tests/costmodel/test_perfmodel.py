@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 
@@ -10,7 +11,7 @@ import pytest
 from eagle3lab.errors import PerfModelError
 from eagle3lab.report import incident
 from eagle3lab.costmodel.arch import MoE, Storage, eagle1_drafter, storage_from_config
-from eagle3lab.costmodel.engine import sglang_engine, vllm_engine
+from eagle3lab.costmodel.engine import engine_preset, sglang_engine, vllm_engine
 from eagle3lab.costmodel.forward import ACT_HIDDEN_VECTORS, kernel_count
 from eagle3lab.costmodel.perfmodel import (Deployment, Pass, break_even_accept_length, calibrate_accept_length,
                                            calibrate_baseline, calibrate_spec_extra, eagle3_drafter,
@@ -469,3 +470,69 @@ def test_drafter_from_its_own_config():
     assert d.attn_input == 128 and d.fc_input == 3 * 64
     with pytest.raises(PerfModelError, match="LlamaForCausalLMEagle3"):
         drafter_from_config({"architectures": ["LlamaForCausalLM"]}, "x")
+
+
+# ------------------------------------------------------------------ architectures users run EAGLE-3 on (issue 18.5)
+@pytest.mark.parametrize("name, billions, moe_layers, dense_layers", [
+    ("gpt-oss-120b", 117, 36, 0), ("gpt-oss-20b", 21, 24, 0), ("glm-4.5-air", 106, 45, 1), ("glm-4.6", 355, 89, 3),
+    ("llama-4-scout", 109, 48, 0), ("llama-4-maverick", 400, 24, 24), ("minimax-m2", 230, 62, 0)])
+def test_new_stored_configs_match_their_published_sizes_and_layouts(name, billions, moe_layers, dense_layers):
+    from eagle3lab.costmodel.presets import load_config, stored_model
+
+    m = stored_model(name)
+    assert m.total_params() / 1e9 == pytest.approx(billions, rel=0.04)
+    assert (m.moe.layers, m.dense_layers) == (moe_layers, dense_layers)
+    assert load_config(name)[1].startswith("https://huggingface.co/")
+
+
+def test_gpt_oss_experts_are_mxfp4_and_sliding_layers_read_only_their_window():
+    from eagle3lab.costmodel.arch import MXFP4_BYTES
+    from eagle3lab.costmodel.presets import stored_model
+
+    m = stored_model("gpt-oss-120b")
+    assert m.storage.expert == MXFP4_BYTES and m.storage.linear == 2.0 and m.storage.lm_head == 2.0
+    assert m.sliding_layers == 18 and m.sliding_window == 128
+    assert m.effective_context(100) == 100  # inside the window every layer reads everything
+    assert m.effective_context(4096) == pytest.approx((18 * 4096 + 18 * 128) / 36)
+    hw, eng = hardware_preset("h100-sxm"), engine_preset("sglang-0.5")
+    short = forward_cost(m, hw, 1, eng, Pass(1, 1, 128)).kv_bytes
+    long = forward_cost(m, hw, 1, eng, Pass(1, 1, 128 + 1000)).kv_bytes
+    assert long - short == pytest.approx(1000 * m.kv_bytes_per_token(1) * 18 / 36)  # only full layers grow
+
+
+def test_unknown_architecture_is_one_clear_refusal():
+    from eagle3lab.errors import UnsupportedArchitectureError
+
+    with pytest.raises(UnsupportedArchitectureError, match="FooForCausalLM is not modelled.*GptOssForCausalLM"):
+        model_from_config({"architectures": ["FooForCausalLM"], "num_hidden_layers": 1}, source="x")
+
+
+def test_incident_break_even_update_shows_how_the_break_evens_moved_with_provenance():
+    """Old (no orchestration) vs new (frozen orchestration): the new cycle costs more, so every break-even rises by
+    exactly what the engine terms add; verdicts are made from the numbers; the CPU entry says whether measured."""
+    from eagle3lab.costmodel.validation import load_dataset
+    from eagle3lab.report.incident_model import incident_break_even_update
+
+    d = incident_break_even_update()
+    frozen = load_dataset().protocol.frozen
+    assert d["old"]["spec_cycle_extra_s"] == 0.0
+    assert d["new"]["spec_cycle_extra_s"] == frozen.engines["sglang-0.5"]["spec_cycle_extra_s"]
+    assert frozen.date in d["new"]["provenance"] and frozen.date in d["new"]["engine_sources"]["spec_cycle_extra_s"]
+    for key, moved in d["moved"].items():
+        assert moved == pytest.approx(d["new"][key] - d["old"][key]) and moved > 0
+    for label in ("old", "new"):
+        assert f"{d[label]['break_even_single_stream']:.2f}" in d[label]["verdict"]["single_stream"]
+        assert f"{d[label]['break_even_at_peak']:.2f}" in d[label]["verdict"]["at_peak"]
+    assert d["measured_cpu_cycle"]["status"] in ("measured", "not measured")
+    json.dumps(d)
+
+
+def test_every_cycle_parameter_has_a_value_and_a_source():
+    from eagle3lab.costmodel.cycle import cycle_parameters
+
+    dep = incident_deployment()
+    rows = {r["parameter"]: r for r in cycle_parameters(dep, incident_spec())}
+    assert all(str(r["source"]).strip() for r in rows.values())
+    assert rows["drafter head vocabulary (draft_vocab_size)"]["value"] == 32000
+    assert rows["verify tokens per request (tree size)"]["value"] == incident_spec().verify_tokens
+    assert rows["draft forwards per cycle"]["value"] == incident_spec().num_steps - 1

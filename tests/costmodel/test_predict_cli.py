@@ -123,3 +123,19 @@ def test_a_drafter_config_replaces_the_default_layout(tmp_path, capsys):
     default = json.loads(capsys.readouterr().out)
     # the same layout as the default rule: the same prediction
     assert with_file["points"][0]["speedup"] == pytest.approx(default["points"][0]["speedup"])
+
+
+@pytest.mark.parametrize("config, tp", [("gpt-oss-120b", "1"), ("glm-4.5-air", "4")])
+def test_predict_json_answers_for_gpt_oss_and_glm_moe(capsys, config, tp):
+    assert main(_with(config=config, tp=tp) + ["--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["model"] == config and len(data["points"]) == 3
+    assert all(p["speedup"] == pytest.approx(p["eagle3_tok_s"] / p["baseline_tok_s"]) for p in data["points"])
+
+
+def test_unsupported_architecture_is_one_line(tmp_path, capsys):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"architectures": ["FalconH1ForCausalLM"], "hidden_size": 8}))
+    assert main(_with(config=str(cfg))) == 2
+    err = capsys.readouterr().err.strip()
+    assert "FalconH1ForCausalLM is not modelled" in err and len(err.splitlines()) == 1

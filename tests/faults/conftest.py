@@ -15,7 +15,6 @@ import psutil
 import pytest
 
 from eagle3lab.package.location import installed_root
-from eagle3lab.package import patching
 from eagle3lab.package.release import drift, package_hashes, release_record
 
 from .faultkit import Sandbox, sandbox_processes

@@ -6,5 +6,7 @@
 ``forward``   the time of one forward pass: separate rooflines for weights, KV cache and compute
 ``cycle``     plain decoding steps and speculative cycles built from forward passes; speedup, break-even
 ``predict``   the one call users make: a deployment, calibrated on a measured single-stream rate if given
-``validation`` the model against published speedup-vs-batch measurements it was not fitted to
+``measured_cycle`` the CPU harness's measured cycle (``artifacts/cycle_components.<profile>.json``) as engine terms
+``validation`` the model against published measurements: development/held-out split, frozen orchestration
+              constants, out-of-sample MAPE beside naive baselines (``validation_report``)
 """

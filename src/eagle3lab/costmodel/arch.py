@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional
 
-from eagle3lab.errors import PerfModelError
+from eagle3lab.errors import PerfModelError, UnsupportedArchitectureError
 
 # sglang's EAGLE-3 drafters (SpecForge) keep a 32000-token draft vocabulary by default (draft_vocab_size).
 DEFAULT_DRAFT_VOCAB = 32000
@@ -82,6 +82,8 @@ class ModelArch:
     attn_input: int = 0  # width feeding q/k/v: hidden, or 2*hidden in an EAGLE-3 drafter layer
     fc_input: int = 0  # a drafter's fc input: 3*hidden (EAGLE-3 fused aux states), 2*hidden (EAGLE-1/2); 0 otherwise
     fc_every_pass: bool = False  # EAGLE-1/2 run fc on every draft token; EAGLE-3 only on the target's states
+    sliding_layers: int = 0  # layers attending over a sliding window only (gpt-oss: every other layer)
+    sliding_window: int = 0  # tokens such a layer keeps and reads (0: no sliding-window layers)
 
     def __post_init__(self) -> None:
         ints = {"num_layers": self.num_layers, "hidden": self.hidden, "vocab": self.vocab,
@@ -95,6 +97,17 @@ class ModelArch:
                                  f"({self.num_layers}) ({self.source})")
         if self.moe and not 0 < self.moe.top_k <= self.moe.n_experts:
             raise PerfModelError(f"model '{self.name}': need 0 < num_experts_per_tok <= num experts ({self.source})")
+        if not 0 <= self.sliding_layers <= self.num_layers or (self.sliding_layers and self.sliding_window < 1):
+            raise PerfModelError(f"model '{self.name}': sliding-window layers need 0 <= count <= num_layers and a "
+                                 f"window >= 1 ({self.source})")
+
+    def effective_context(self, context: float) -> float:
+        """Cached tokens a layer reads on average: full-attention layers read the whole context, sliding-window
+        layers at most their window (gpt-oss alternates the two)."""
+        if not self.sliding_layers:
+            return context
+        full = self.num_layers - self.sliding_layers
+        return (full * context + self.sliding_layers * min(context, self.sliding_window)) / self.num_layers
 
     # ------------------------------------------------------------------ attention
     @property
@@ -232,10 +245,15 @@ def expected_distinct_experts(tokens: float, n_experts: int, top_k: int) -> floa
 # ---------------------------------------------------------------------------------------------- config.json
 DENSE_ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2",
                "Qwen3ForCausalLM": "qwen3"}
-MOE_ARCHS = {"Qwen2MoeForCausalLM": "qwen2_moe", "Qwen3MoeForCausalLM": "qwen3_moe"}
+MOE_ARCHS = {"Qwen2MoeForCausalLM": "qwen2_moe", "Qwen3MoeForCausalLM": "qwen3_moe",
+             "GptOssForCausalLM": "gpt_oss", "Glm4MoeForCausalLM": "glm4_moe", "Llama4ForCausalLM": "llama4",
+             "MiniMaxM2ForCausalLM": "minimax_m2"}
 MLA_ARCHS = {"DeepseekV3ForCausalLM": "deepseek_v3", "DeepseekV2ForCausalLM": "deepseek_v2"}
-WRAPPER_ARCHS = {"KimiK25ForConditionalGeneration"}  # a multimodal wrapper whose text_config is DeepSeek-V3
+# multimodal wrappers whose text_config holds the decoder: (inner architecture, where the quantisation config is)
+WRAPPER_ARCHS = {"KimiK25ForConditionalGeneration": "DeepseekV3ForCausalLM",
+                 "Llama4ForConditionalGeneration": "Llama4ForCausalLM"}
 SUPPORTED = sorted([*DENSE_ARCHS, *MOE_ARCHS, *MLA_ARCHS, *WRAPPER_ARCHS])
+MXFP4_BYTES = 0.5 + 1.0 / 32  # OCP MX FP4: 4-bit elements plus one 8-bit (E8M0) scale per block of 32
 
 
 def _require(cfg: Mapping[str, Any], keys: tuple[str, ...], where: str) -> None:
@@ -269,6 +287,9 @@ def storage_from_config(cfg: Mapping[str, Any], quant: Optional[Mapping[str, Any
     if not quant:
         return Storage(linear=base, expert=base, lm_head=base, kv=base if base <= 2 else 2.0)
     method = str(quant.get("quant_method", "")).lower()
+    if method == "mxfp4":  # gpt-oss: routed experts in MXFP4, modules_to_not_convert (attention, router, head) BF16
+        return Storage(linear=base, expert=MXFP4_BYTES,
+                       lm_head=MXFP4_BYTES if _module_is_quantised(quant, "lm_head") else base, kv=2.0)
     if method == "fp8":
         block = quant.get("weight_block_size") or [128, 128]
         per = 1.0 + 4.0 / (block[0] * block[1])  # one fp32 scale per block
@@ -289,7 +310,7 @@ def storage_from_config(cfg: Mapping[str, Any], quant: Optional[Mapping[str, Any
             expert=per if _module_is_quantised(quant, "model.layers.1.mlp.experts.0.down_proj") else base,
             lm_head=per if _module_is_quantised(quant, "lm_head") else base, kv=2.0)
     raise PerfModelError(f"{where}: quantization method '{method}' is not modelled; supported: compressed-tensors, "
-                         "fp8, awq, gptq")
+                         "fp8, awq, gptq, mxfp4")
 
 
 def model_from_config(cfg: Mapping[str, Any], name: Optional[str] = None, source: str = "config.json") -> ModelArch:
@@ -307,13 +328,14 @@ def model_from_config(cfg: Mapping[str, Any], name: Optional[str] = None, source
         if not isinstance(text, Mapping):
             raise PerfModelError(f"{source}: {arch} config has no text_config")
         inner = dict(text)
-        inner.setdefault("architectures", ["DeepseekV3ForCausalLM"])
+        inner["architectures"] = [WRAPPER_ARCHS[arch]]
         quant = quant or text.get("quantization_config")
         inner["quantization_config"] = quant
         inner.setdefault("torch_dtype", cfg.get("torch_dtype"))
         return model_from_config(inner, name or arch, f"{source} text_config")
     if arch not in DENSE_ARCHS and arch not in MOE_ARCHS and arch not in MLA_ARCHS:
-        raise PerfModelError(f"{source}: architecture {arch} is not modelled; supported: {', '.join(SUPPORTED)}")
+        raise UnsupportedArchitectureError(f"{source}: architecture {arch} is not modelled by the cost model; "
+                                           f"supported: {', '.join(SUPPORTED)}")
     where = f"{source} ({arch})"
     _require(cfg, ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size"), where)
     layers, hidden, heads = int(cfg["num_hidden_layers"]), int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
@@ -335,22 +357,72 @@ def model_from_config(cfg: Mapping[str, Any], name: Optional[str] = None, source
     kv_heads = int(cfg.get("num_key_value_heads") or heads)
     head_dim = int(cfg.get("head_dim") or hidden // heads)
     if arch in MOE_ARCHS:
-        experts = cfg.get("num_experts") or cfg.get("num_local_experts")
-        _require(cfg, ("moe_intermediate_size", "num_experts_per_tok"), where)
-        if not experts:
-            raise PerfModelError(f"{where}: config lacks num_experts")
-        step = int(cfg.get("decoder_sparse_step") or 1)
-        dense_only = set(cfg.get("mlp_only_layers") or [])
-        moe_layers = sum(1 for i in range(layers) if i not in dense_only and (i + 1) % step == 0)
-        moe = MoE(int(experts), int(cfg["num_experts_per_tok"]), int(cfg["moe_intermediate_size"]),
-                  int(cfg.get("shared_expert_intermediate_size") or 0), moe_layers)
-        return ModelArch(family=MOE_ARCHS[arch], num_kv_heads=kv_heads, head_dim=head_dim,
-                         dense_intermediate=int(cfg.get("intermediate_size") or 0), dense_layers=layers - moe_layers,
-                         moe=moe, mla=None, **common)
+        return _moe_from_config(cfg, arch, where, kv_heads, head_dim, common)
     _require(cfg, ("intermediate_size",), where)
     return ModelArch(family=DENSE_ARCHS[arch], num_kv_heads=kv_heads, head_dim=head_dim,
                      dense_intermediate=int(cfg["intermediate_size"]), dense_layers=layers, moe=None, mla=None,
                      **common)
+
+
+def _moe_layers(cfg: Mapping[str, Any], arch: str, layers: int) -> list[bool]:
+    """Which decoder layers route to experts, by each family's own config keys."""
+    if arch == "Glm4MoeForCausalLM":  # DeepSeek-style: the first first_k_dense_replace layers are dense
+        first = int(cfg.get("first_k_dense_replace") or 0)
+        return [i >= first for i in range(layers)]
+    if arch == "Llama4ForCausalLM":  # interleaved: layer i is MoE when (i + 1) % interleave_moe_layer_step == 0
+        step = int(cfg.get("interleave_moe_layer_step") or 1)
+        listed = cfg.get("moe_layers")
+        return [i in set(listed) for i in range(layers)] if listed else [(i + 1) % step == 0 for i in range(layers)]
+    if arch in ("GptOssForCausalLM", "MiniMaxM2ForCausalLM"):
+        return [True] * layers
+    step = int(cfg.get("decoder_sparse_step") or 1)  # Qwen2/3-MoE
+    dense_only = set(cfg.get("mlp_only_layers") or [])
+    return [i not in dense_only and (i + 1) % step == 0 for i in range(layers)]
+
+
+def _moe_from_config(cfg: Mapping[str, Any], arch: str, where: str, kv_heads: int, head_dim: int,
+                     common: dict[str, Any]) -> ModelArch:
+    """A GQA decoder with routed experts: Qwen2/3-MoE, gpt-oss, GLM-4.x MoE, Llama-4 (text), MiniMax-M2.
+
+    Expert width is ``moe_intermediate_size`` where the family has it, else ``intermediate_size`` (gpt-oss, Llama-4,
+    MiniMax-M2). Shared experts: Qwen2-MoE's shared_expert_intermediate_size, GLM's n_shared_experts x expert
+    width, Llama-4's one shared expert of the expert width. Dense layers use ``intermediate_size`` (Llama-4:
+    ``intermediate_size_mlp``). gpt-oss alternates sliding-window (``layer_types``) and full attention.
+    """
+    layers = int(cfg["num_hidden_layers"])
+    experts = cfg.get("num_experts") or cfg.get("num_local_experts") or cfg.get("n_routed_experts")
+    if not experts:
+        raise PerfModelError(f"{where}: config lacks num_experts (or num_local_experts, n_routed_experts)")
+    _require(cfg, ("num_experts_per_tok",), where)
+    routed_in_intermediate = arch in ("GptOssForCausalLM", "Llama4ForCausalLM", "MiniMaxM2ForCausalLM")
+    width_key = "intermediate_size" if routed_in_intermediate else "moe_intermediate_size"
+    _require(cfg, (width_key,), where)
+    width = int(cfg[width_key])
+    if arch == "Glm4MoeForCausalLM":
+        shared = int(cfg.get("n_shared_experts") or 0) * width
+        dense = int(cfg.get("intermediate_size") or 0)
+    elif arch == "Llama4ForCausalLM":
+        shared, dense = width, int(cfg.get("intermediate_size_mlp") or 0)
+    elif routed_in_intermediate:
+        shared, dense = 0, 0
+    else:
+        shared, dense = int(cfg.get("shared_expert_intermediate_size") or 0), int(cfg.get("intermediate_size") or 0)
+    is_moe = _moe_layers(cfg, arch, layers)
+    moe_layers = sum(is_moe)
+    if moe_layers < layers and not dense:
+        raise PerfModelError(f"{where}: {layers - moe_layers} dense layers but no dense MLP width in the config")
+    sliding, window = 0, 0
+    if arch == "GptOssForCausalLM":
+        types = cfg.get("layer_types") or ["sliding_attention" if i % 2 == 0 else "full_attention"
+                                           for i in range(layers)]
+        sliding = sum(1 for t in types if t == "sliding_attention")
+        window = int(cfg.get("sliding_window") or 0)
+        if sliding and window < 1:
+            raise PerfModelError(f"{where}: sliding_attention layers but no sliding_window")
+    moe = MoE(int(experts), int(cfg["num_experts_per_tok"]), width, shared, moe_layers)
+    return ModelArch(family=MOE_ARCHS[arch], num_kv_heads=kv_heads, head_dim=head_dim, dense_intermediate=dense,
+                     dense_layers=layers - moe_layers, moe=moe, mla=None, sliding_layers=sliding,
+                     sliding_window=window, **common)
 
 
 def eagle3_drafter(target: ModelArch, draft_vocab: int = DEFAULT_DRAFT_VOCAB,

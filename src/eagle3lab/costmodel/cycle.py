@@ -121,7 +121,7 @@ class CycleTime:
     def parts(self) -> dict[str, float]:
         return {"draft": self.draft_passes * self.draft.total_s, "verify": self.verify.total_s,
                 "draft_extend": self.extend.total_s, "bookkeeping": self.bookkeeping_s, "cpu": self.cpu_s,
-                "calibrated_extra": self.extra_s}
+                "calibrated_extra": self.extra_s}  # orchestration per cycle and per draft step (fitted or measured)
 
 
 def extend_tokens_per_request(engine: Engine, spec: SpeculativeFlags) -> int:
@@ -159,7 +159,8 @@ def spec_cycle(dep: Deployment, spec: SpeculativeFlags, batch: float) -> CycleTi
     cpu = _cpu(e, batch, e.spec_cpu_preps)
     if e.overlap_spec:
         cpu = max(0.0, cpu - (verify.total_s + (steps - 1) * draft.total_s + extend.total_s))
-    return CycleTime(batch, draft, steps - 1, verify, extend, bookkeeping, cpu, e.spec_cycle_extra_s)
+    return CycleTime(batch, draft, steps - 1, verify, extend, bookkeeping, cpu,
+                     e.spec_cycle_extra_s + steps * e.spec_step_extra_s)
 
 
 def plain_tok_s(dep: Deployment, batch: float) -> float:
@@ -183,3 +184,39 @@ def break_even_accept_length(dep: Deployment, spec: SpeculativeFlags, batch: flo
     Above max_accept_length(spec) speculation cannot pay at this batch whatever the drafter does.
     """
     return spec_cycle(dep, spec, batch).total_s / plain_step(dep, batch).total_s
+
+
+def cycle_parameters(dep: Deployment, spec: SpeculativeFlags) -> list[dict[str, object]]:
+    """Every parameter of one EAGLE cycle with the value the model uses and where it comes from (measured here, a
+    public source, a datasheet, sglang's code, fitted and frozen, or an assumption): the per-draft-step and
+    per-cycle costs, the drafter's own layer and head (its draft vocabulary), the tree and the verify tokens."""
+    e, d = dep.engine, dep.drafter
+    src = e.sources
+    rows: list[tuple[str, object, str, str]] = [
+        ("num_steps (draft steps per cycle)", spec.num_steps, "", "the launch's speculative flags"),
+        ("draft forwards per cycle", spec.num_steps - 1, "",
+         f"{src.get('extend_tokens', 'engine structure')}; the first draft token comes from the draft extend"),
+        ("eagle_topk (tree width)", spec.eagle_topk, "", "the launch's speculative flags"),
+        ("verify tokens per request (tree size)", verify_tokens(spec), "tokens",
+         "runtime.speculative.SpeculativeSpec.verify_tokens (sglang server_args: num_steps + 1 when topk is 1)"),
+        ("draft extend tokens per request", extend_tokens_per_request(e, spec), "tokens",
+         src.get("extend_tokens", "")),
+        ("drafter layers", d.num_layers, "", d.source),
+        ("drafter head vocabulary (draft_vocab_size)", d.head_vocab, "tokens", d.source),
+        ("drafter hidden size", d.hidden, "", d.source),
+        ("kernels per draft step (top-k, tree selection)", e.kernels_per_draft_step, "",
+         src.get("kernels_per_draft_step", "")),
+        ("kernels per verify (tree build, verify, KV slots)", e.kernels_per_verify, "",
+         src.get("kernels_per_verify", "")),
+        ("time one kernel adds", e.kernel_overhead_s * 1e6, "us", src.get("kernel_overhead_s", "")),
+        ("CPU preparation per pass (after a GPU sync)", e.cpu_forward_prep_s * 1e3, "ms",
+         src.get("cpu_forward_prep_s", "")),
+        ("passes prepared after a sync per cycle", e.spec_cpu_preps, "", src.get("spec_cpu_preps", "")),
+        ("overlap scheduler under speculation", e.overlap_spec, "", src.get("overlap_spec", "")),
+        ("orchestration per cycle", e.spec_cycle_extra_s * 1e3, "ms",
+         src.get("spec_cycle_extra_s", "none: not fitted or measured for this engine")),
+        ("orchestration per draft step", e.spec_step_extra_s * 1e3, "ms",
+         src.get("spec_step_extra_s", "none: not fitted or measured for this engine")),
+        ("memory bandwidth", dep.hardware.mem_bandwidth / 1e9, "GB/s", dep.hardware.sources.get("mem_bandwidth", "")),
+    ]
+    return [{"parameter": name, "value": value, "unit": unit, "source": source} for name, value, unit, source in rows]

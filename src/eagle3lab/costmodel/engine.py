@@ -51,7 +51,8 @@ class Engine:
     spec_cpu_preps: int  # passes of a speculative cycle whose inputs are prepared after a GPU sync
     extend_tokens: str  # "steps+1": the draft extend is padded to num_steps + 1 tokens per request
     spec_max_running_requests: int  # request cap the engine imposes under speculation (0: none)
-    spec_cycle_extra_s: float = 0.0  # calibrated extra per cycle (0 unless fitted to a measured EAGLE-3 point)
+    spec_cycle_extra_s: float = 0.0  # orchestration per cycle beyond the counted passes (fitted or measured; 0: none)
+    spec_step_extra_s: float = 0.0  # orchestration per draft step beyond the counted passes (fitted or measured)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -61,7 +62,8 @@ class Engine:
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value < 0:
                 raise PerfModelError(f"engine '{self.name}': {f.name} must be a number >= 0, got {value!r}")
-            if not str(self.sources.get(f.name, "")).strip() and f.name != "spec_cycle_extra_s":
+            if not str(self.sources.get(f.name, "")).strip() and f.name not in ("spec_cycle_extra_s",
+                                                                                  "spec_step_extra_s"):
                 raise PerfModelError(f"engine '{self.name}': {f.name} has no source; add one to sources")
         if not 0 < self.bandwidth_efficiency <= 1 or not 0 < self.flops_efficiency <= 1:
             raise PerfModelError(f"engine '{self.name}': efficiencies must be in (0, 1]")

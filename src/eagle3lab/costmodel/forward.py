@@ -149,8 +149,9 @@ def forward_cost(arch: ModelArch, hw: Hardware, tp: int, engine: Engine, p: Pass
         gemm_flops += flops
 
     kv_per_token = arch.kv_bytes_per_token(tp)
-    kv_bytes = p.requests * p.context * kv_per_token + T * kv_per_token  # read the cache once, write new tokens
-    pairs = p.requests * p.tokens_per_request * (p.context + (p.tokens_per_request + 1) / 2)
+    context = arch.effective_context(p.context)  # sliding-window layers read at most their window
+    kv_bytes = p.requests * context * kv_per_token + T * kv_per_token  # read the cache once, write new tokens
+    pairs = p.requests * p.tokens_per_request * (context + (p.tokens_per_request + 1) / 2)
     attn_flops = pairs * arch.attention_flops_per_pair(tp)
     rows = p.tokens_per_request * arch.queries_per_kv_head(tp)
     kv_cache, attention_compute = _gemm(kv_bytes, attn_flops * (rows + n_half) / rows, bw,

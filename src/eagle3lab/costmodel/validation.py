@@ -1,8 +1,13 @@
-"""The cost model against published speedup-versus-batch measurements it was not fitted to.
+"""The cost model against published speedup measurements, under a protocol that can fail.
 
-Each series of ``data/spec_validation.yaml`` is calibrated on its single-stream point only, in the way its source
-allows (``calibrate``), and every other point is predicted. Per source: predicted vs published speedup, the mean
-absolute percentage error over predicted points (MAPE), and whether the trend with batch size is right.
+``data/spec_validation.yaml`` splits its sources into development and held-out ones (``protocol``, recorded with
+its date before anything was fitted). The acceptance length is never fitted where a source publishes it; where it
+is not published it is fitted to the single-stream speedup and the series tests only the shape against batch size
+("fitted acceptance, shape-only"). The only fitted constants, the engine's orchestration per cycle and per draft
+step (``fit_orchestration``), are fitted on development points with published acceptance and stored frozen with a
+date; held-out sources are evaluated with those frozen constants and give the out-of-sample MAPE. Beside every
+MAPE: the naive baselines ("flat": the speedup stays at its single-stream value; "free cycle": the speedup equals
+the acceptance length). Trends are judged point by point (each step from one batch size to the next).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
+import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
@@ -23,10 +29,15 @@ from eagle3lab.costmodel.predict import calibrate_accept_length, calibrate_basel
 from eagle3lab.costmodel.presets import hardware_preset, stored_model, speculative_flags
 
 DATASET = Path(__file__).resolve().parent / "data" / "spec_validation.yaml"
-GOAL_MAPE_PCT = 15.0  # issue 9: MAPE <= 15% and the right trend on each source
+GOAL_MAPE_PCT = 15.0  # issue 18: out-of-sample MAPE <= 15% is the target; reported whatever it is, never gated
 TREND_TOLERANCE = 0.05  # a speedup that moves less than 5% from the smallest to the largest batch is "flat"
-CALIBRATIONS = ("accept_length_from_single_stream_speedup", "spec_extra_from_single_stream_speedup",
-                "baseline_and_spec_single_stream")
+CALIBRATIONS = ("none", "baseline_single_stream", "accept_length_from_single_stream_speedup",
+                "spec_extra_from_single_stream_speedup", "baseline_and_spec_single_stream")
+# calibrations that use the EAGLE arm's own measurement (forbidden where the acceptance is published and the point
+# is to be predicted; kept for the engine-calibration tools and old datasets)
+SPLITS = ("development", "held_out")
+SHAPE_ONLY = "fitted acceptance, shape-only"
+PUBLISHED = "published acceptance"
 
 
 class _Strict(BaseModel):
@@ -93,6 +104,11 @@ class Series(_Strict):
             return list(self.speedup)
         return [e / b for e, b in zip(self.eagle3_tok_s, self.baseline_tok_s)]  # type: ignore[arg-type]
 
+    @property
+    def acceptance_kind(self) -> str:
+        """``PUBLISHED`` if the source gives the acceptance length, else ``SHAPE_ONLY`` (it gets fitted)."""
+        return PUBLISHED if self.accept_length is not None else SHAPE_ONLY
+
     def accept_at(self, i: int) -> Optional[float]:
         if isinstance(self.accept_length, list):
             return self.accept_length[i]
@@ -109,13 +125,63 @@ class Source(_Strict):
     hardware: str
     notes: str
     read_off_figure: Optional[str] = None
+    split: Literal["development", "held_out"] = "development"
+    capped_running_requests: Optional[str] = None
     series: list[Series]
 
 
+class PublicCheck(_Strict):
+    """A public measurement of sglang's host orchestration: the same flags with the EAGLE worker's host work
+    exposed (v1) and overlapped with the GPU (spec v2). The cycle-time difference is host time that v1 exposes:
+    a lower bound on the orchestration per cycle."""
+
+    url: str
+    what: str
+    accept_exposed: float
+    tok_s_exposed: float
+    accept_overlapped: float
+    tok_s_overlapped: float
+
+    @property
+    def hidden_host_ms_per_cycle(self) -> float:
+        return (self.accept_exposed / self.tok_s_exposed - self.accept_overlapped / self.tok_s_overlapped) * 1e3
+
+
+class Frozen(_Strict):
+    date: str
+    fitted_on: list[str]
+    what: str
+    engines: dict[str, dict[str, float]]
+    public_checks: list[PublicCheck] = []
+
+
+class Protocol(_Strict):
+    split_recorded: str
+    development: list[str]
+    held_out: list[str]
+    split_rule: str
+    frozen: Optional[Frozen] = None
+
+
 class Dataset(_Strict):
+    protocol: Optional[Protocol] = None
     default_context: float
     default_context_source: str
     sources: list[Source]
+
+    @model_validator(mode="after")
+    def _split_consistent(self) -> "Dataset":
+        if self.protocol is None:
+            return self
+        p = self.protocol
+        for src in self.sources:
+            listed = "development" if src.id in p.development else "held_out" if src.id in p.held_out else None
+            if listed != src.split:
+                raise ValueError(f"source {src.id}: split '{src.split}' disagrees with protocol "
+                                 f"({listed or 'unlisted'})")
+        if p.frozen and set(p.frozen.fitted_on) & set(p.held_out):
+            raise ValueError("protocol.frozen.fitted_on names a held-out source")
+        return self
 
 
 def load_dataset(path: Path = DATASET) -> Dataset:
@@ -147,6 +213,11 @@ class ValidationPoint:
     accept_length: float
     published_baseline_tok_s: Optional[float] = None
     predicted_baseline_tok_s: Optional[float] = None
+    split: str = "development"
+    acceptance: str = PUBLISHED
+    num_steps: int = 0
+    naive_flat_speedup: Optional[float] = None  # the series' published single-stream speedup (batch > 1 only)
+    naive_free_cycle_speedup: Optional[float] = None  # the published acceptance length (a cycle = one plain step)
 
 
 @dataclass(frozen=True)
@@ -158,10 +229,18 @@ class SeriesResult:
     baseline_points: tuple[ValidationPoint, ...]
     published_trend: str
     predicted_trend: str
+    split: str = "development"
+    acceptance: str = PUBLISHED
 
     @property
     def trend_right(self) -> bool:
         return self.published_trend == self.predicted_trend
+
+    @property
+    def trend_steps(self) -> list[dict[str, Any]]:
+        """Each step from one batch size to the next: published and predicted direction, and whether they agree."""
+        return trend_steps([p.batch for p in self.points], [p.published_speedup for p in self.points],
+                           [p.predicted_speedup for p in self.points])
 
 
 @dataclass(frozen=True)
@@ -170,6 +249,8 @@ class SourceResult:
     title: str
     url: str
     series: tuple[SeriesResult, ...]
+    split: str = "development"
+    capped_running_requests: Optional[str] = None
 
     @property
     def predicted_points(self) -> list[ValidationPoint]:
@@ -190,22 +271,51 @@ class SourceResult:
 
     @property
     def goal_met(self) -> bool:
-        return self.mape_pct <= GOAL_MAPE_PCT and self.trends_right == len(self.series)
+        """MAPE <= the target and every multi-point trend right: reported, never a CI gate."""
+        multi = [s for s in self.series if len(s.points) > 1]
+        return self.mape_pct <= GOAL_MAPE_PCT and all(s.trend_right for s in multi)
 
 
 def trend(batches: list[int], values: list[float], tolerance: float = TREND_TOLERANCE) -> str:
-    """'rises', 'falls' or 'flat': the relative change from the smallest to the largest batch, beyond tolerance."""
-    if len(values) < 2:
-        raise PerfModelError("trend: need at least two points")
+    """'rises', 'falls' or 'flat': the relative change from the smallest to the largest batch, beyond tolerance;
+    'single point' for a series of one point."""
+    if len(values) < 1:
+        raise PerfModelError("trend: need at least one point")
+    if len(values) == 1:
+        return "single point"
     change = (values[-1] - values[0]) / values[0]
     return "rises" if change > tolerance else "falls" if change < -tolerance else "flat"
 
 
-def _deployment(source: Source, series: Series, context: float) -> Deployment:
+def _direction(a: float, b: float, tolerance: float) -> str:
+    change = (b - a) / a
+    return "rises" if change > tolerance else "falls" if change < -tolerance else "flat"
+
+
+def trend_steps(xs: list[float], published: list[float], predicted: list[float],
+                tolerance: float = TREND_TOLERANCE) -> list[dict[str, Any]]:
+    """Point by point: for each consecutive pair, the published and predicted direction and whether they agree."""
+    return [{"from": xs[i], "to": xs[i + 1], "published": _direction(published[i], published[i + 1], tolerance),
+             "predicted": _direction(predicted[i], predicted[i + 1], tolerance),
+             "right": _direction(published[i], published[i + 1], tolerance)
+             == _direction(predicted[i], predicted[i + 1], tolerance)} for i in range(len(xs) - 1)]
+
+
+def _deployment(source: Source, series: Series, context: float, frozen: Optional[Frozen]) -> Deployment:
 
     target = stored_model(series.model)
     return Deployment(target, DRAFTERS[series.drafter_kind](target), hardware_preset(source.hardware), series.tp,
-                      engine_preset(series.engine), series.context or context)
+                      frozen_engine(series.engine, frozen), series.context or context)
+
+
+def frozen_engine(name: str, frozen: Optional[Frozen]):
+    """The engine preset with the frozen orchestration constants of the protocol applied (if any for it)."""
+    engine = engine_preset(name)
+    values = (frozen.engines.get(name) if frozen else None) or {}
+    if frozen is None or not values:
+        return engine
+    return engine.with_(f"fitted on development sources {', '.join(frozen.fitted_on)}, frozen {frozen.date} "
+                        "(costmodel.validation.fit_orchestration)", **values)
 
 
 def _spec(series: Series):
@@ -230,9 +340,20 @@ def _calibrate(source: Source, series: Series, dep: Deployment, done: dict[str, 
             return dep, None, text, False
         dep2, accept, more, _ = _calibrate(source, series, dep, done, how.then)
         return dep2, accept, f"{text}; {more}", True
+    if how == "none":
+        return dep, None, "nothing fitted to this series (engine constants as stated or frozen)", False
+    if how == "baseline_single_stream":
+        if series.baseline_tok_s is None:
+            raise PerfModelError(f"{where}: baseline_single_stream needs the published plain rates")
+        dep = calibrate_baseline(dep, series.baseline_tok_s[0], where)
+        return dep, None, (f"kernel overhead {dep.engine.kernel_overhead_s * 1e6:.2f} us fitted to the published plain "
+                           "single-stream rate (nothing from the EAGLE arm)"), False
     if how == "accept_length_from_single_stream_speedup":
+        if series.accept_length is not None:
+            raise PerfModelError(f"{where}: the source publishes the acceptance length; it must not be fitted")
         accept = calibrate_accept_length(dep, spec, s1)
-        return dep, accept, f"acceptance {accept:.3f} fitted to the published single-stream speedup {s1:g}", True
+        return dep, accept, (f"{SHAPE_ONLY}: acceptance {accept:.3f} fitted to the published single-stream speedup "
+                             f"{s1:g}"), True
     if how == "spec_extra_from_single_stream_speedup":
         accept = series.accept_at(0)
         if accept is None:
@@ -248,7 +369,8 @@ def _calibrate(source: Source, series: Series, dep: Deployment, done: dict[str, 
         if series.baseline_tok_s is None or series.eagle3_tok_s is None or series.accept_at(0) is None:
             raise PerfModelError(f"{where}: baseline_and_spec_single_stream needs both rates and the acceptance")
         dep = calibrate_baseline(dep, series.baseline_tok_s[0], where)
-        dep = calibrate_spec_extra(dep, spec, series.accept_at(0), series.eagle3_tok_s[0], where)  # type: ignore[arg-type]
+        accept0 = float(series.accept_at(0))  # type: ignore[arg-type]
+        dep = calibrate_spec_extra(dep, spec, accept0, series.eagle3_tok_s[0], where)
         return dep, None, (f"kernel overhead {dep.engine.kernel_overhead_s * 1e6:.2f} us fitted to the plain "
                            f"single-stream rate, per-cycle extra {dep.engine.spec_cycle_extra_s * 1e3:.2f} ms to the "
                            "EAGLE single-stream rate"), True
@@ -256,9 +378,9 @@ def _calibrate(source: Source, series: Series, dep: Deployment, done: dict[str, 
 
 
 def _series_result(source: Source, series: Series, context: float,
-                   done: dict[str, tuple[Deployment, Optional[float]]]) -> SeriesResult:
+                   done: dict[str, tuple[Deployment, Optional[float]]], frozen: Optional[Frozen]) -> SeriesResult:
     spec = _spec(series)
-    dep = _deployment(source, series, context)
+    dep = _deployment(source, series, context, frozen)
     dep, fitted_accept, how, fitted_first = _calibrate(source, series, dep, done, series.calibrate)
     done[series.id] = (dep, fitted_accept)
     published = series.published_speedups
@@ -272,30 +394,109 @@ def _series_result(source: Source, series: Series, context: float,
         predicted = accept * step.total_s / cycle.total_s
         role = "calibration" if i == 0 and fitted_first else "predicted"
         pub_base = series.baseline_tok_s[i] if series.baseline_tok_s else None
-        points.append(ValidationPoint(source.id, series.id, batch, eff, published[i], predicted,
-                                      (predicted - published[i]) / published[i] * 100, role, accept, pub_base,
-                                      step.tok_s if pub_base is not None else None))
+        points.append(ValidationPoint(
+            source.id, series.id, batch, eff, published[i], predicted,
+            (predicted - published[i]) / published[i] * 100, role, accept, pub_base,
+            step.tok_s if pub_base is not None else None, source.split, series.acceptance_kind,
+            series.flags.num_steps, published[0] if i > 0 else None,
+            series.accept_at(i) if series.accept_length is not None else None))
     if series.baseline_only:
         extra = series.baseline_only
         for batch, rate in zip(extra.batches, extra.baseline_tok_s):
             eff = min(batch, series.max_concurrency or batch)
             pred = plain_step(dep, eff).tok_s
             baseline_points.append(ValidationPoint(source.id, series.id, batch, eff, float("nan"), float("nan"),
-                                                   float("nan"), "baseline only", float("nan"), rate, pred))
+                                                   float("nan"), "baseline only", float("nan"), rate, pred,
+                                                   source.split, series.acceptance_kind))
     return SeriesResult(source.id, series.id, how, tuple(points), tuple(baseline_points),
-                        trend(series.batches, published), trend(series.batches, [p.predicted_speedup for p in points]))
+                        trend(series.batches, published), trend(series.batches, [p.predicted_speedup for p in points]),
+                        source.split, series.acceptance_kind)
 
 
-def validate(dataset: Optional[Dataset] = None, context: Optional[float] = None) -> list[SourceResult]:
-    """Every source of the dataset: calibrated at single stream, predicted elsewhere. ``context`` overrides the
-    dataset's default context assumption (for the sensitivity check)."""
+def validate(dataset: Optional[Dataset] = None, context: Optional[float] = None,
+             splits: tuple[str, ...] = SPLITS, frozen: Optional[Frozen] = None) -> list[SourceResult]:
+    """Every source of the chosen splits, with the protocol's frozen constants (or ``frozen`` if given). ``context``
+    overrides the dataset's default context assumption (for the sensitivity check)."""
     data = dataset or load_dataset()
+    frozen = frozen if frozen is not None else (data.protocol.frozen if data.protocol else None)
     results = []
     for source in data.sources:
+        if source.split not in splits:
+            continue
         done: dict[str, tuple[Deployment, Optional[float]]] = {}
-        series = tuple(_series_result(source, s, context or data.default_context, done) for s in source.series)
-        results.append(SourceResult(source.id, source.title, source.url, series))
+        series = tuple(_series_result(source, s, context or data.default_context, done, frozen)
+                       for s in source.series)
+        results.append(SourceResult(source.id, source.title, source.url, series, source.split,
+                                    source.capped_running_requests))
     return results
+
+
+# ------------------------------------------------------------------------------------------------ fitting
+ORCHESTRATION_FIELDS = ("spec_cycle_extra_s", "spec_step_extra_s")
+
+
+def development_only(data: Dataset) -> Dataset:
+    """The dataset with its held-out sources removed: the only thing fitting may read."""
+    return data.model_copy(update={"sources": [s for s in data.sources if s.split == "development"]})
+
+
+def fit_orchestration(data: Dataset, engine: str = "sglang-0.5") -> dict[str, float]:
+    """Orchestration per cycle and per draft step for ``engine``, fitted on development points whose acceptance
+    length is published: the cycle each such point implies (acceptance x plain step / published speedup) minus the
+    model's cycle without orchestration, regressed on [1, num_steps] by non-negative least squares on the relative
+    error. Refuses a dataset that still holds held-out sources, so no held-out number can leak into a constant."""
+    held = [s.id for s in data.sources if s.split != "development"]
+    if held:
+        raise PerfModelError(f"fit_orchestration: held-out sources {held} must not be read when fitting; pass "
+                             "development_only(dataset)")
+    zero = Frozen(date="fit", fitted_on=[], what="fit", engines={engine: {k: 0.0 for k in ORCHESTRATION_FIELDS}})
+    rows: list[tuple[float, float]] = []
+    needs: list[float] = []
+    for src in validate(data, splits=("development",), frozen=zero):
+        for s in src.series:
+            if s.acceptance != PUBLISHED:
+                continue
+            for p in s.points:
+                series = next(x for x in next(d for d in data.sources if d.id == src.source).series
+                              if x.id == p.series)
+                if series.engine != engine:
+                    continue
+                # the model's speedup is accept * step / cycle; the published one implies cycle * predicted/published
+                cycle_model = p.accept_length / p.predicted_speedup  # in plain steps
+                cycle_needed = p.accept_length / p.published_speedup
+                step_s = _step_seconds(data, src.source, series, p)
+                rows.append((1.0 / (cycle_needed * step_s), p.num_steps / (cycle_needed * step_s)))
+                needs.append((cycle_needed - cycle_model) / cycle_needed)
+    if not rows:
+        return {k: 0.0 for k in ORCHESTRATION_FIELDS}
+    return dict(zip(ORCHESTRATION_FIELDS, _nnls2(rows, needs)))
+
+
+def _step_seconds(data: Dataset, source_id: str, series: Series, p: ValidationPoint) -> float:
+    """The plain step (s) the model uses at this point, under the same calibration as in ``validate``."""
+    source = next(s for s in data.sources if s.id == source_id)
+    zero = Frozen(date="fit", fitted_on=[], what="fit", engines={})
+    dep = _deployment(source, series, series.context or data.default_context, zero)
+    dep, _, _, _ = _calibrate(source, series, dep, {}, series.calibrate if isinstance(series.calibrate, str)
+                              else "none")
+    return plain_step(dep, p.effective_batch).total_s
+
+
+def _nnls2(rows: list[tuple[float, float]], y: list[float]) -> tuple[float, float]:
+    """argmin ||A x - y|| over x >= 0 for two columns: the unconstrained solution if feasible, else the better of
+    the two one-column fits (each clipped at 0)."""
+    a, b = np.asarray(rows, dtype=float), np.asarray(y, dtype=float)
+    x, *_ = np.linalg.lstsq(a, b, rcond=None)
+    if (x >= 0).all():
+        return float(x[0]), float(x[1])
+    best, best_err = (0.0, 0.0), float(np.sum(b ** 2))
+    for col in (0, 1):
+        v = max(0.0, float(a[:, col] @ b / (a[:, col] @ a[:, col])))
+        cand = (v, 0.0) if col == 0 else (0.0, v)
+        err = float(np.sum((a @ np.asarray(cand) - b) ** 2))
+        if err < best_err:
+            best, best_err = cand, err
+    return best
 
 
 # ------------------------------------------------------------------------------------------------ tables
@@ -311,18 +512,134 @@ def validation_points(results: list[SourceResult]) -> list[dict[str, Any]]:
 
 
 def validation_summary(results: list[SourceResult]) -> list[dict[str, Any]]:
-    """One row per source: MAPE over predicted points, the largest error, trends right, and whether the goal holds."""
-    return [{"source": r.source, "title": r.title, "url": r.url, "series": len(r.series),
-             "predicted_points": len(r.predicted_points), "mape_pct": round(r.mape_pct, 2),
-             "max_abs_error_pct": round(r.max_abs_error_pct, 2),
-             "trends_right": f"{r.trends_right}/{len(r.series)}",
-             "goal": f"MAPE <= {GOAL_MAPE_PCT:g}% and every trend right", "goal_met": r.goal_met}
-            for r in results]
+    """One row per source: its split, MAPE over predicted points beside the naive baselines, the largest error,
+    trends right (point by point), whether it capped running requests, and whether the target holds (reported,
+    never gated)."""
+    rows = []
+    for r in results:
+        steps = [t for s in r.series for t in s.trend_steps]
+        rows.append({"source": r.source, "title": r.title, "url": r.url, "split": r.split,
+                     "capped_running_requests": r.capped_running_requests, "series": len(r.series),
+                     "shape_only_series": sum(s.acceptance == SHAPE_ONLY for s in r.series),
+                     "predicted_points": len(r.predicted_points), "mape_pct": round(r.mape_pct, 2),
+                     "naive_flat": _naive(r.predicted_points, "naive_flat_speedup"),
+                     "naive_free_cycle": _naive(r.predicted_points, "naive_free_cycle_speedup"),
+                     "max_abs_error_pct": round(r.max_abs_error_pct, 2),
+                     "trends_right": f"{r.trends_right}/{len(r.series)}",
+                     "trend_steps_right": f"{sum(t['right'] for t in steps)}/{len(steps)}",
+                     "goal": f"MAPE <= {GOAL_MAPE_PCT:g}% and every trend right", "goal_met": r.goal_met})
+    return rows
+
+
+def _mape(points: list[ValidationPoint]) -> Optional[float]:
+    return round(statistics.fmean(abs(p.error_pct) for p in points), 2) if points else None
+
+
+def _naive(points: list[ValidationPoint], field: str) -> Optional[dict[str, Any]]:
+    """MAPE of a naive prediction over the points where it is defined, with how many those are."""
+    errors = [abs(getattr(p, field) - p.published_speedup) / p.published_speedup * 100 for p in points
+              if getattr(p, field) is not None]
+    return {"points": len(errors), "mape_pct": round(statistics.fmean(errors), 2)} if errors else None
+
+
+NAIVE_BASELINES = {
+    "naive_flat": "the speedup stays at its single-stream value (defined at batch > 1 of a series whose batch 1 is "
+                  "published)",
+    "naive_free_cycle": "the speedup equals the published acceptance length: one cycle costs one plain step "
+                        "(defined where the acceptance is published)",
+}
+
+
+def _group(name: str, points: list[ValidationPoint], series: list[SeriesResult]) -> dict[str, Any]:
+    steps = [t for s in series for t in s.trend_steps]
+    return {"group": name, "points": len(points), "mape_pct": _mape(points),
+            "naive_flat": _naive(points, "naive_flat_speedup"),
+            "naive_free_cycle": _naive(points, "naive_free_cycle_speedup"),
+            "trend_steps_right": f"{sum(t['right'] for t in steps)}/{len(steps)}"}
+
+
+def step_sweeps(results: list[SourceResult]) -> list[dict[str, Any]]:
+    """Sweeps of draft steps: single-point series of one source that differ only in num_steps (chain drafting),
+    ordered by steps, with the published and predicted speedup and the direction of each step."""
+    sweeps = []
+    for r in results:
+        singles = [s for s in r.series if len(s.points) == 1]
+        by_key: dict[tuple, list[SeriesResult]] = {}
+        for s in singles:
+            by_key.setdefault((s.points[0].batch, s.series.rsplit("-k", 1)[0]), []).append(s)
+        for (batch, stem), group in by_key.items():
+            group = sorted(group, key=lambda s: s.points[0].num_steps)
+            if len(group) < 3 or len({s.points[0].num_steps for s in group}) != len(group):
+                continue
+            pts = [s.points[0] for s in group]
+            sweeps.append({"source": r.source, "series": stem, "batch": batch,
+                           "num_steps": [p.num_steps for p in pts],
+                           "published_speedup": [round(p.published_speedup, 4) for p in pts],
+                           "predicted_speedup": [round(p.predicted_speedup, 4) for p in pts],
+                           "published_best_steps": max(pts, key=lambda p: p.published_speedup).num_steps,
+                           "predicted_best_steps": max(pts, key=lambda p: p.predicted_speedup).num_steps,
+                           "steps": trend_steps([p.num_steps for p in pts], [p.published_speedup for p in pts],
+                                                [p.predicted_speedup for p in pts])})
+    return sweeps
+
+
+def validation_report(dataset: Optional[Dataset] = None) -> dict[str, Any]:
+    """The protocol's result, JSON-ready: the split and its date, the frozen constants and whether refitting the
+    development data today reproduces them, and MAPE per group beside the naive baselines. The out-of-sample number
+    is the held-out group's MAPE (evaluated with the frozen constants; nothing fitted to held-out data)."""
+    data = dataset or load_dataset()
+    if data.protocol is None or data.protocol.frozen is None:
+        raise PerfModelError("validation dataset has no protocol with frozen constants; record the split and freeze "
+                             "the constants (fit_orchestration on development_only) first")
+    results = validate(data)
+    frozen = data.protocol.frozen
+    refit = {engine: fit_orchestration(development_only(data), engine) for engine in frozen.engines}
+    points = [p for r in results for s in r.series for p in s.points if p.role == "predicted"]
+    series = [s for r in results for s in r.series]
+
+    def pick(split: str, acceptance: str) -> tuple[list[ValidationPoint], list[SeriesResult]]:
+        return ([p for p in points if p.split == split and p.acceptance == acceptance],
+                [s for s in series if s.split == split and s.acceptance == acceptance])
+
+    held = _group("held out, published acceptance (out of sample)", *pick("held_out", PUBLISHED))
+    groups = [held,
+              _group("development, published acceptance (fit quality, in sample)", *pick("development", PUBLISHED)),
+              _group(f"development, {SHAPE_ONLY} (batch > 1 only)", *pick("development", SHAPE_ONLY))]
+    if pick("held_out", SHAPE_ONLY)[0]:
+        groups.append(_group(f"held out, {SHAPE_ONLY}", *pick("held_out", SHAPE_ONLY)))
+    return {
+        "protocol": {"split_recorded": data.protocol.split_recorded, "development": data.protocol.development,
+                     "held_out": data.protocol.held_out, "split_rule": data.protocol.split_rule},
+        "frozen": {"date": frozen.date, "fitted_on": frozen.fitted_on, "what": frozen.what,
+                   "engines": frozen.engines, "refit_today": refit,
+                   "public_checks": [{"url": c.url, "what": c.what,
+                                      "hidden_host_ms_per_cycle": c.hidden_host_ms_per_cycle,
+                                      "frozen_orchestration_ms_per_cycle":
+                                          frozen.engines.get("sglang-0.5", {}).get("spec_cycle_extra_s", 0.0) * 1e3,
+                                      "kind": "reported (public source), computed here"}
+                                     for c in frozen.public_checks],
+                   "refit_matches_frozen": all(abs(refit[e][k] - v) <= 1e-6 for e in frozen.engines
+                                               for k, v in frozen.engines[e].items())},
+        "groups": groups,
+        "out_of_sample_mape_pct": held["mape_pct"], "out_of_sample_points": held["points"],
+        "target_mape_pct": GOAL_MAPE_PCT,
+        "target_met": held["mape_pct"] is not None and held["mape_pct"] <= GOAL_MAPE_PCT,
+        "naive_baselines": NAIVE_BASELINES,
+        "shape_only_note": (f"'{SHAPE_ONLY}': the acceptance length of these series is not published and was fitted "
+                            "to the single-stream speedup; it absorbs any error of the cycle's cost, so these series "
+                            "test only the shape against batch size, and their fitted acceptances are not a real "
+                            "drafter's"),
+        "sources": validation_summary(results),
+        "step_sweeps": step_sweeps(results),
+        "kind": "modelled against reported (public sources); constants frozen before the held-out evaluation",
+    }
 
 
 def trend_table(results: list[SourceResult]) -> list[dict[str, Any]]:
-    return [{"source": s.source, "series": s.series, "published": s.published_trend, "predicted": s.predicted_trend,
-             "right": s.trend_right, "calibration": s.calibration} for r in results for s in r.series]
+    return [{"source": s.source, "series": s.series, "split": s.split, "acceptance": s.acceptance,
+             "published": s.published_trend, "predicted": s.predicted_trend, "right": s.trend_right,
+             "steps_right": f"{sum(t['right'] for t in s.trend_steps)}/{len(s.trend_steps)}",
+             "calibration": s.calibration} for r in results for s in r.series]
 
 
 def context_sensitivity(contexts: tuple[float, ...] = (512, 1024, 2048)) -> list[dict[str, Any]]:

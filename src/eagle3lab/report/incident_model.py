@@ -17,8 +17,10 @@ from eagle3lab.costmodel.capacity import DeploymentPrediction, kv_capacity_reque
 from eagle3lab.costmodel.cycle import Deployment, plain_step, spec_cycle
 from eagle3lab.costmodel.engine import Engine, sglang_engine
 from eagle3lab.costmodel.hardware import Hardware
+from eagle3lab.costmodel.measured_cycle import cpu_engine_entry
 from eagle3lab.costmodel.predict import calibrate_baseline
 from eagle3lab.costmodel.presets import hardware_preset, kimi_k25, kimi_k25_eagle3_drafter
+from eagle3lab.costmodel.validation import frozen_engine, load_dataset
 from eagle3lab.errors import PerfModelError
 from eagle3lab.report import incident
 from eagle3lab.report.incident import INCIDENT_PROFILE
@@ -202,6 +204,55 @@ def incident_cycle_breakdown(context_len: Optional[float] = None,
                      "verify_distinct_experts_per_layer": cycle.verify.distinct_experts,
                      "kind": "modelled"})
     return rows
+
+
+def _verdict(p: DeploymentPrediction) -> dict[str, str]:
+    """The verdict sentences, made from the prediction's own numbers (never typed)."""
+    top = p.max_accept_length
+    single = (f"EAGLE-3 beats plain decoding at one request only above acceptance {p.break_even_single_stream:.2f} "
+              f"(at most {top})")
+    at_peak = (f"no acceptance can make EAGLE-3 reach plain decoding's peak (break-even {p.break_even_at_peak:.2f} > "
+               f"{top})" if p.break_even_at_peak > top else
+               f"EAGLE-3 reaches plain decoding's peak only above acceptance {p.break_even_at_peak:.2f} "
+               f"(at most {top})")
+    return {"single_stream": single, "at_peak": at_peak}
+
+
+def incident_break_even_update(context_len: Optional[float] = None) -> dict[str, Any]:
+    """How the incident's break-even acceptances and verdict moved (issue 18, item 6): the model as it stood
+    (sglang's CPU work counted, no orchestration between passes) against the model with the orchestration per
+    cycle and per draft step fitted on development sources and frozen (``validation.protocol.frozen``), each with
+    its provenance; plus the CPU harness's measured cycle in plain steps where the cycle benchmark has run.
+    JSON-ready: ``old``, ``new`` (break-evens, the request cap, verdict sentences, engine sources), ``moved``
+    (new - old per break-even) and ``measured_cpu_cycle``."""
+    context_len = incident_setup().context_len if context_len is None else context_len
+    frozen = load_dataset().protocol.frozen
+    spec = incident_spec()
+    engines = {"old": (sglang_engine(), "modelled: sglang engine constants as stated (CPU work per pass counted; "
+                                        "no orchestration between passes)"),
+               "new": (frozen_engine("sglang-0.5", frozen),
+                       f"modelled: plus orchestration fitted on development sources ({', '.join(frozen.fitted_on)}) "
+                       f"and frozen {frozen.date}")}
+    out: dict[str, Any] = {}
+    for label, (engine, provenance) in engines.items():
+        dep = incident_deployment("rtx-pro-6000-blackwell", context_len, engine=engine)
+        p = predict_capacity_limited(dep, spec, incident.MEM_FRACTION.value, DEFAULT_ACCEPT_LENGTHS)
+        out[label] = {"break_even_single_stream": p.break_even_single_stream,
+                      "break_even_at_spec_max_batch": p.break_even_at_spec_max_batch,
+                      "spec_max_batch": p.spec_max_batch, "break_even_at_peak": p.break_even_at_peak,
+                      "max_accept_length": p.max_accept_length,
+                      "spec_cycle_extra_s": dep.engine.spec_cycle_extra_s,
+                      "spec_step_extra_s": dep.engine.spec_step_extra_s, "verdict": _verdict(p),
+                      "provenance": provenance,
+                      "engine_sources": {k: dep.engine.sources.get(k, "") for k in ("spec_cycle_extra_s",
+                                                                                      "spec_step_extra_s",
+                                                                                      "kernel_overhead_s")},
+                      "kind": "modelled"}
+    out["moved"] = {k: out["new"][k] - out["old"][k] for k in ("break_even_single_stream",
+                                                               "break_even_at_spec_max_batch", "break_even_at_peak")}
+    out["measured_cpu_cycle"] = cpu_engine_entry("cpu").to_dict()
+    out["context_len"], out["context_source"] = context_len, incident_setup().context_source
+    return out
 
 
 def incident_report(context_len: Optional[float] = None) -> dict[str, Any]:

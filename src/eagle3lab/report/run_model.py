@@ -12,6 +12,7 @@ from eagle3lab.bench.sweep import ARM_KIND_EAGLE3, BenchReport
 from eagle3lab.costmodel.arch import drafter_from_config
 from eagle3lab.costmodel.cycle import Deployment, break_even_accept_length
 from eagle3lab.costmodel.engine import sglang_engine
+from eagle3lab.costmodel.measured_cycle import cpu_engine_entry
 from eagle3lab.costmodel.predict import calibrate_baseline
 from eagle3lab.costmodel.presets import cpu_hardware, hardware_preset, kimi_k25, kimi_k25_eagle3_drafter, tiny_kimi
 from eagle3lab.errors import PerfModelError
@@ -42,7 +43,11 @@ def run_deployment(profile: Profile, report: Optional[BenchReport] = None, mem_b
         target = tiny_kimi(profile.model_num_layers)
         drafter = drafter_from_config(draft_config(profile.model_num_layers),
                                       "eagle3lab.runtime.tinymodel.configs.draft_config")
-        dep = Deployment(target, drafter, cpu_hardware(mem_bandwidth), profile.tp_size, sglang_engine(), context)
+        # the CPU harness's own engine entry: its measured per-cycle and per-draft-step terms where the cycle
+        # benchmark has run (artifacts/cycle_components.<profile>.json), else sglang's engine as stated
+        entry = cpu_engine_entry(profile.name)
+        dep = Deployment(target, drafter, cpu_hardware(mem_bandwidth), profile.tp_size,
+                         entry.engine or sglang_engine(), context)
     else:
         target = kimi_k25()
         dep = Deployment(target, kimi_k25_eagle3_drafter(), hardware_preset("rtx-pro-6000-blackwell"),
