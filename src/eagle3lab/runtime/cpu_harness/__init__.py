@@ -20,6 +20,9 @@ shim (``shims.SHIMS``) names the number it answers:
    kernels of sgl_kernel (``build_tree_kernel_efficient``, ``verify_tree_greedy``; the latter's dispatch has no CPU
    branch and silently returns its buffers), the Triton interpreter under NumPy 2, and sampling at temperature > 0
    (verified greedily on CPU; refused here).
+16. Not an error but a cost: under the interpreter, the Triton bookkeeping kernels of the EAGLE loop
+   (``spec_utils.py``) take milliseconds per launch; torch ports (``spec_kernels.py``) replace them, so a cycle
+   costs what sglang's own code costs. ``cycle_timers.py`` measures the cycle by component.
 """
 
 from eagle3lab.runtime.cpu_harness.environment import cpu_environment

@@ -189,6 +189,15 @@ def _spec_shims() -> tuple[Shim, ...]:
             "verification  (EagleVerifyInput.verify on CPU ignores temperature > 0)",
             apply=spec_shims.refuse_sampling,
         ),
+        Shim(
+            name="bookkeeping_kernels_torch",
+            obstacle=16,
+            module="sglang.srt.speculative.spec_utils",
+            avoids="Harness cost, not an error: under TRITON_INTERPRET=1 every launch of assign_req_to_token_pool, "
+            "assign_draft_cache_locs and create_extend_after_decode_spec_info runs in Triton's interpreter "
+            "(milliseconds per launch on CPU, microseconds as a CUDA kernel)",
+            apply=spec_shims.torch_bookkeeping_kernels,
+        ),
     )
 
 
