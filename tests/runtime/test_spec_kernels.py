@@ -97,3 +97,37 @@ def test_unported_branch_is_refused_in_one_line():
             torch.tensor([0]), torch.zeros((1, 8), dtype=torch.int32), torch.tensor([2]), None, None,
             torch.arange(4), None, None, None, 0, 8, 2, 2, 4, 1, 8)
     assert "page_size 4 and topk 2" in str(err.value) and "\n" not in str(err.value)
+
+
+NEW_ROWS = """
+    import json, torch
+    from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend
+    from eagle3lab.runtime.cpu_harness.spec_attention import sdpa_extend_new_rows
+
+    torch.manual_seed(0)
+    out = {}
+    for causal in (True, False):
+        for q_heads, kv_heads in ((4, 4), (4, 2)):
+            slots, dim = 64, 8
+            k_cache, v_cache = torch.randn(slots, kv_heads, dim), torch.randn(slots, kv_heads, dim)
+            req_to_token = torch.randperm(slots)[:48].view(3, 16)
+            # three requests: 5 cached + 3 new (a verify), 0 cached + 4 new (a prefill), 9 cached + 1 new
+            prefix, extend = torch.tensor([5, 0, 9]), torch.tensor([3, 4, 1])
+            seq_lens, rows = prefix + extend, torch.tensor([2, 0, 1])
+            query = torch.randn(int(extend.sum()), q_heads, dim)
+            args = (query, k_cache, v_cache, req_to_token, rows, seq_lens, prefix, extend)
+            kwargs = dict(scaling=dim ** -0.5, enable_gqa=q_heads != kv_heads, causal=causal)
+            ref = torch.zeros(query.shape[0], q_heads, dim)
+            TorchNativeAttnBackend._run_sdpa_forward_extend(None, query, ref, *args[1:], **kwargs)
+            got = sdpa_extend_new_rows(query, torch.zeros_like(ref), *args[1:], **kwargs)
+            out[f"causal={causal},gqa={q_heads != kv_heads}"] = float((got - ref).abs().max())
+    print(json.dumps(out))
+"""
+
+
+def test_new_rows_extend_attention_equals_sglangs_whole_sequence_version():
+    """sglang's torch_native extend (its own code, unshimmed, in a fresh interpreter) against the new-rows version:
+    the same kept rows, causal or not, with and without grouped-query heads, with and without a cached prefix."""
+    errors = run_child(NEW_ROWS)
+    assert len(errors) == 4
+    assert all(err < 1e-5 for err in errors.values()), errors

@@ -133,21 +133,25 @@ def steady(records: Sequence[Mapping[str, Any]], factor: float = OUTLIER_FACTOR)
 
 
 class _Means:
-    """Per-cycle means of each component at one batch size, over the steady records."""
+    """Per-cycle means of each component at one batch size: each scheduler call (root) is averaged over its own
+    steady records, then the roots are added (one cycle = one call of each)."""
 
     def __init__(self, records: Sequence[Mapping[str, Any]], batch_size: int):
         self.batch_size = batch_size
         chosen = steady([r for r in records if r.get("bs") == batch_size])
-        self.count = sum(1 for r in chosen if r["root"] == RUN_BATCH)
-        totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+        by_root: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
         for record in chosen:
-            for name, (ms, calls) in record["parts"].items():
-                totals[name][0] += ms
-                totals[name][1] += calls
-        per = max(self.count, 1)
-        self.ms = {name: ms / per for name, (ms, _) in totals.items()}
-        self.calls = {name: calls / per for name, (_, calls) in totals.items()}
-        accepted = [r["accepted"] for r in chosen if r["root"] == RUN_BATCH and isinstance(r.get("accepted"), int)]
+            by_root[record["root"]].append(record)
+        self.count = len(by_root.get(RUN_BATCH, []))
+        self.ms: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, float] = defaultdict(float)
+        for root_records in by_root.values():
+            for record in root_records:
+                for name, (ms, calls) in record["parts"].items():
+                    self.ms[name] += ms / len(root_records)
+                    self.calls[name] += calls / len(root_records)
+        runs = by_root.get(RUN_BATCH, [])
+        accepted = [r["accepted"] for r in runs if isinstance(r.get("accepted"), int)]
         self.tokens_per_request = (sum(accepted) / len(accepted) / batch_size + 1) if accepted else None
         self.steps = next((r.get("steps") for r in chosen if r.get("steps")), None)
         self.draft_tokens = next((r.get("draft_tokens") for r in chosen if r.get("draft_tokens")), None)

@@ -243,12 +243,12 @@ def _spec_utils(module: ModuleType) -> None:
 
 
 def _triton_interpreter(module: ModuleType) -> None:
-    cls = module.InterpretedFunction
+    """``kernel[grid](...)`` under the interpreter is ``InterpretedFunction.__getitem__`` -> ``GridExecutor``."""
 
     def label(self: Any, *args: Any, **kwargs: Any) -> str:
         return f"triton_interp.{getattr(getattr(self, 'fn', None), '__name__', 'kernel')}"
 
-    _wrap(cls, "run", label)
+    _wrap(module.GridExecutor, "__call__", label)
 
 
 HOOKS: dict[str, Callable[[ModuleType], None]] = {

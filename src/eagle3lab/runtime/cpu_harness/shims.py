@@ -198,6 +198,15 @@ def _spec_shims() -> tuple[Shim, ...]:
             "(milliseconds per launch on CPU, microseconds as a CUDA kernel)",
             apply=spec_shims.torch_bookkeeping_kernels,
         ),
+        Shim(
+            name="extend_attention_new_rows",
+            obstacle=17,
+            module="sglang.srt.layers.attention.torch_native_backend",
+            avoids="Harness cost, not an error: torch_native's extend attention runs, per request, a causal SDPA "
+            "over seq_len query rows and keeps the last extend rows; the verify (4 draft tokens) and the draft "
+            "extend then cost a prefill of the whole sequence, which no GPU attention backend pays",
+            apply=spec_shims.extend_attention_new_rows,
+        ),
     )
 
 
