@@ -102,7 +102,7 @@ def test_unported_branch_is_refused_in_one_line():
 NEW_ROWS = """
     import json, torch
     from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend
-    from eagle3lab.runtime.cpu_harness.spec_attention import sdpa_extend_new_rows
+    from eagle3lab.runtime.cpu_harness.spec_attention import sdpa_decode_rows, sdpa_extend_new_rows
 
     torch.manual_seed(0)
     out = {}
@@ -121,13 +121,20 @@ NEW_ROWS = """
             TorchNativeAttnBackend._run_sdpa_forward_extend(None, query, ref, *args[1:], **kwargs)
             got = sdpa_extend_new_rows(query, torch.zeros_like(ref), *args[1:], **kwargs)
             out[f"causal={causal},gqa={q_heads != kv_heads}"] = float((got - ref).abs().max())
+            one = query[:3]  # decode: one new token per request after its whole cached sequence
+            ref = torch.zeros(3, q_heads, dim)
+            TorchNativeAttnBackend._run_sdpa_forward_decode(None, one, ref, k_cache, v_cache, req_to_token, rows,
+                                                            seq_lens, **kwargs)
+            got = sdpa_decode_rows(one, torch.zeros_like(ref), k_cache, v_cache, req_to_token, rows, seq_lens,
+                                   **kwargs)
+            out[f"decode,causal={causal},gqa={q_heads != kv_heads}"] = float((got - ref).abs().max())
     print(json.dumps(out))
 """
 
 
-def test_new_rows_extend_attention_equals_sglangs_whole_sequence_version():
+def test_written_out_attention_equals_sglangs_torch_native_extend_and_decode():
     """sglang's torch_native extend (its own code, unshimmed, in a fresh interpreter) against the new-rows version:
     the same kept rows, causal or not, with and without grouped-query heads, with and without a cached prefix."""
     errors = run_child(NEW_ROWS)
-    assert len(errors) == 4
+    assert len(errors) == 8
     assert all(err < 1e-5 for err in errors.values()), errors

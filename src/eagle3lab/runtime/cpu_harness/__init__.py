@@ -24,7 +24,8 @@ shim (``shims.SHIMS``) names the number it answers:
    (``spec_utils.py``) take milliseconds per launch; torch ports (``spec_kernels.py``) replace them, so a cycle
    costs what sglang's own code costs. ``cycle_timers.py`` measures the cycle by component.
 17. Also a cost: torch_native's extend attention computes a whole-sequence causal attention for the few new
-   tokens of a verify or draft extend; the speculative servers compute only the new rows (the same values).
+   tokens of a verify or draft extend, and torch's CPU SDPA is slow at these sizes; every CPU server (baseline
+   and EAGLE-3 alike) computes only the rows it keeps, written out (the same values).
 """
 
 from eagle3lab.runtime.cpu_harness.environment import cpu_environment

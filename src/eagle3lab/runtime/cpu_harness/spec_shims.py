@@ -72,8 +72,8 @@ def torch_native_verify_and_draft_extend(module: ModuleType) -> None:
     spec_attention.patch_forward_extend(module.TorchNativeAttnBackend)
 
 
-def extend_attention_new_rows(module: ModuleType) -> None:
-    spec_attention.new_rows_extend(module.TorchNativeAttnBackend)
+def attention_rows(module: ModuleType) -> None:
+    spec_attention.attention_rows(module.TorchNativeAttnBackend)
 
 
 # --- F. Triton interpreter: scalars are 1-element NumPy arrays ---------------------------------------------
