@@ -33,6 +33,7 @@ from typing import Any
 from eagle3lab.atomic import write_json_atomic
 from eagle3lab.errors import BenchError
 from eagle3lab.paths import repo_dir
+from eagle3lab.runtime.cpu_harness.cycle_timers import CYCLE_TRACE_ENV
 from eagle3lab.sidecars import CycleAtBatchSize, CycleComponent, CycleComponentsRecord, today
 
 SCHEMA_ID = "eagle3lab.cycle_components/1"
@@ -74,8 +75,6 @@ def trace_path(out_dir: Path) -> Path:
 def enable_trace(out_dir: Path) -> Path:
     """Point the cycle timers of every server launched from now on at a fresh trace file in ``out_dir`` (the
     harness ``sitecustomize`` reads the variable in each server process); returns the file."""
-    from eagle3lab.runtime.cpu_harness.cycle_timers import CYCLE_TRACE_ENV  # noqa: PLC0415 (keep bench free of torch)
-
     path = trace_path(out_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)
@@ -85,8 +84,6 @@ def enable_trace(out_dir: Path) -> Path:
 
 def disable_trace() -> None:
     """Stop tracing servers launched from now on."""
-    from eagle3lab.runtime.cpu_harness.cycle_timers import CYCLE_TRACE_ENV  # noqa: PLC0415
-
     os.environ.pop(CYCLE_TRACE_ENV, None)
 
 
