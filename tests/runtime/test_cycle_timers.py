@@ -42,7 +42,13 @@ def test_exclusive_times_add_up_to_the_root_and_records_are_appended_per_decode_
     def leaf() -> None:
         time.sleep(0.01)
 
-    timed_leaf = cycle_timers._timed(leaf, "model.target_verify")
+    timed_moe = cycle_timers._timed(leaf, cycle_timers._layer_label("moe"))
+
+    def verify_forward() -> None:
+        time.sleep(0.01)
+        timed_moe()
+
+    timed_leaf = cycle_timers._timed(verify_forward, "model.target_verify")
 
     def middle() -> None:
         time.sleep(0.005)
@@ -67,6 +73,7 @@ def test_exclusive_times_add_up_to_the_root_and_records_are_appended_per_decode_
     assert first["accepted"] == 3 and first["spec"] == "EAGLE3"
     parts = first["parts"]
     assert parts["model.target_verify"][1] == 2 and parts["eagle.verify"][1] == 1
+    assert parts["target.moe"][1] == 2 and parts["target.moe"][0] >= 20.0  # the layer inside the target's forward
     assert parts["model.target_verify"][0] >= 20.0
     assert 5.0 <= parts["eagle.verify"][0] < parts["model.target_verify"][0]
     assert abs(sum(ms for ms, _ in parts.values()) - first["ms"]) < 0.01
@@ -86,6 +93,7 @@ HOOKED = """
         "eagle": all(timed(getattr(eagle_worker.EAGLEWorker, a)) for a in ("draft", "draft_forward", "verify",
                                                                           "forward_draft_extend_after_decode")),
         "tree": timed(eagle_worker.build_tree_kernel_efficient) and timed(eagle_info.verify_tree_greedy_func),
+        "layers": timed(__import__("sglang.srt.models.deepseek_v2", fromlist=["x"]).DeepseekV2MoE.forward),
         "kernel": timed(spec_utils.assign_draft_cache_locs.fn),
         "worker_uses_port": type(eagle_worker.assign_draft_cache_locs).__name__,
     }))
@@ -95,7 +103,7 @@ HOOKED = """
 def test_hooks_wrap_sglangs_own_functions_after_the_shims(tmp_path, monkeypatch):
     monkeypatch.setenv(cycle_timers.CYCLE_TRACE_ENV, str(tmp_path / "cycles.jsonl"))
     result = run_child(HOOKED, shims=("build_tree_cpu", "verify_greedy_cpu", "bookkeeping_kernels_torch"))
-    assert result == {"scheduler": True, "runner": True, "eagle": True, "tree": True, "kernel": True,
+    assert result == {"scheduler": True, "runner": True, "eagle": True, "tree": True, "layers": True, "kernel": True,
                       "worker_uses_port": "TorchKernel"}
     monkeypatch.delenv(cycle_timers.CYCLE_TRACE_ENV)
     untouched = run_child(HOOKED.replace('"kernel": timed(spec_utils.assign_draft_cache_locs.fn),', ""),

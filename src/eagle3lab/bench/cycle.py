@@ -9,8 +9,10 @@ harness pays from what sglang's code costs on any host, and writes the table for
 
 Groups (the ``group`` of each component):
 - ``target forward``: the target model's forward (``model.target_decode`` in a plain step, ``model.target_verify``
-  in a cycle): layers, attention, logits.
-- ``draft forward``: the drafter's forwards, per draft step (``model.draft_decode``) and the draft extend.
+  in a cycle), with its MLA attention, MoE and logits apart (``target.attention``, ``target.moe``,
+  ``target.logits``; ``model.target_*`` keeps the rest: embeddings, norms, dense layers, glue).
+- ``draft forward``: the drafter's forwards, per draft step (``model.draft_decode``) and the draft extend, with
+  ``draft.attention``, ``draft.mlp``, ``draft.logits`` apart.
 - ``model runner``: sglang's ``ModelRunner.forward`` around the model (batch preparation) and sampling.
 - ``tree and acceptance``: tree building, top-k selection, greedy verification and its bookkeeping.
 - ``KV bookkeeping``: cache-slot allocation and index updates before the draft, verify and draft extend.
@@ -54,6 +56,9 @@ _EXACT = {
 }
 # The draft loop, per draft step: its forwards, its top-k and its own loop code.
 DRAFT_LOOP = ("model.draft_decode", "runner.draft_decode", "eagle.select_top_k_tokens", "eagle.draft_loop")
+# Inside the draft steps' forwards, the layer timers cannot tell a draft step from the draft extend: the per-step
+# figure charges the layers by the share of draft forwards that are steps (see component_table).
+DRAFT_LAYERS = ("draft.attention", "draft.mlp", "draft.logits")
 
 
 def component_group(name: str) -> str:
@@ -62,6 +67,10 @@ def component_group(name: str) -> str:
         return "harness kernels"
     if name in _EXACT:
         return _EXACT[name]
+    if name.startswith("target."):
+        return "target forward"
+    if name.startswith("draft."):
+        return "draft forward"
     if name.startswith("runner."):
         return "model runner"
     return "orchestration"
@@ -182,7 +191,10 @@ def component_table(plain_records: Sequence[Mapping[str, Any]], cycle_records: S
                   "cycle_ms": round(sum(c.cycle_ms for c in components if c.group == g), 4)} for g in GROUPS}
     plain_ms, cycle_ms = plain.total, cycle.total
     harness = sum(c.cycle_ms for c in components if c.harness_only)
-    draft_step = sum(cycle.ms.get(n, 0.0) for n in DRAFT_LOOP) / cycle.steps
+    step_calls, extend_calls = cycle.calls.get("model.draft_decode", 0.0), cycle.calls.get("model.draft_extend", 0.0)
+    step_share = step_calls / (step_calls + extend_calls) if step_calls + extend_calls else 0.0
+    draft_step = (sum(cycle.ms.get(n, 0.0) for n in DRAFT_LOOP)
+                  + step_share * sum(cycle.ms.get(n, 0.0) for n in DRAFT_LAYERS)) / cycle.steps
     sizes = sorted(set(batch_sizes(plain_records)) | set(batch_sizes(cycle_records)))
     return CycleComponentsRecord(
         schema_id=SCHEMA_ID, profile=profile, measured_on=today(), load_average=_load(), trace_file=trace_file,

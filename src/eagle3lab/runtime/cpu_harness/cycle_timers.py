@@ -14,7 +14,8 @@ Record (one JSON object per line): ``t`` (unix seconds at the end), ``pid``, ``r
 ``mode`` (sglang ForwardMode name at entry), ``bs`` (requests in the batch), ``spec`` (speculative algorithm or
 null), ``steps`` (speculative_num_steps or null), ``accepted`` (draft tokens accepted in this cycle, EAGLE
 ``run_batch`` only), ``ms`` (the root's wall time), ``parts`` ({component: [exclusive ms, calls]}).
-Component names are ``<group>.<what>``; the groups are documented in ``eagle3lab.bench.cycle``.
+Component names are ``<where>.<what>``; inside a model's forward, ``target.*``/``draft.*`` are its attention, MoE
+or MLP and logits (``model.*`` keeps the rest of that forward); the groups are documented in ``eagle3lab.bench.cycle``.
 """
 
 from __future__ import annotations
@@ -242,6 +243,35 @@ def _spec_utils(module: ModuleType) -> None:
             launcher.fn = _timed(launcher.fn, f"kernel.{kernel}")
 
 
+def _layer_label(part: str) -> Callable[..., str]:
+    """``<target|draft>.<part>``: the model a layer belongs to is the nearest enclosing ``model.*`` span."""
+
+    def label(*args: Any, **kwargs: Any) -> str:
+        rec = _RECORDER
+        for span in reversed(rec.stack if rec is not None else []):
+            if span.name.startswith("model."):
+                return f"{span.name.removeprefix('model.').split('_', 1)[0]}.{part}"
+        return f"other.{part}"
+
+    return label
+
+
+def _deepseek(module: ModuleType) -> None:
+    """Inside the target's forward: its MLA attention and its MoE (the rest stays with ``model.target_*``)."""
+    _wrap(module.DeepseekV2AttentionMLA, "forward", _layer_label("attention"))
+    _wrap(module.DeepseekV2MoE, "forward", _layer_label("moe"))
+
+
+def _llama(module: ModuleType) -> None:
+    """Inside the drafter's forward (``LlamaForCausalLMEagle3`` reuses Llama's attention and MLP)."""
+    _wrap(module.LlamaAttention, "forward", _layer_label("attention"))
+    _wrap(module.LlamaMLP, "forward", _layer_label("mlp"))
+
+
+def _logits(module: ModuleType) -> None:
+    _wrap(module.LogitsProcessor, "forward", _layer_label("logits"))
+
+
 def _triton_interpreter(module: ModuleType) -> None:
     """``kernel[grid](...)`` under the interpreter is ``InterpretedFunction.__getitem__`` -> ``GridExecutor``."""
 
@@ -259,6 +289,9 @@ HOOKS: dict[str, Callable[[ModuleType], None]] = {
     "sglang.srt.speculative.eagle_info": _eagle_info,
     "sglang.srt.speculative.eagle_utils": _eagle_utils,
     "sglang.srt.speculative.spec_utils": _spec_utils,
+    "sglang.srt.models.deepseek_v2": _deepseek,
+    "sglang.srt.models.llama": _llama,
+    "sglang.srt.layers.logits_processor": _logits,
     "triton.runtime.interpreter": _triton_interpreter,
 }
 
