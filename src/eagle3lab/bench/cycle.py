@@ -121,11 +121,12 @@ def _epoch(stamp: str | None) -> float | None:
 
 def records_in_window(records: Iterable[Mapping[str, Any]], started_at: str | None,
                       finished_at: str | None) -> list[Mapping[str, Any]]:
-    """The records written while an arm was being swept (its ``started_at``..``finished_at``)."""
+    """The records written while an arm was being swept (its ``started_at``..``finished_at``; both are stamped
+    to the whole second, rounded down, so the window runs to the end of the last second)."""
     start, end = _epoch(started_at), _epoch(finished_at)
     if start is None or end is None:
         return []
-    return [r for r in records if start <= float(r["t"]) <= end]
+    return [r for r in records if start <= float(r["t"]) < end + 1.0]
 
 
 def steady(records: Sequence[Mapping[str, Any]], factor: float = OUTLIER_FACTOR) -> list[Mapping[str, Any]]:
