@@ -35,6 +35,8 @@ from eagle3lab.costmodel import perfmodel
 from eagle3lab.report.plots import model as model_plots
 from eagle3lab.report.incident_model import incident_report
 from eagle3lab.report.plots.bench import draw_bench_figures
+from eagle3lab.report.plots.cycle import draw_cycle_figure
+from eagle3lab.bench import cycle
 from eagle3lab.report.build import model_figures
 
 nbparams.begin(globals())
@@ -118,6 +120,14 @@ show.table([row.to_dict() for row in agreement]) if agreement else "no capture r
 # that comes up is asked for one greedy `/generate`. On `cpu` the speculative loop is sglang 0.5.9's own, run
 # by the CPU harness (topk 1). The full-patch server stays up: the EAGLE-3 arm below is measured on it.
 
+# %% [markdown]
+# The servers launched from here on record, on the CPU harness, every decode step and EAGLE-3 cycle by component
+# (timers around sglang's own functions, `bench.cycle`), one JSON line per scheduler call.
+
+# %%
+cycle_trace = patchbench.start_cycle_trace(P, bench_dir, bench)
+print("cycle trace:", cycle_trace)
+
 # %%
 chain = relaunch.run_chain(P, eagle3_models, logs_dir, shims,
                            steps=[relaunch.ChainStep("unpatched"),
@@ -161,6 +171,20 @@ if bench:
     report = BenchReport.create(P.name, [baseline, eagle3, *experiments], crosscheck.to_dict() if crosscheck else None)
     report.save(bench_dir / "bench_report.json")
     show.table(point_rows(report.arms))
+
+# %% [markdown]
+# ### One EAGLE-3 cycle by component, against one plain decode step
+# Mean exclusive milliseconds per plain step (baseline server) and per cycle (EAGLE-3 server) at batch size 1,
+# measured by the timers in the servers above. "Harness only" marks the GPU kernels this CPU runs as torch ports:
+# on a GPU each is one kernel launch. The cycle in plain steps is the break-even tokens per request per cycle.
+
+# %%
+cycle_table = patchbench.cycle_components(P, cycle_trace, baseline, eagle3, shims) if bench else None
+show.table(cycle.table_rows(cycle_table)) if cycle_table else "no cycle trace (not the CPU harness, or no arm measured)"
+
+# %%
+cycle_figure = draw_cycle_figure(cycle_table) if cycle_table else None
+show.images([cycle_figure]) if cycle_figure else "no cycle figure"
 
 # %% [markdown]
 # ### Lossless: speculative output must equal the baseline's greedy output, token for token
@@ -304,7 +328,8 @@ sidecars.write(sidecars.PatchBenchSidecar(
     bench_report=str(bench_dir / "bench_report.json") if bench else None,
     arms=point_rows(report.arms) if bench else [],
     cross_check=crosscheck.to_dict() if bench and crosscheck else None,
-    figures={kind: str(path) for kind, path in figures.items()},
+    figures={**{kind: str(path) for kind, path in figures.items()},
+             **({"cycle_components": str(cycle_figure)} if cycle_figure else {})},
     diagnostics=findings,
     spec_arms=[plan.to_dict() for plan in plans],
     lossless=lossless_result.to_dict() if lossless_result else None,
@@ -315,4 +340,5 @@ sidecars.write(sidecars.PatchBenchSidecar(
     sampling=sampling,
     verify_dispatch_gap=dispatch_gap.to_dict(),
     timings=patchbench.timings(chain, captures, report if bench else None),
+    cycle_components=cycle_table,
 ))

@@ -332,6 +332,59 @@ class LayerMismatchRecord(Record):
     relative_drop: list[Optional[float]]
 
 
+class CycleComponent(Record):
+    """One component of the plain step and of the EAGLE-3 cycle, mean exclusive milliseconds (``bench.cycle``)."""
+
+    name: str  # the timer's component, e.g. "model.target_verify", "kernel.assign_draft_cache_locs"
+    group: str  # one of bench.cycle.GROUPS
+    harness_only: bool  # True where only the CPU harness pays it (interpreted Triton, torch ports of GPU kernels)
+    plain_ms: float  # per plain decode step
+    cycle_ms: float  # per EAGLE-3 cycle
+    cycle_calls: float  # calls per cycle
+
+
+class CycleAtBatchSize(Record):
+    """The plain step and the cycle at one batch size (requests per batch, as the scheduler ran them)."""
+
+    batch_size: int
+    plain_ms: Optional[float] = None
+    cycle_ms: Optional[float] = None
+    cycle_in_plain_steps: Optional[float] = None
+    tokens_per_request_per_cycle: Optional[float] = None
+    plain_records: int = 0
+    cycle_records: int = 0
+
+
+class CycleComponentsRecord(Record):
+    """sglang's EAGLE-3 cycle measured by component against the plain decode step (``bench.cycle``); also written
+    alone as ``artifacts/cycle_components.<profile>.json``. Milliseconds are means over the records at
+    ``batch_size``; "plain steps" divide by ``plain_step_ms``."""
+
+    schema_id: str
+    profile: str
+    measured_on: str  # UTC date
+    load_average: Optional[list[float]] = None  # 1, 5, 15 min, when the table was built
+    trace_file: str
+    baseline_arm: str
+    eagle_arm: str
+    shims: Optional[list[str]] = None  # the EAGLE-3 server's CPU harness shims
+    batch_size: int
+    speculative_num_steps: int
+    draft_tokens: int
+    plain_step_ms: float
+    cycle_ms: float
+    cycle_in_plain_steps: float  # the break-even tokens per request per cycle
+    harness_only_ms: float
+    cycle_without_harness_ms: float
+    cycle_without_harness_in_plain_steps: float
+    draft_step_ms: float  # the draft loop per draft step (forward, top-k, loop code)
+    draft_step_in_plain_steps: float
+    tokens_per_request_per_cycle: Optional[float] = None  # accepted draft tokens + 1, measured in the same cycles
+    components: list[CycleComponent]
+    groups: dict[str, dict[str, float]]  # group -> {"plain_ms", "cycle_ms"}
+    by_batch_size: list[CycleAtBatchSize] = Field(default_factory=list)
+
+
 class SamplingRecord(Record):
     """How the speculative CPU arms treat temperature > 0 (the CPU verify has no sampling kernel)."""
 
@@ -372,6 +425,7 @@ class PatchBenchSidecar(Sidecar):
     sampling: Optional[SamplingRecord] = None
     verify_dispatch_gap: Optional[DispatchGapRecord] = None
     timings: dict[str, float] = Field(default_factory=dict)  # seconds per part of the notebook, measured
+    cycle_components: Optional[CycleComponentsRecord] = None  # bench.cycle: the cycle by component, measured
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from eagle3lab.bench import cycle
 from eagle3lab.bench.crosscheck import CrossCheck, cross_check
 from eagle3lab.bench.lossless import REQUIRED_CONCURRENCY, LosslessReport, lossless_report
 from eagle3lab.bench.sweep import (ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_CONTROL,
@@ -32,6 +33,7 @@ from eagle3lab.bench.diagnostics import diagnose, evidence_from_artifacts, findi
 from eagle3lab.sidecars import InterfaceTraceSidecar, read_if_present
 from eagle3lab.runtime.tinymodel.drafter_training import (shifted_drafter, shifted_ids_valid,
                                                           trained_drafter_for_profile)
+from eagle3lab.sidecars import CycleComponentsRecord
 
 
 def patch_table(names: Sequence[str]) -> list[dict[str, Any]]:
@@ -304,3 +306,24 @@ def timings(chain: Sequence[StepResult], captures: dict[Any, Any], report: Bench
     if report and report.cross_check and report.cross_check.get("seconds") is not None:
         out["baseline: bench_serving cross-check"] = float(report.cross_check["seconds"])
     return out
+
+
+def start_cycle_trace(profile: Profile, out_dir: Path, enabled: bool) -> Path | None:
+    """On the CPU harness, have every server launched from here on record its decode steps and EAGLE-3 cycles by
+    component (``bench.cycle``); None elsewhere (the timers are installed by the harness)."""
+    if not (enabled and profile.cpu_harness):
+        return None
+    return cycle.enable_trace(out_dir)
+
+
+def cycle_components(profile: Profile, trace: Path | None, baseline: ArmResult, eagle3: ArmResult,
+                     shims: Sequence[str]) -> CycleComponentsRecord | None:
+    """Stop tracing, then the component table of the EAGLE-3 cycle against the baseline's plain step at batch size
+    1, written alone for the cost model (``artifacts/cycle_components.<profile>.json``); None without a trace or
+    without a measured EAGLE-3 arm."""
+    cycle.disable_trace()
+    if trace is None or not eagle3.measured_points() or not baseline.measured_points():
+        return None
+    table = cycle.table_from_arms(trace, baseline, eagle3, profile.name, batch_size=1, shims=shims)
+    cycle.save(table)
+    return table

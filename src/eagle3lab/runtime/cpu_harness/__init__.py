@@ -20,6 +20,12 @@ shim (``shims.SHIMS``) names the number it answers:
    kernels of sgl_kernel (``build_tree_kernel_efficient``, ``verify_tree_greedy``; the latter's dispatch has no CPU
    branch and silently returns its buffers), the Triton interpreter under NumPy 2, and sampling at temperature > 0
    (verified greedily on CPU; refused here).
+16. Not an error but a cost: under the interpreter, the Triton bookkeeping kernels of the EAGLE loop
+   (``spec_utils.py``) take milliseconds per launch; torch ports (``spec_kernels.py``) replace them, so a cycle
+   costs what sglang's own code costs. ``cycle_timers.py`` measures the cycle by component.
+17. Also a cost: torch_native's extend attention computes a whole-sequence causal attention for the few new
+   tokens of a verify or draft extend, and torch's CPU SDPA is slow at these sizes; every CPU server (baseline
+   and EAGLE-3 alike) computes only the rows it keeps, written out (the same values).
 """
 
 from eagle3lab.runtime.cpu_harness.environment import cpu_environment

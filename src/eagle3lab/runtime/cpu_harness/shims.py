@@ -189,13 +189,32 @@ def _spec_shims() -> tuple[Shim, ...]:
             "verification  (EagleVerifyInput.verify on CPU ignores temperature > 0)",
             apply=spec_shims.refuse_sampling,
         ),
+        Shim(
+            name="bookkeeping_kernels_torch",
+            obstacle=16,
+            module="sglang.srt.speculative.spec_utils",
+            avoids="Harness cost, not an error: under TRITON_INTERPRET=1 every launch of assign_req_to_token_pool, "
+            "assign_draft_cache_locs and create_extend_after_decode_spec_info runs in Triton's interpreter "
+            "(milliseconds per launch on CPU, microseconds as a CUDA kernel)",
+            apply=spec_shims.torch_bookkeeping_kernels,
+        ),
+        Shim(
+            name="torch_native_attention_rows",
+            obstacle=17,
+            module="sglang.srt.layers.attention.torch_native_backend",
+            avoids="Harness cost, not an error: torch_native's extend attention runs, per request, a causal SDPA "
+            "over seq_len query rows and keeps the last extend rows (a verify of 4 draft tokens costs a prefill of "
+            "the whole sequence), and torch's CPU SDPA costs several times a written-out attention at these "
+            "sizes; applied to the baseline and the EAGLE-3 servers alike",
+            apply=spec_shims.attention_rows,
+        ),
     )
 
 
 SHIMS.update({shim.name: shim for shim in _spec_shims()})
 
 ALL_SHIMS: tuple[str, ...] = tuple(SHIMS)
-CONTROL_SHIMS: tuple[str, ...] = ("mla_torch_native",)
+CONTROL_SHIMS: tuple[str, ...] = ("mla_torch_native", "torch_native_attention_rows")
 # Everything a speculative CPU server needs; these servers also run with TRITON_INTERPRET=1 (see environment.py).
 SPEC_SHIMS: tuple[str, ...] = ALL_SHIMS
 # The shims that only make sense with Triton's interpreter on (sglang's bookkeeping kernels are Triton kernels).

@@ -98,6 +98,79 @@ def patch_forward_extend(backend_class: type) -> None:
     backend_class.forward_extend = forward_extend
 
 
+def sdpa_extend_new_rows(query: Any, output: Any, k_cache: Any, v_cache: Any, req_to_token: Any,
+                         req_pool_indices: Any, seq_lens: Any, extend_prefix_lens: Any, extend_seq_lens: Any,
+                         scaling: float | None = None, enable_gqa: bool = False, causal: bool = False) -> Any:
+    """``TorchNativeAttnBackend._run_sdpa_forward_extend`` computing only the rows it keeps.
+
+    sglang's version builds, per request, a query of ``seq_len`` rows (the new tokens written after ``prefix``
+    uninitialised rows), runs a causal SDPA over all of them and keeps rows ``prefix:``. Row ``prefix + i`` of a
+    top-left causal mask attends to keys ``0 .. prefix + i``; here the ``extend`` new rows attend with that same
+    mask (bottom-right aligned), so the kept rows are the same attention, without the ``prefix`` rows that are
+    thrown away. A verify of 4 draft tokens after 100 cached ones then costs 4 query rows, as on a GPU backend,
+    not 104. The attention is written out (matmul, mask, softmax, matmul): at these sizes torch's CPU SDPA costs
+    several times more on this 2-core machine (its OpenMP region), which no GPU backend pays either.
+    """
+    import torch
+
+    query = query.movedim(0, query.dim() - 2)  # [heads, tokens, dim]
+    start_q = 0
+    prefixes, extends = extend_prefix_lens.tolist(), extend_seq_lens.tolist()
+    for seq_idx, seq_len_kv in enumerate(seq_lens.tolist()):
+        prefix, extend = int(prefixes[seq_idx]), int(extends[seq_idx])
+        end_q = start_q + extend
+        per_req_query = query[:, start_q:end_q, :]
+        per_req_tokens = req_to_token[req_pool_indices[seq_idx], :seq_len_kv]
+        per_req_key = k_cache[per_req_tokens].movedim(0, query.dim() - 2)
+        per_req_value = v_cache[per_req_tokens].movedim(0, query.dim() - 2)
+        if not (per_req_query.dtype == per_req_key.dtype == per_req_value.dtype):
+            per_req_key = per_req_key.to(per_req_query.dtype)
+            per_req_value = per_req_value.to(per_req_query.dtype)
+        if enable_gqa and per_req_key.shape[0] != per_req_query.shape[0]:  # SDPA's enable_gqa grouping
+            group = per_req_query.shape[0] // per_req_key.shape[0]
+            per_req_key = per_req_key.repeat_interleave(group, dim=0)
+            per_req_value = per_req_value.repeat_interleave(group, dim=0)
+        scale = scaling if scaling is not None else per_req_query.shape[-1] ** -0.5
+        scores = torch.matmul(per_req_query, per_req_key.transpose(-1, -2)) * scale
+        if causal:  # new row i sits at position prefix + i: it sees keys 0 .. prefix + i
+            rows = torch.arange(prefix, prefix + extend, device=query.device).unsqueeze(1)
+            scores = scores.masked_fill(torch.arange(seq_len_kv, device=query.device).unsqueeze(0) > rows,
+                                        float("-inf"))
+        out = torch.matmul(torch.softmax(scores, dim=-1), per_req_value)
+        output[start_q:end_q, :, :] = out.movedim(query.dim() - 2, 0)
+        start_q = end_q
+    return output
+
+
+def sdpa_decode_rows(query: Any, output: Any, k_cache: Any, v_cache: Any, req_to_token: Any,
+                     req_pool_indices: Any, seq_lens: Any, scaling: float | None = None, enable_gqa: bool = False,
+                     causal: bool = False) -> Any:
+    """``TorchNativeAttnBackend._run_sdpa_forward_decode`` written out: one query row per request over its
+    ``seq_len`` keys. sglang calls it with ``causal=False`` (the row sees every key); with ``causal=True`` its
+    one-row SDPA is top-left aligned (the row sees key 0 only), and so is this one."""
+    import torch
+
+    ones = torch.ones_like(seq_lens)
+    rows_at = torch.zeros_like(seq_lens) if causal else seq_lens - ones
+    return sdpa_extend_new_rows(query, output, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens,
+                                rows_at, ones, scaling=scaling, enable_gqa=enable_gqa, causal=causal)
+
+
+def attention_rows(backend_class: type) -> None:
+    """Make ``backend_class``'s extend and decode SDPA helpers compute only the rows they keep, written out
+    (``sdpa_extend_new_rows``, ``sdpa_decode_rows``): the same attention, at the cost of the rows it returns."""
+    for name, port in (("_run_sdpa_forward_extend", sdpa_extend_new_rows),
+                       ("_run_sdpa_forward_decode", sdpa_decode_rows)):
+        original = getattr(backend_class, name)
+
+        def method(self, *args, _port=port, **kwargs):  # type: ignore[no-untyped-def]
+            return _port(*args, **kwargs)
+
+        method.__wrapped__ = original  # type: ignore[attr-defined]
+        method.__doc__ = port.__doc__
+        setattr(backend_class, name, method)
+
+
 def make_draft_step_backend(backend_class: type) -> type:
     """A torch_native backend for draft step ``step``: the query at ``seq_lens + step`` attends to the request's
     first ``seq_lens + step + 1`` slots of ``req_to_token`` (the prefix plus the draft tokens so far, its own

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from types import ModuleType
 
-from eagle3lab.runtime.cpu_harness import spec_attention, tree_kernels
+from eagle3lab.runtime.cpu_harness import spec_attention, spec_kernels, tree_kernels
 
 GREEDY_ONLY = ("speculative decoding on CPU verifies greedily only (sglang 0.5.9 has no CPU sampling kernel and "
                "would silently return greedy tokens): send temperature 0 (or top_k 1)")
@@ -50,6 +50,18 @@ def cpu_verify_tree_greedy(module: ModuleType) -> None:
     module.verify_tree_greedy_func = verify_tree_greedy_func
 
 
+# --- G. The Triton bookkeeping kernels of the EAGLE loop: torch ports instead of Triton's interpreter ---------
+
+def torch_bookkeeping_kernels(module: ModuleType) -> None:
+    """Replace ``spec_utils``' Triton kernels that the v1 EAGLE loop launches on CPU (page size 1, topk 1) with
+    their torch ports, before ``eagle_worker`` and ``eagle_info`` import them by name. Under the interpreter they
+    cost milliseconds per launch, a cost no GPU host pays."""
+    if _has_accelerator_kernels(module):
+        return
+    for name, port in spec_kernels.PORTS.items():
+        setattr(module, name, spec_kernels.TorchKernel(name, port))
+
+
 # --- A and B. torch_native attention for the draft, the verify and the draft extend ------------------------
 
 def torch_native_draft_backends(module: ModuleType) -> None:
@@ -58,6 +70,10 @@ def torch_native_draft_backends(module: ModuleType) -> None:
 
 def torch_native_verify_and_draft_extend(module: ModuleType) -> None:
     spec_attention.patch_forward_extend(module.TorchNativeAttnBackend)
+
+
+def attention_rows(module: ModuleType) -> None:
+    spec_attention.attention_rows(module.TorchNativeAttnBackend)
 
 
 # --- F. Triton interpreter: scalars are 1-element NumPy arrays ---------------------------------------------

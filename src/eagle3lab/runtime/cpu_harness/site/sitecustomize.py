@@ -1,7 +1,7 @@
 """Loaded by Python at start-up when this folder is on PYTHONPATH (see eagle3lab.runtime.cpu_harness.environment).
 
 It installs the shims named in EAGLE3LAB_SHIMS, in every Python process of an sglang run (the launcher and the
-scheduler it spawns). Being first on the path, it would hide any other ``sitecustomize``; so it runs the next one
+scheduler it spawns), and the cycle timers when EAGLE3LAB_CYCLE_TRACE names a JSONL file. Being first on the path, it would hide any other ``sitecustomize``; so it runs the next one
 found after this folder, leaving the interpreter's own start-up customisation intact.
 """
 
@@ -14,6 +14,11 @@ if os.environ.get("EAGLE3LAB_SHIMS", "").strip():
     from eagle3lab.runtime.cpu_harness.shims import install_from_environment
 
     install_from_environment()
+
+if os.environ.get("EAGLE3LAB_CYCLE_TRACE", "").strip():  # after the shims: the timers wrap the shimmed functions
+    from eagle3lab.runtime.cpu_harness import cycle_timers
+
+    cycle_timers.install_from_environment()
 
 
 def _run_next_sitecustomize() -> None:

@@ -1,0 +1,59 @@
+"""The cycle figure: one plain decode step next to one EAGLE-3 cycle, stacked by component group.
+
+Drawn only from the component table (``sidecars.CycleComponentsRecord``, built by ``bench.cycle``), so it can be
+redrawn without a server. The harness-only share (GPU kernels run as torch ports or interpreted Triton on this CPU)
+is hatched, and a third bar shows the cycle without it; the right axis reads the same heights in plain steps.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # figures are files; never ask for a display
+import matplotlib.pyplot as plt  # noqa: E402
+
+from eagle3lab.atomic import save_figure_atomic  # noqa: E402
+from eagle3lab.paths import repo_dir  # noqa: E402
+from eagle3lab.sidecars import CycleComponentsRecord  # noqa: E402
+
+GROUP_ORDER = ("target forward", "draft forward", "model runner", "tree and acceptance", "KV bookkeeping",
+               "orchestration", "harness kernels")
+
+
+def figure_path(profile: str, out_dir: Path | None = None) -> Path:
+    return (Path(out_dir) if out_dir else repo_dir("figures")) / f"cycle_components_{profile}.png"
+
+
+def draw_cycle_figure(table: CycleComponentsRecord, out_dir: Path | None = None) -> Path:
+    """Stacked bars (plain step, cycle, cycle without the harness kernels) in ms; returns the PNG path."""
+    bars = ("one plain step", "one EAGLE-3 cycle", "cycle without\nharness kernels")
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    bottoms = [0.0, 0.0, 0.0]
+    colors = plt.get_cmap("tab10").colors
+    for index, group in enumerate(GROUP_ORDER):
+        values = table.groups.get(group, {})
+        heights = [values.get("plain_ms", 0.0), values.get("cycle_ms", 0.0),
+                   0.0 if group == "harness kernels" else values.get("cycle_ms", 0.0)]
+        if not any(heights):
+            continue
+        ax.bar(bars, heights, bottom=bottoms, label=group, color=colors[index % len(colors)],
+               hatch="//" if group == "harness kernels" else None, edgecolor="white", linewidth=0.5)
+        bottoms = [b + h for b, h in zip(bottoms, heights)]
+    for x, total in enumerate(bottoms):
+        ax.text(x, total, f"{total:.1f} ms\n{total / table.plain_step_ms:.2f} plain steps", ha="center",
+                va="bottom", fontsize=8)
+    ax.set_ylabel("milliseconds (mean per step / cycle)")
+    ax.set_ylim(0, max(bottoms) * 1.25)
+    right = ax.secondary_yaxis("right", functions=(lambda ms: ms / table.plain_step_ms,
+                                                   lambda steps: steps * table.plain_step_ms))
+    right.set_ylabel("plain decode steps")
+    ax.set_title(f"sglang {table.speculative_num_steps}-step EAGLE-3 cycle vs plain decode step, batch size "
+                 f"{table.batch_size}\nprofile '{table.profile}', measured {table.measured_on}", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    path = figure_path(table.profile, out_dir)
+    save_figure_atomic(fig, path, dpi=110)
+    plt.close(fig)
+    return path
