@@ -123,6 +123,12 @@ def cmd_upstream_fixes(args: argparse.Namespace) -> None:
     run_cli(args)
 
 
+def cmd_doctor(args: argparse.Namespace) -> None:
+    from eagle3lab.doctor import run
+
+    run(args)
+
+
 def cmd_predict(args: argparse.Namespace) -> None:
     from eagle3lab.report.predict_cli import run
 
@@ -202,6 +208,13 @@ def build_parser() -> argparse.ArgumentParser:
     predict = one_line_errors(sub.add_parser("predict", help="cost model: plain vs EAGLE-3 throughput per batch size"))
     add_predict_arguments(predict)
     predict.set_defaults(func=cmd_predict)
+
+    from eagle3lab.doctor import add_arguments as add_doctor_arguments
+
+    doctor = one_line_errors(sub.add_parser("doctor", help="why does EAGLE-3 give no speedup on my deployment? "
+                                                           "(launch command, server log, bench_serving output)"))
+    add_doctor_arguments(doctor)
+    doctor.set_defaults(func=cmd_doctor)
     return parser
 
 

@@ -169,8 +169,9 @@ def cross_check_row(check: CrossCheck) -> dict[str, Any]:
 
 
 def run_break_even_or_none(profile: Profile, report: BenchReport | None) -> tuple[float | None, str]:
-    """The cost model's break-even acceptance for this run (``presets.run_break_even``), so the acceptance rule can
-    judge the measured acceptance; (None, why) when the run gives the model nothing to calibrate on."""
+    """The cost model's break-even acceptance for this run (``presets.run_break_even``): shown beside the measured
+    one, or the acceptance rule's threshold where no control arm measured it; (None, why) when the run gives the
+    model nothing to calibrate on."""
     from eagle3lab.errors import PerfModelError
     from eagle3lab.report.presets import run_break_even
 
@@ -182,10 +183,13 @@ def run_break_even_or_none(profile: Profile, report: BenchReport | None) -> tupl
         return None, str(exc)
 
 
-def diagnose_run(profile: Profile, report: BenchReport | None, bench_dir: Path,
-                 logs_dir: Path) -> list[dict[str, Any]]:
-    """Every known cause of a missing EAGLE-3 speedup that this run's evidence shows, with its evidence line."""
-    from eagle3lab.report.diagnostics import diagnose, evidence_from_artifacts, findings_table
+def diagnose_run(profile: Profile, report: BenchReport | None, bench_dir: Path, logs_dir: Path,
+                 offline_acceptance: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Every cause of a missing EAGLE-3 speedup, checked on this run's own artifacts by the same rules engine
+    ``doctor`` uses: one row per cause tag (yes / no / unknown), the acceptance judged against the break-even the
+    control arm measured (the cost model's beside it), the prompts against the drafter's offline acceptance
+    (``Drafters.offline_acceptance``)."""
+    from eagle3lab.report.diagnostics import Threshold, diagnose, evidence_from_artifacts, findings_table
     from eagle3lab.sidecars import InterfaceTraceSidecar, read_if_present
 
     trace = read_if_present(InterfaceTraceSidecar, profile.name)
@@ -195,13 +199,15 @@ def diagnose_run(profile: Profile, report: BenchReport | None, bench_dir: Path,
 
     spec_log = existing(Path(logs_dir) / f"03_eagle3.{profile.name}.log") or \
         existing(Path(logs_dir) / f"03_chain_full_delegation_patch.{profile.name}.log")
-    break_even, break_even_where = run_break_even_or_none(profile, report)
+    value, where = run_break_even_or_none(profile, report)
+    modelled = Threshold(value, "modelled", where) if value is not None else None
     evidence = evidence_from_artifacts(
         bench_report=report, requests_dir=bench_dir if report else None, spec_log=spec_log,
         baseline_log=existing(Path(logs_dir) / f"03_baseline.{profile.name}.log"),
         layer_tables=[table.model_dump() for table in trace.layer_ids] if trace is not None else None,
         layer_profile="cpu" if profile.device == "cpu" else "gpu",
-        break_even=break_even, break_even_where=break_even_where)
+        break_even=modelled, modelled_break_even=modelled, offline_acceptance=offline_acceptance,
+        device=profile.device)
     return findings_table(diagnose(evidence))
 
 
