@@ -121,8 +121,7 @@ def tolerant_flags(tokens: list[str]) -> dict[str, Any]:
     spec = out.pop("speculative_config", None)
     if isinstance(spec, dict):
         method = str(spec.get("method", "")).upper()
-        if method:
-            out.setdefault("speculative_algorithm", method)
+        out.setdefault("speculative_algorithm", method or "(--speculative-config without a method)")
         if spec.get("model"):
             out.setdefault("speculative_draft_model_path", spec["model"])
         k = spec.get("num_speculative_tokens")
