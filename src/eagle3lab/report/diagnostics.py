@@ -22,10 +22,11 @@ import logging
 import math
 import re
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
+from eagle3lab.bench.sweep import ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_CONTROL, load_requests
 from eagle3lab.errors import DiagnosticsError
 from eagle3lab.runtime.sglang_args import logged_server_args
 from eagle3lab.trace.contract import CaptureMode, RunCondition
@@ -786,8 +787,6 @@ def control_cycles(report) -> list[dict[str, Any]]:
     Its ratio to the plain step at the same concurrency is the measured break-even acceptance.
 
     ``report`` is a ``bench.sweep.BenchReport``; rates are the bench's decode-only ``decode_tok_per_s``."""
-    from eagle3lab.bench.sweep import ARM_KIND_BASELINE, ARM_KIND_EAGLE3_CONTROL
-
     base = {p.concurrency: p.metrics.decode_tok_per_s for arm in report.arms if arm.kind == ARM_KIND_BASELINE
             for p in arm.measured_points() if p.metrics and p.metrics.decode_tok_per_s}
     rows = []
@@ -911,8 +910,6 @@ def evidence_from_artifacts(bench_report: Any = None, requests_dir: Optional[Pat
         ev.layer_table = tables or None
     if bench_report is None:
         return ev
-    from eagle3lab.bench.sweep import ARM_KIND_BASELINE, ARM_KIND_EAGLE3, load_requests
-
     measured = measured_break_even(bench_report)
     at = None
     if measured is not None:

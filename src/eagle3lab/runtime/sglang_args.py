@@ -13,6 +13,7 @@ launch's own environment.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import logging
 import os
@@ -87,8 +88,6 @@ def logged_server_args(log_text: str | None) -> dict[str, Any] | None:
     """Every field of the first ``server_args=ServerArgs(...)`` line sglang logs at start-up, as a dict (None: no
     such line). The repr is a Python call, so ``ast`` reads it whole; a line cut short (a log pasted into an issue,
     another release's fields) falls back to reading its ``key=value`` pairs one by one, literals only."""
-    import ast
-
     for line in (log_text or "").splitlines():
         match = _SERVER_ARGS_LINE.search(line)
         if not match:
@@ -121,8 +120,6 @@ def chosen_from_log(log_text: str, keys: Sequence[str] = CHOSEN_KEYS) -> dict[st
 
 
 def _literal(text: str) -> Any:
-    import ast
-
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
