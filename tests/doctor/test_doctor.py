@@ -173,3 +173,16 @@ def test_table_lists_applying_causes_first_with_their_fix():
     lines = format_table(result).splitlines()
     assert lines[2].startswith("cuda_graph_bs_below_concurrency") and " yes " in lines[2]
     assert any("fix:" in line for line in lines)
+
+
+def test_a_kubernetes_args_list_cut_mid_flag_is_one_command():
+    """sglang#22986's launch, as posted: a YAML args list, cut after an ambiguous '--spec'."""
+    text = (Path(__file__).parent / "inputs" / "sglang-22986-k8s-args.yaml").read_text(encoding="utf-8")
+    parsed = parse_launch(text)
+    args = parsed.speculative.args
+    assert args["speculative_algorithm"] == "EAGLE3" and args["max_running_requests"] == 96
+    assert args["speculative_num_draft_tokens"] == 4 and args["mem_fraction_static"] == 0.95
+    found = _by_cause(doctor(DoctorInput(launch=text, concurrency=[128])))
+    assert found["spec_request_cap"].applies == YES and "96" in found["spec_request_cap"].evidence
+    assert found["draft_tokens_too_many_for_batch"].applies == UNKNOWN  # --speculative-num-steps was cut off
+    assert parsed.speculative.parser == "tolerant fallback" and parsed.speculative.notes  # '--spec' is ambiguous

@@ -51,8 +51,20 @@ class ParsedLaunch:
     notes: list[str] = field(default_factory=list)
 
 
+def _yaml_args(text: str) -> Optional[str]:
+    """A Kubernetes-style ``args:`` list (``- --flag`` / ``- "value"`` items) as one command line."""
+    items = [line.strip()[2:].strip() for line in text.splitlines() if line.strip().startswith("- ")]
+    if len([i for i in items if i.startswith("--")]) < 2:
+        return None
+    return " ".join(shlex.quote(i.strip("'\"")) for i in items)
+
+
 def commands(text: str) -> list[str]:
-    """The command lines of a text: comments dropped, backslash continuations joined, one command per line."""
+    """The command lines of a text: comments dropped, backslash continuations joined, one command per line (a
+    YAML ``args:`` list of flags and values counts as one command)."""
+    yaml_command = _yaml_args(text)
+    if yaml_command is not None:
+        return [yaml_command]
     joined = re.sub(r"\\\s*\n", " ", text)
     out = []
     for line in joined.splitlines():
