@@ -186,3 +186,17 @@ def test_a_kubernetes_args_list_cut_mid_flag_is_one_command():
     assert found["spec_request_cap"].applies == YES and "96" in found["spec_request_cap"].evidence
     assert found["draft_tokens_too_many_for_batch"].applies == UNKNOWN  # --speculative-num-steps was cut off
     assert parsed.speculative.parser == "tolerant fallback" and parsed.speculative.notes  # '--spec' is ambiguous
+
+
+@pytest.mark.parametrize("ids, applies", [([2, 30, 58], YES), ([1, 29, 57], NO)])
+def test_capture_order_is_traced_on_the_installed_sglang(ids, applies):
+    """Kimi-K2.5 (the stored config): graphs are recorded with sglang's default ids, eager forwards with the
+    drafter's ids + 1; they differ unless the drafter's ids are the default shifted one layer down."""
+    from eagle3lab.report.presets import load_config
+
+    result = doctor(DoctorInput(launch="--speculative-algorithm EAGLE3 --speculative-draft-model-path d",
+                                target_config=load_config("kimi-k2.5")[0],
+                                drafter_config={"eagle_config": {"eagle_aux_hidden_state_layer_ids": ids}}))
+    found = _by_cause(result)["aux_layer_ids_mismatch"]
+    assert found.applies == applies and found.threshold_provenance == "traced", found.evidence
+    assert any("capture order traced on the installed sglang" in n for n in result.notes)
