@@ -200,3 +200,31 @@ def test_capture_order_is_traced_on_the_installed_sglang(ids, applies):
     found = _by_cause(result)["aux_layer_ids_mismatch"]
     assert found.applies == applies and found.threshold_provenance == "traced", found.evidence
     assert any("capture order traced on the installed sglang" in n for n in result.notes)
+
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_the_projects_own_cpu_run_logs_eagle3_and_baseline():
+    """Logs of a real sglang 0.5.9 CPU run (``data/capture_cpu_logs.py``): EAGLE-3 with the trained drafter and the
+    baseline, four concurrent requests, decode statistics every step."""
+    spec = (DATA / "cpu_eagle3.log").read_text(encoding="utf-8")
+    base = (DATA / "cpu_baseline.log").read_text(encoding="utf-8")
+    assert "/work/" not in spec + base and "/root" not in spec + base
+    result = doctor(DoctorInput(server_log=spec, baseline_log=base, concurrency=[4]))
+    found = _by_cause(result)
+    assert found["overlap_scheduler_off"].applies == YES and found["overlap_scheduler_off"].threshold_provenance == \
+        "server log"
+    cap = found["spec_request_cap"]
+    assert cap.applies == NO and "speculative limit 4" in cap.evidence and "baseline limit 4" in cap.evidence
+    assert found["no_cuda_graph"].applies == NO and "CPU" in found["no_cuda_graph"].evidence
+    assert found["draft_tokens_too_many_for_batch"].applies == NO  # topk 1: a chain
+    assert found["draft_tokens_too_many_for_batch"].threshold_provenance == "server log"
+    low = found["low_acceptance"]
+    assert low.applies == UNKNOWN and "accept-length figure(s) in the server log" in low.evidence
+    from eagle3lab.report.diagnostics import log_accept_lengths
+
+    served = log_accept_lengths(spec)
+    assert len(served) > 10 and 1.0 <= min(served) and max(served) <= 4.0  # 3 steps: at most 4 per verify
+    judged = _by_cause(doctor(DoctorInput(server_log=spec, concurrency=[4])))  # no threshold: never a guess
+    assert judged["low_acceptance"].applies == UNKNOWN

@@ -253,6 +253,11 @@ def _f(cause: str, applies: str, evidence: str, fix: str = "", provenance: Optio
     return Finding(cause, applies, evidence, fix, provenance)
 
 
+def _prov(where: str) -> str:
+    """The provenance of a value ``Evidence.arg`` read: the resolved server arguments (a log) or the launch."""
+    return "server log" if "server_args" in where else "launch flag"
+
+
 def _max_batch(ev: Evidence) -> tuple[Optional[int], str]:
     if ev.concurrency:
         return max(ev.concurrency), f"benchmark concurrency {max(ev.concurrency)}"
@@ -381,7 +386,8 @@ def rule_draft_tokens(ev: Evidence) -> Finding:
         return _f(cause, UNKNOWN, "speculative flags (num-steps, num-draft-tokens) not in the evidence", fix)
     flags = f"{steps} steps, topk {topk}, {tokens} draft tokens"
     if tokens <= steps + 1:
-        return _f(cause, NO, f"{flags}: a chain, every verified token can be accepted", fix, "launch flag")
+        return _f(cause, NO, f"{flags}: a chain, every verified token can be accepted", fix,
+                  _prov(ev.arg("speculative_num_draft_tokens")[1]))
     if batch is None:
         return _f(cause, UNKNOWN, f"{flags}: a tree verifying {tokens} tokens per request for at most {steps + 1} "
                                   "accepted; the concurrency is unknown", fix)
@@ -635,8 +641,8 @@ def rule_no_cuda_graph(ev: Evidence) -> Finding:
         return _f(cause, NO, "CPU run: neither arm replays graphs (no CUDA graphs on CPU)", fix, "server log")
     if disabled is True:
         if base_disabled is True:
-            return _f(cause, NO, f"--disable-cuda-graph in both arms ({where})", fix, "launch flag")
-        return _f(cause, YES, f"--disable-cuda-graph on the speculative server ({where})", fix, "launch flag")
+            return _f(cause, NO, f"--disable-cuda-graph in both arms ({where})", fix, _prov(where))
+        return _f(cause, YES, f"--disable-cuda-graph on the speculative server ({where})", fix, _prov(where))
     if spec_lines:
         eager = [d for d in spec_lines if not d.graph]
         base_eager = [d for d in base_lines if not d.graph]
@@ -649,7 +655,7 @@ def rule_no_cuda_graph(ev: Evidence) -> Finding:
         applies = share > 0.5 and (not base_lines or len(base_eager) / len(base_lines) < share)
         return _f(cause, YES if applies else NO, text, fix, "server log")
     if disabled is False:
-        return _f(cause, NO, f"CUDA graphs on ({where})", fix, "launch flag")
+        return _f(cause, NO, f"CUDA graphs on ({where})", fix, _prov(where))
     if ev.launch is not None:
         return _f(cause, NO, "the launch does not pass --disable-cuda-graph (sglang captures graphs by default)", fix,
                   "launch flag")
@@ -666,7 +672,7 @@ def rule_tp_comm(ev: Evidence) -> Finding:
     fix = "fewer GPUs per replica (data parallel), NVLink-class links, or a drafter run at tp 1"
     tp, where = ev.arg("tp_size")
     if tp is not None and int(tp) <= 1:
-        return _f(cause, NO, f"tp {tp} ({where}): no tensor-parallel all-reduce", fix, "launch flag")
+        return _f(cause, NO, f"tp {tp} ({where}): no tensor-parallel all-reduce", fix, _prov(where))
     if ev.model is None:
         return _f(cause, UNKNOWN, f"tp {tp if tp is not None else 'unknown'}; no cost model (give --hardware, --gpus "
                                   "and --target-config)", fix)
