@@ -959,6 +959,4 @@ def evidence_from_artifacts(bench_report: Any = None, requests_dir: Optional[Pat
         if not ev.accept_lengths and chosen.metrics and chosen.metrics.accept_length_mean is not None:
             ev.accept_lengths = [chosen.metrics.accept_length_mean]
         ev.accept_where = f"arm '{arm.name}' per request at concurrency {chosen.concurrency}"
-        if ev.speedups and chosen.concurrency in ev.speedups:
-            ev.speedups = {chosen.concurrency: ev.speedups[chosen.concurrency], **ev.speedups}
     return ev
