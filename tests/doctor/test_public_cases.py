@@ -34,14 +34,15 @@ def case_input(folder: Path) -> tuple[dict, DoctorInput]:
                              concurrency=concurrency, hardware=args.get("hardware"), gpus=args.get("gpus"),
                              drafter_config=config("drafter_config.json", args.get("drafter_config")),
                              target_config=config("target_config.json", args.get("target_config")),
-                             input_len=args.get("input_len"), output_len=args.get("output_len"))
+                             input_len=args.get("input_len"), output_len=args.get("output_len"),
+                             temperature=args.get("temperature"))
 
 
 FOLDERS = sorted(p for p in CASES.iterdir() if (p / "case.yaml").is_file())
 
 
 def test_there_are_public_cases_with_urls_and_known_tags():
-    assert len(FOLDERS) >= 7
+    assert len(FOLDERS) >= 8
     for folder in FOLDERS:
         case = yaml.safe_load((folder / "case.yaml").read_text(encoding="utf-8"))
         assert case["url"].startswith("https://github.com/"), folder.name
