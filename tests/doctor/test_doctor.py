@@ -228,3 +228,12 @@ def test_the_projects_own_cpu_run_logs_eagle3_and_baseline():
     assert len(served) > 10 and 1.0 <= min(served) and max(served) <= 4.0  # 3 steps: at most 4 per verify
     judged = _by_cause(doctor(DoctorInput(server_log=spec, concurrency=[4])))  # no threshold: never a guess
     assert judged["low_acceptance"].applies == UNKNOWN
+
+
+def test_without_sglang_the_tolerant_reader_carries_the_same_flags():
+    parsed = parse_launch(SPEC, use_sglang=False)
+    assert parsed.speculative.parser == "tolerant fallback"
+    assert parsed.speculative.args["tp_size"] == 2 and parsed.speculative.args["speculative_num_draft_tokens"] == 4
+    with_sglang = parse_launch(SPEC).speculative.args
+    for key in ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk", "cuda_graph_max_bs"):
+        assert parsed.speculative.args[key] == with_sglang[key], key
