@@ -276,7 +276,7 @@ show.images(figures.values())
 # ## Why no speedup? Diagnostics on this run's evidence
 
 # %%
-findings = patchbench.diagnose_run(P, report if bench else None, bench_dir, logs_dir)
+findings = patchbench.diagnose_run(P, report if bench else None, bench_dir, logs_dir, drafters.offline_acceptance)
 show.table(findings)
 
 # %% [markdown]

@@ -1,17 +1,19 @@
-"""Notebook 03's diagnostics get the cost model's break-even for the run, so the acceptance rule can fire."""
+"""Notebook 03's diagnostics are the doctor's rules engine on the run's own artifacts: the acceptance rule uses the
+break-even the control arm measures (the cost model's beside it) and says "yes" where the run measures a slowdown."""
 
 from __future__ import annotations
 
 import pytest
 
-from eagle3lab.notebook.patch_and_bench import diagnose_run, run_break_even_or_none
 from conftest import synthetic_arm
+from eagle3lab.report import run_model
+from eagle3lab.notebook.patch_and_bench import diagnose_run, run_break_even_or_none
 from eagle3lab.bench.sweep import BenchReport
 from eagle3lab.costmodel import presets
-from eagle3lab.report import run_model
+from eagle3lab.bench.diagnostics import control_cycles, measured_break_even
 from eagle3lab.runtime.profiles import load_profile
 
-RULE = "acceptance length below break-even"
+RULE = "low_acceptance"
 
 
 @pytest.fixture
@@ -21,30 +23,59 @@ def cpu(tmp_path, monkeypatch):
     return load_profile("cpu")
 
 
-@pytest.mark.parametrize("verify_ct", [8, 3])
-def test_acceptance_rule_judges_the_measured_acceptance_against_the_runs_break_even(cpu, tmp_path, verify_ct):
+def _findings(cpu, report, tmp_path, offline=None):
+    return {f["cause"]: f for f in diagnose_run(cpu, report, tmp_path, tmp_path, offline)}
+
+
+def test_without_a_control_arm_the_modelled_break_even_judges(cpu, tmp_path):
     report = BenchReport.create("cpu", [synthetic_arm("baseline", (1, 4), 0.02),
-                                        synthetic_arm("eagle3", (1, 4), 0.03, verify_ct)])
+                                        synthetic_arm("eagle3", (1, 4), 0.03, 3)])
     break_even, where = run_model.run_break_even(cpu, report)
-    findings = {f["rule"]: f for f in diagnose_run(cpu, report, tmp_path, tmp_path)}
-    finding = findings[RULE]
-    accept = 9 / verify_ct
-    assert finding["applies"] == (accept < break_even)
-    assert f"vs break-even {break_even:.2f}" in finding["evidence"] and "at 4 requests" in finding["evidence"]
-    assert f"mean accept length {accept:.2f}" in finding["evidence"]
+    finding = _findings(cpu, report, tmp_path)[RULE]
+    assert finding["threshold_provenance"] == "modelled"
+    assert finding["applies"] == ("yes" if 9 / 3 < break_even else "no")
+    assert f"{break_even:.2f} [modelled" in finding["evidence"]
 
 
-def test_low_acceptance_fires_the_rule(cpu, tmp_path):
+def test_a_control_arm_measures_the_break_even_and_a_slowdown_says_yes(cpu, tmp_path):
+    # control: acceptance 1.0 at 0.06 s per token vs the plain 0.02 s step -> one cycle = 3 plain steps
     report = BenchReport.create("cpu", [synthetic_arm("baseline", (1, 4), 0.02),
-                                        synthetic_arm("eagle3", (1, 4), 0.03, 9)])
-    findings = {f["rule"]: f for f in diagnose_run(cpu, report, tmp_path, tmp_path)}
-    assert findings[RULE]["applies"]  # acceptance 1.0: every cycle costs more than the one token it yields
+                                        synthetic_arm("eagle3", (1, 4), 0.03, 4),
+                                        synthetic_arm("eagle3-untrained", (1,), 0.06, 9, kind="eagle3_control")])
+    rows = control_cycles(report)
+    assert [r["concurrency"] for r in rows] == [1]
+    threshold, at = measured_break_even(report)
+    assert at == 1 and threshold.provenance == "measured"
+    assert threshold.value == pytest.approx(rows[0]["cycle_ms"] / rows[0]["plain_step_ms"])
+    finding = _findings(cpu, report, tmp_path)[RULE]
+    assert finding["threshold_provenance"] == "measured"
+    accept = 9 / 4
+    assert finding["applies"] == ("yes" if accept < threshold.value else "no") == "yes"
+    assert "[modelled" in finding["evidence"] and "slower than plain decoding" in finding["evidence"]
 
 
-def test_without_a_calibration_point_the_rule_stays_out_and_says_why(cpu, tmp_path):
+def test_control_cycles_of_the_report_module_are_the_engines(cpu):
+    from eagle3lab.report.model_evidence import control_cycles as report_cycles
+
+    report = BenchReport.create("cpu", [synthetic_arm("baseline", (1,), 0.02),
+                                        synthetic_arm("eagle3-untrained", (1,), 0.06, 9, kind="eagle3_control")])
+    assert report_cycles(report, {}) == control_cycles(report)
+
+
+def test_prompt_rule_uses_the_drafters_offline_acceptance(cpu, tmp_path):
+    report = BenchReport.create("cpu", [synthetic_arm("baseline", (1,), 0.02),
+                                        synthetic_arm("eagle3", (1,), 0.03, 4)])
+    near = {"aligned": {"mean_accept_length": 9 / 4, "requests": 16}}
+    far = {"aligned": {"mean_accept_length": 4.0, "requests": 16}}
+    assert _findings(cpu, report, tmp_path, near)["chat_template_mismatch"]["applies"] == "no"
+    assert _findings(cpu, report, tmp_path, far)["chat_template_mismatch"]["applies"] == "yes"
+    assert _findings(cpu, report, tmp_path)["chat_template_mismatch"]["applies"] == "unknown"
+
+
+def test_without_a_calibration_point_the_rule_says_unknown_and_why(cpu, tmp_path):
     report = BenchReport.create("cpu", [synthetic_arm("baseline", (2,), 0.02),
                                         synthetic_arm("eagle3", (2,), 0.03, 8)])
     value, why = run_break_even_or_none(cpu, report)
     assert value is None and "concurrency 1" in why
-    assert RULE not in {f["rule"] for f in diagnose_run(cpu, report, tmp_path, tmp_path)}
+    assert _findings(cpu, report, tmp_path)[RULE]["applies"] == "unknown"
     assert run_break_even_or_none(cpu, None) == (None, "no benchmark report")

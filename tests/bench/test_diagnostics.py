@@ -1,4 +1,5 @@
-"""Each diagnostic rule on evidence that shows its cause and on evidence that does not.
+"""Each rule of the diagnostics engine on evidence that shows its cause, on evidence that does not, and on missing
+evidence ("unknown", never a guess).
 
 Server arguments and the start-up warnings come from sglang 0.5.9 itself: ``resolve_server_args`` runs sglang's
 own argument resolution on the cpu profile's real command line (no server is started). Scheduler and decode log
@@ -10,12 +11,12 @@ from __future__ import annotations
 
 import pytest
 
-from eagle3lab.bench.diagnostics import (Finding, RunEvidence, accept_lengths_from_records, decode_lines, diagnose,
-                                         resolve_server_args, rule_acceptance_below_break_even,
-                                         rule_captured_layers_inconsistent, rule_decode_without_graphs,
-                                         rule_prompts_defeat_drafter, rule_running_request_limit,
-                                         rule_scheduler_features_off, server_args_from_log)
 from eagle3lab.errors import DiagnosticsError
+from eagle3lab.bench.diagnostics import (CAUSES, NO, UNKNOWN, YES, Evidence, ModelFigures, Threshold,
+                                         accept_lengths_from_records, decode_lines, diagnose, layer_table_verdict,
+                                         resolve_server_args, rule_aux_layers, rule_cuda_graph_bs,
+                                         rule_low_acceptance, rule_no_cuda_graph, rule_overlap, rule_prompts,
+                                         rule_spec_request_cap, server_args_from_log)
 
 
 def scheduler_line(limit: int, device: str = "gpu") -> str:
@@ -66,73 +67,67 @@ def test_sglang_resolution_writes_the_lines_the_rules_read(spec_default_limit, b
     assert spec_info["max_running_requests"] == 48 and base_info["max_running_requests"] is None
     assert "Max running requests is reset to 48" in spec_log and "reset to 48" not in base_log
     assert spec_info["disable_overlap_schedule"] and not base_info["disable_overlap_schedule"]
-    assert not spec_info["enable_mixed_chunk"] and base_info["enable_mixed_chunk"]
 
 
-def test_running_limit_applies_against_baseline_scheduler_limit(spec_default_limit):
+def test_request_cap_applies_against_baseline_scheduler_limit(spec_default_limit):
     spec_info, spec_log = spec_default_limit
-    found = rule_running_request_limit(spec_info, spec_log + scheduler_line(48),
-                                       baseline_log=scheduler_line(2048), concurrency=128)
-    assert found.applies
+    found = rule_spec_request_cap(Evidence(server_args=spec_info, spec_log=spec_log + scheduler_line(48),
+                                           baseline_log=scheduler_line(2048), concurrency=[128]))
+    assert found.applies == YES
     assert "48" in found.evidence and "2048" in found.evidence and "reset to 48" in found.evidence
 
 
-def test_running_limit_applies_from_log_alone_and_shows_queueing(spec_default_limit):
+def test_request_cap_from_log_alone_shows_queueing(spec_default_limit):
     _, spec_log = spec_default_limit
-    log = spec_log + "\n" + decode_line(48, 80, True, 1.9)
-    found = rule_running_request_limit(spec_log=log, concurrency=128)
-    assert found.applies and "#queue-req: 80" in found.evidence
+    found = rule_spec_request_cap(Evidence(spec_log=spec_log + "\n" + decode_line(48, 80, True, 1.9)))
+    assert found.applies == YES and "#queue-req: 80" in found.evidence
 
 
-def test_running_limit_clear_when_concurrency_fits(spec_default_limit):
+def test_request_cap_clear_when_concurrency_fits_or_limits_match(launch, spec_default_limit):
     spec_info, spec_log = spec_default_limit
-    found = rule_running_request_limit(spec_info, spec_log, baseline_log=scheduler_line(2048), concurrency=16)
-    assert not found.applies
-
-
-def test_running_limit_clear_when_both_runs_set_the_same_limit(launch):
+    assert rule_spec_request_cap(Evidence(server_args=spec_info, spec_log=spec_log, baseline_log=scheduler_line(2048),
+                                          concurrency=[16])).applies == NO
     spec_info, spec_log = resolve_server_args(_argv(launch, speculative=True))
     base_info, base_log = resolve_server_args(_argv(launch, speculative=False))
-    found = rule_running_request_limit(spec_info, spec_log, base_info, base_log)
-    assert not found.applies and "reset" not in found.evidence
+    found = rule_spec_request_cap(Evidence(server_args=spec_info, spec_log=spec_log, baseline_server_args=base_info,
+                                           baseline_log=base_log, concurrency=[4]))
+    assert found.applies == NO and "reset" not in found.evidence
 
 
-def test_running_limit_needs_evidence():
-    assert rule_running_request_limit() is None
-    assert rule_running_request_limit(spec_log="nothing relevant here") is None
+def test_request_cap_unknown_without_evidence():
+    assert rule_spec_request_cap(Evidence()).applies == UNKNOWN
+    assert rule_spec_request_cap(Evidence(spec_log="nothing relevant here")).applies == UNKNOWN
+    found = rule_spec_request_cap(Evidence(launch={"speculative_algorithm": "EAGLE3"}))
+    assert found.applies == UNKNOWN and "server log" in found.evidence
 
 
-def test_scheduler_features_off_names_overlap_and_mixed_chunk(spec_default_limit, baseline_default_limit):
-    found = rule_scheduler_features_off(spec_default_limit[0], spec_default_limit[1], baseline_default_limit[0])
-    assert found.applies
-    assert "Overlap scheduler is disabled" in found.evidence
+def test_overlap_off_applies_and_clears_with_spec_v2(launch, spec_default_limit, baseline_default_limit,
+                                                     monkeypatch):
+    found = rule_overlap(Evidence(server_args=spec_default_limit[0], spec_log=spec_default_limit[1],
+                                  baseline_server_args=baseline_default_limit[0]))
+    assert found.applies == YES and "Overlap scheduler is disabled" in found.evidence
     assert "Mixed chunked prefill is disabled" in found.evidence
-
-
-def test_scheduler_features_clear_with_spec_v2(launch, monkeypatch):
     monkeypatch.setenv("SGLANG_ENABLE_SPEC_V2", "True")
     spec_info, spec_log = resolve_server_args(_argv(launch, speculative=True))
-    base_info, _ = resolve_server_args(_argv(launch, speculative=False))
-    found = rule_scheduler_features_off(spec_info, spec_log, base_info)
-    assert not found.applies and "Spec v2 is enabled" in found.evidence
+    found = rule_overlap(Evidence(server_args=spec_info, spec_log=spec_log))
+    assert found.applies == NO and "Spec v2 is enabled" in found.evidence
+    assert rule_overlap(Evidence()).applies == UNKNOWN
 
 
-def test_scheduler_features_need_evidence():
-    assert rule_scheduler_features_off() is None
-
-
-def test_server_args_read_back_from_the_logged_repr(spec_default_limit):
+def test_server_args_read_back_from_the_logged_repr_whole_or_cut(spec_default_limit):
     spec_info, _ = spec_default_limit
     fields = ", ".join(f"{k}={v!r}" for k, v in spec_info.items())
     logged = f"[2026-11-29 09:13:31] server_args=ServerArgs({fields})\n"
     parsed = server_args_from_log(logged)
     assert parsed["max_running_requests"] == 48 and parsed["speculative_algorithm"] == "EAGLE3"
+    cut = logged[: logged.index("speculative_algorithm") + 60]  # pasted into an issue, cut mid-field
+    assert server_args_from_log(cut)["max_running_requests"] == 48
     assert server_args_from_log("no such line") is None
 
 
 def test_bad_server_info_and_bad_argv_are_one_line_errors(launch):
     with pytest.raises(DiagnosticsError, match="mapping"):
-        rule_running_request_limit(spec_info=["not", "a", "dict"])
+        rule_spec_request_cap(Evidence(server_args=["not", "a", "dict"]))  # type: ignore[arg-type]
     with pytest.raises(DiagnosticsError, match="sglang rejected"):
         resolve_server_args(["--model-path", "/nonexistent/model", "--device", "cpu"])
 
@@ -151,8 +146,8 @@ def test_layers_inconsistent_when_graphs_recorded_other_ids():
     table = {"profile": "gpu", "depth": 61, "aux_layer_ids": [2, 30, 58], "rows": [
         _row("cuda_graph_runner.py:365", 0, [2, 30, 58], GRAPH, ["graphs on"]),
         _row("model_runner.py:622", 1, [3, 31, 59], EAGER, [])]}
-    found = rule_captured_layers_inconsistent(table)
-    assert found.applies
+    found = rule_aux_layers(Evidence(layer_table=table))
+    assert found.applies == YES and found.threshold_provenance == "traced"
     assert "[2, 30, 58]" in found.evidence and "[3, 31, 59]" in found.evidence
 
 
@@ -160,16 +155,23 @@ def test_layers_consistent_without_graphs_or_with_matching_ids():
     no_graphs = {"profile": "cpu", "depth": 4, "aux_layer_ids": [0, 1, 2], "rows": [
         _row("model_runner.py:622", 0, [1, 2, 3], EAGER, []),
         _row("cuda_graph_runner.py:365", None, [2, 2, 1], GRAPH, ["graphs on"])]}  # never runs on cpu
-    assert not rule_captured_layers_inconsistent(no_graphs).applies
+    assert rule_aux_layers(Evidence(layer_table=no_graphs)).applies == NO
     same = {"profile": "gpu", "depth": 8, "rows": [_row("a", 0, [2, 4, 6], GRAPH, ["graphs on"]),
                                                    _row("b", 1, [2, 4, 6], EAGER, [])]}
-    assert not rule_captured_layers_inconsistent(same).applies
+    assert rule_aux_layers(Evidence(layer_table=same)).applies == NO
+
+
+def test_aux_ids_outside_the_target_depth_apply_from_configs():
+    drafter = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 60]}}
+    assert rule_aux_layers(Evidence(drafter_config=drafter, target_config={"num_hidden_layers": 61})).applies == YES
+    assert rule_aux_layers(Evidence(drafter_config=drafter,
+                                    target_config={"text_config": {"num_hidden_layers": 94}})).applies == NO
 
 
 def test_layer_table_missing_or_malformed():
-    assert rule_captured_layers_inconsistent(None) is None
+    assert rule_aux_layers(Evidence()).applies == UNKNOWN
     with pytest.raises(DiagnosticsError, match="rows"):
-        rule_captured_layers_inconsistent({"profile": "gpu"})
+        layer_table_verdict({"profile": "gpu"})
 
 
 def test_layer_table_from_the_real_trace_of_sglang_0_5_9():
@@ -180,8 +182,8 @@ def test_layer_table_from_the_real_trace_of_sglang_0_5_9():
     src = installed_source()
     gpu = audit.layer_table(src, "KimiK25ForConditionalGeneration", 61, [2, 30, 58], StartupProfile.gpu())
     cpu = audit.layer_table(src, "KimiK25ForConditionalGeneration", 4, [0, 1, 2], StartupProfile.cpu())
-    assert rule_captured_layers_inconsistent(gpu).applies
-    assert not rule_captured_layers_inconsistent(cpu).applies
+    assert rule_aux_layers(Evidence(layer_table=gpu)).applies == YES
+    assert rule_aux_layers(Evidence(layer_table=cpu)).applies == NO
 
 
 # -------------------------------------------------------------------------------------------- acceptance
@@ -195,47 +197,38 @@ def test_accept_lengths_use_completion_over_verify_and_skip_warmup():
     assert accept_lengths_from_records(records) == [1.6]
 
 
-def test_acceptance_below_and_above_break_even():
-    low = rule_acceptance_below_break_even([1.2, 1.4, 1.5], 1.77, "at batch 48")
-    assert low.applies and "1.37" in low.evidence and "1.77" in low.evidence
-    assert not rule_acceptance_below_break_even([3.1, 3.4], 1.77).applies
-    assert rule_acceptance_below_break_even([], 1.77) is None
-    assert rule_acceptance_below_break_even([2.0], None) is None
+def test_acceptance_against_a_measured_break_even_shows_the_modelled_one_beside_it():
+    measured = Threshold(3.7, "measured", "control arm")
+    modelled = Threshold(2.06, "modelled", "cost model")
+    found = rule_low_acceptance(Evidence(accept_lengths=[2.3, 2.4, 2.45], break_even=measured,
+                                         modelled_break_even=modelled, speedups={1: 0.61}))
+    assert found.applies == YES and found.threshold_provenance == "measured"
+    assert "3.70 [measured" in found.evidence and "2.06 [modelled" in found.evidence and "0.61x" in found.evidence
+    clear = rule_low_acceptance(Evidence(accept_lengths=[3.1, 3.4], break_even=modelled))
+    assert clear.applies == NO and clear.threshold_provenance == "modelled"
+    assert rule_low_acceptance(Evidence(accept_lengths=[2.0])).applies == UNKNOWN
+    assert rule_low_acceptance(Evidence(break_even=measured)).applies == UNKNOWN
     with pytest.raises(DiagnosticsError):
-        rule_acceptance_below_break_even([-1.0], 1.5)
+        rule_low_acceptance(Evidence(accept_lengths=[-1.0], break_even=measured))
+
+
+def test_acceptance_read_from_decode_lines_when_no_records():
+    log = "\n".join(decode_line(4, 0, True, a) for a in (1.0, 1.0, 1.0))
+    found = rule_low_acceptance(Evidence(spec_log=log, break_even=Threshold(1.2, "modelled")))
+    assert found.applies == YES and "1.00" in found.evidence
 
 
 # ----------------------------------------------------------------------------------------------- prompts
-NATURAL = ("the engineer started the server with the drafter and the server crashed because the wrapper did not "
-           "pass the call to the model it wraps so the engineer patched the wrapper and the server started and "
-           "the throughput of the server did not change with the drafter on or off in the benchmark of the team "
-           "and the team asked why the drafter did not help the server when the benchmark sent many requests")
+def test_prompt_rule_compares_served_with_offline_acceptance_on_the_training_distribution():
+    offline = Threshold(2.35, "measured", "offline simulation")
+    near = rule_prompts(Evidence(accept_lengths=[2.2, 2.4, 2.5, 2.3, 2.45], offline_acceptance=offline))
+    assert near.applies == NO  # random-id prompts are the drafter's own training distribution: no verdict from ids
+    far = rule_prompts(Evidence(accept_lengths=[1.2, 1.3, 1.25, 1.1], offline_acceptance=offline))
+    assert far.applies == YES and "2.35 [measured" in far.evidence
 
 
-def _word_ids(text: str) -> list[int]:
-    vocab: dict[str, int] = {}
-    return [vocab.setdefault(word, 100 + len(vocab)) for word in text.split()]
-
-
-def test_prompts_random_ids_and_synthetic_runs_apply():
-    assert rule_prompts_defeat_drafter(dataset_name="random-ids").applies
-    assert rule_prompts_defeat_drafter(prompt_kind="ids").applies
-    runs = [[(500 + i + j) % 1024 for j in range(32)] for i in range(4)]  # bench_serving random-ids shape
-    found = rule_prompts_defeat_drafter(prompts=runs)
-    assert found.applies and "consecutive" in found.evidence
-    import random
-
-    rng = random.Random(0)
-    uniform = [[rng.randrange(163840) for _ in range(128)] for _ in range(3)]
-    assert rule_prompts_defeat_drafter(prompts=uniform).applies
-
-
-def test_prompts_natural_text_is_clear():
-    ids = _word_ids(NATURAL)
-    assert len(ids) >= 64
-    found = rule_prompts_defeat_drafter(dataset_name="sharegpt", prompts=[ids, ids[5:]])
-    assert not found.applies
-    assert rule_prompts_defeat_drafter() is None
+def test_prompt_rule_unknown_without_offline_acceptance_or_bench_settings():
+    assert rule_prompts(Evidence(accept_lengths=[2.0])).applies == UNKNOWN
 
 
 # -------------------------------------------------------------------------------------------- decode lines
@@ -245,74 +238,39 @@ def test_decode_lines_parse_sglang_format():
     assert lines[0].gen_tok_s == 1234.56
 
 
-def test_decode_without_graphs_applies_only_when_baseline_had_them():
+def test_no_cuda_graph_applies_only_when_baseline_had_them():
     spec = "\n".join(decode_line(48, 0, False, 2.0) for _ in range(3))
     base = "\n".join(decode_line(200, 0, True) for _ in range(3))
-    assert rule_decode_without_graphs(spec, base).applies
-    assert not rule_decode_without_graphs(spec, spec.replace("accept len: 2.00, accept rate: 0.50, ", "")).applies
-    assert not rule_decode_without_graphs(decode_line(4, 0, True, 2.0), base).applies
-    assert rule_decode_without_graphs("no decode lines") is None
+    assert rule_no_cuda_graph(Evidence(spec_log=spec, baseline_log=base)).applies == YES
+    assert rule_no_cuda_graph(Evidence(spec_log=spec, baseline_log=spec)).applies == NO
+    assert rule_no_cuda_graph(Evidence(spec_log=decode_line(4, 0, True, 2.0), baseline_log=base)).applies == NO
+    assert rule_no_cuda_graph(Evidence(spec_log="no decode lines")).applies == UNKNOWN
+
+
+def test_graph_batch_below_concurrency_from_flag_and_from_decode_lines():
+    assert rule_cuda_graph_bs(Evidence(launch={"cuda_graph_max_bs": 2}, concurrency=[8])).applies == YES
+    assert rule_cuda_graph_bs(Evidence(launch={"cuda_graph_max_bs": 16}, concurrency=[8])).applies == NO
+    log = decode_line(8, 0, True, 2.0) + "\n" + decode_line(64, 0, False, 2.0)
+    assert rule_cuda_graph_bs(Evidence(spec_log=log)).applies == YES
+    assert rule_cuda_graph_bs(Evidence(concurrency=[8])).applies == UNKNOWN
 
 
 # ---------------------------------------------------------------------------------------------- together
-def test_diagnose_reports_only_rules_with_evidence(spec_default_limit):
-    info, log = spec_default_limit
-    found = diagnose(RunEvidence(spec_log=log, spec_server_info=info, accept_lengths=[1.3, 1.5], break_even=1.8,
-                                 concurrency=64, prompt_kind="ids"))
-    names = {f.rule for f in found}
-    assert all(isinstance(f, Finding) and f.applies for f in found)
-    assert names == {"running-request limit under speculative decoding",
-                     "scheduler features turned off by speculative decoding",
-                     "acceptance length below break-even", "prompts that defeat the drafter"}
-    assert diagnose(RunEvidence()) == []
+def test_diagnose_gives_one_finding_per_cause_and_unknown_on_nothing():
+    found = diagnose(Evidence())
+    assert [f.cause for f in found] == list(CAUSES) and len(CAUSES) == 16
+    assert {f.applies for f in found} == {UNKNOWN}
 
 
-# ------------------------------------------------------------------------------------------ from artifacts
-def _arm(name: str, concurrency: int, server_info: dict, records: list, out_dir, kind: str):
-    import json
-
-    from eagle3lab.bench.sweep import ARM_MEASURED, ArmResult, PointResult
-    from eagle3lab.bench.metrics import compute_point_metrics
-
-    jsonl = out_dir / f"{name}.requests.jsonl"
-    jsonl.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in records), encoding="utf-8")
-    metrics = compute_point_metrics(records)
-    point = PointResult(concurrency, "ok", None, metrics, server_info, concurrency, 0, 0, True, "t")
-    return ArmResult(name=name, status=ARM_MEASURED, kind=kind, sweep={"prompt_kind": "ids"}, points=[point],
-                     requests_file=jsonl.name)
-
-
-def _records(concurrency: int, verify_ct: int | None):
-    from eagle3lab.bench.metrics import RequestRecord
-
-    return [RequestRecord(request_id=str(i), concurrency=concurrency, phase="measure", ok=True, t_scheduled=0.0,
-                          t_sent=0.0, token_times=[0.1 * (k + 1) for k in range(8)], t_end=0.8, prompt_len=32,
-                          prompt_tokens=32, completion_tokens=8, spec_verify_ct=verify_ct)
-            for i in range(concurrency)]
-
-
-def test_evidence_from_artifacts_reads_every_source(tmp_path, spec_default_limit, baseline_default_limit):
-
-    from eagle3lab.bench.sweep import BenchReport
-    from eagle3lab.bench.diagnostics import evidence_from_artifacts
-
-    spec_info, spec_log = spec_default_limit
-    base_info, base_log = baseline_default_limit
-    report = BenchReport.create("gpu", [_arm("baseline", 64, base_info, _records(64, None), tmp_path, "baseline"),
-                                        _arm("eagle3", 64, spec_info, _records(64, 5), tmp_path, "eagle3")])
-    (tmp_path / "spec.log").write_text(spec_log, encoding="utf-8")
-    table = {"profile": "gpu", "depth": 61, "aux_layer_ids": [2, 30, 58], "rows": [
-        _row("cuda_graph_runner.py:365", 0, [2, 30, 58], GRAPH, ["graphs on"]),
-        _row("model_runner.py:622", 1, [3, 31, 59], EAGER, [])]}
-    cpu_table = {**table, "profile": "cpu", "rows": table["rows"][1:]}
-    ev = evidence_from_artifacts(report, tmp_path, spec_log=tmp_path / "spec.log", layer_tables=[table, cpu_table],
-                                 layer_profile="cpu", break_even=1.8)
-    assert ev.accept_lengths == [8 / 5] * 64 and ev.concurrency == 64 and ev.prompt_kind == "ids"
-    assert ev.layer_table == [cpu_table]
-    found = {f.rule: f for f in diagnose(ev)}
-    assert found["running-request limit under speculative decoding"].applies
-    assert found["acceptance length below break-even"].applies
-    assert not found["captured layers differ between CUDA-graph and eager forwards"].applies
-    with pytest.raises(DiagnosticsError, match="does not exist"):
-        evidence_from_artifacts(spec_log=tmp_path / "missing.log")
-    assert evidence_from_artifacts(layer_tables=[table], layer_profile="cpu").layer_table is None
+def test_modelled_rules_read_the_figures_they_are_given():
+    model = ModelFigures(batch=8, hardware="8x GPU", cycle_parts={"all_reduce": 3.0, "weights": 1.0},
+                         plain_parts={"weights": 1.0}, verify_parts={"gemm_compute": 2.0, "weights": 1.0},
+                         break_even=2.5, chain_break_even=1.9, verify_distinct_experts=200.0,
+                         plain_distinct_experts=60.0)
+    ev = Evidence(launch={"tp_size": 8, "speculative_num_steps": 6, "speculative_eagle_topk": 10,
+                          "speculative_num_draft_tokens": 32}, concurrency=[8], model=model,
+                  target_config={"n_routed_experts": 384})
+    found = {f.cause: f for f in diagnose(ev)}
+    for cause in ("tp_communication_bound", "compute_bound_large_batch", "moe_sparsity_verify_cost",
+                  "draft_tokens_too_many_for_batch"):
+        assert found[cause].applies == YES and found[cause].threshold_provenance == "modelled", cause

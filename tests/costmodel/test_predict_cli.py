@@ -52,7 +52,7 @@ def test_table_names_break_even_and_what_it_means(capsys):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"hardware": "a100"}, "unknown hardware 'a100'; known: b200, h100-sxm, h200, rtx-pro-6000-blackwell"),
+    ({"hardware": "a100"}, "unknown hardware 'a100'; known: a100-sxm, b200, h100-sxm, h200, rtx-pro-6000-blackwell"),
     ({"batch": "1,x"}, "--batch expects comma-separated integers"),
     ({"batch": "0"}, "batch sizes >= 1"),
     ({"tp": "two"}, "argument --tp: invalid int value"),

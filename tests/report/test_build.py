@@ -77,8 +77,11 @@ def patch_sidecar(eagle3_note: str = "EAGLE is not supported on CPU") -> PatchBe
               {"arm": "eagle3", "status": "not_runnable", "note": eagle3_note}],
         cross_check={"concurrency": 4, "ours_output_tok_per_s": 52.93, "theirs_output_tok_per_s": 50.11,
                      "ratio": 1.0563},
-        diagnostics=[{"rule": "running-request limit under speculative decoding", "applies": False,
-                      "evidence": "speculative limit 48 (log: Max running requests is reset to 48)"}])
+        diagnostics=[{"cause": "spec_request_cap", "applies": "no", "threshold_provenance": "server log",
+                      "evidence": "speculative limit 48 (log: Max running requests is reset to 48)", "fix": ""},
+                     {"cause": "low_acceptance", "applies": "yes", "threshold_provenance": "measured",
+                      "evidence": "served acceptance 1.11; break-even 4.44 [measured]; modelled 3.33 [modelled]",
+                      "fix": ""}])
 
 
 @pytest.fixture(scope="module")

@@ -34,6 +34,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "upstream-fixes": ("upstream_fixes", "generate and check a delegation patch for every wrapper a release's "
                                          "audit finds lacking"),
     "predict": ("predict", "cost model: plain vs EAGLE-3 throughput per batch size"),
+    "doctor": ("doctor", "why does EAGLE-3 give no speedup on my deployment? (launch command, server log, "
+                         "bench_serving output)"),
 }
 
 

@@ -34,6 +34,8 @@ _RTX6000 = ("NVIDIA RTX PRO 6000 Blackwell datasheet (https://www.nvidia.com/en-
             "FP4 4 PFLOPS with sparsity")
 _RTX6000_FLOPS = (f"derived from {_RTX6000}: 4 PFLOPS FP4 sparse = 2 dense, halved per doubling of precision: "
                   "FP8 1 PFLOPS, BF16 0.5 PFLOPS dense")
+_A100 = ("NVIDIA A100 datasheet (https://www.nvidia.com/en-us/data-center/a100/): A100 80GB SXM, HBM2e 2,039 GB/s, "
+         "BF16 312 TFLOPS dense, NVLink 600 GB/s; no FP8")
 _PCIE5 = "PCI-SIG PCIe 5.0: 32 GT/s x 16 lanes = about 63 GB/s per direction"
 _NVLINK_AR = ("assumption: about 8 us per small all-reduce with sglang's custom all-reduce over NVLink "
               "(one-shot, in-kernel barrier)")
@@ -57,6 +59,8 @@ HARDWARE: dict[str, Callable[[], Hardware]] = {
                         _H200, _H200, f"{_H200}: 900 GB/s total = 450 GB/s per direction", _NVLINK_AR),
     "b200": lambda: _hw("B200", 8 * TB, 180 * GB, 2250e12, 4500e12, "nvlink", 900 * GB, 8e-6,
                         _B200, _B200, f"{_B200}: 1.8 TB/s total = 900 GB/s per direction", _NVLINK_AR),
+    "a100-sxm": lambda: _hw("A100 80GB SXM", 2.039 * TB, 80 * GB, 312e12, None, "nvlink", 300 * GB, 8e-6, _A100,
+                            _A100, f"{_A100}: 600 GB/s total = 300 GB/s per direction", _NVLINK_AR),
     "rtx-pro-6000-blackwell": lambda: _hw("RTX PRO 6000 Blackwell (PCIe)", 1.792 * TB, 96 * GB, 0.5e15, 1.0e15,
                                           "pcie", 63 * GB, 30e-6, _RTX6000, _RTX6000_FLOPS, _PCIE5, _PCIE_AR),
 }

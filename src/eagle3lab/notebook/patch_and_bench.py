@@ -34,6 +34,7 @@ from eagle3lab.sidecars import InterfaceTraceSidecar, read_if_present
 from eagle3lab.runtime.tinymodel.drafter_training import (shifted_drafter, shifted_ids_valid,
                                                           trained_drafter_for_profile)
 from eagle3lab.sidecars import CycleComponentsRecord
+from eagle3lab.bench.diagnostics import Threshold
 
 
 def patch_table(names: Sequence[str]) -> list[dict[str, Any]]:
@@ -177,8 +178,9 @@ def cross_check_row(check: CrossCheck) -> dict[str, Any]:
 
 
 def run_break_even_or_none(profile: Profile, report: BenchReport | None) -> tuple[float | None, str]:
-    """The cost model's break-even acceptance for this run (``report.run_model.run_break_even``), so the acceptance rule can
-    judge the measured acceptance; (None, why) when the run gives the model nothing to calibrate on."""
+    """The cost model's break-even acceptance for this run (``report.run_model.run_break_even``): shown beside the measured
+    one, or the acceptance rule's threshold where no control arm measured it; (None, why) when the run gives the
+    model nothing to calibrate on."""
 
     if report is None:
         return None, "no benchmark report"
@@ -188,9 +190,12 @@ def run_break_even_or_none(profile: Profile, report: BenchReport | None) -> tupl
         return None, str(exc)
 
 
-def diagnose_run(profile: Profile, report: BenchReport | None, bench_dir: Path,
-                 logs_dir: Path) -> list[dict[str, Any]]:
-    """Every known cause of a missing EAGLE-3 speedup that this run's evidence shows, with its evidence line."""
+def diagnose_run(profile: Profile, report: BenchReport | None, bench_dir: Path, logs_dir: Path,
+                 offline_acceptance: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Every cause of a missing EAGLE-3 speedup, checked on this run's own artifacts by the same rules engine
+    ``doctor`` uses: one row per cause tag (yes / no / unknown), the acceptance judged against the break-even the
+    control arm measured (the cost model's beside it), the prompts against the drafter's offline acceptance
+    (``Drafters.offline_acceptance``)."""
 
     trace = read_if_present(InterfaceTraceSidecar, profile.name)
 
@@ -199,13 +204,15 @@ def diagnose_run(profile: Profile, report: BenchReport | None, bench_dir: Path,
 
     spec_log = existing(Path(logs_dir) / f"03_eagle3.{profile.name}.log") or \
         existing(Path(logs_dir) / f"03_chain_full_delegation_patch.{profile.name}.log")
-    break_even, break_even_where = run_break_even_or_none(profile, report)
+    value, where = run_break_even_or_none(profile, report)
+    modelled = Threshold(value, "modelled", where) if value is not None else None
     evidence = evidence_from_artifacts(
         bench_report=report, requests_dir=bench_dir if report else None, spec_log=spec_log,
         baseline_log=existing(Path(logs_dir) / f"03_baseline.{profile.name}.log"),
         layer_tables=[table.model_dump() for table in trace.layer_ids] if trace is not None else None,
         layer_profile="cpu" if profile.device == "cpu" else "gpu",
-        break_even=break_even, break_even_where=break_even_where)
+        break_even=modelled, modelled_break_even=modelled, offline_acceptance=offline_acceptance,
+        device=profile.device)
     return findings_table(diagnose(evidence))
 
 

@@ -18,7 +18,7 @@ from typing import Any, Optional
 from eagle3lab.atomic import write_json_atomic
 from eagle3lab.errors import PerfModelError
 from eagle3lab.paths import repo_dir
-from eagle3lab.bench.sweep import ARM_KIND_EAGLE3_CONTROL, BenchReport
+from eagle3lab.bench.sweep import BenchReport
 from eagle3lab.costmodel.cycle import check_accept_length, plain_step, plain_tok_s, speedup
 from eagle3lab.costmodel.validation import trend, GOAL_MAPE_PCT, context_sensitivity, validate, validation_summary
 from eagle3lab.report.plots.model import measured_points_from_bench
@@ -28,6 +28,7 @@ from eagle3lab.errors import BenchError
 from eagle3lab.runtime.profiles import Profile, load_profile
 from eagle3lab.report.incident_model import incident_report, incident_spec
 from eagle3lab.sidecars import today
+from eagle3lab.bench.diagnostics import control_cycles as measured_cycles
 
 
 @dataclass
@@ -86,23 +87,11 @@ def published_acceptance(results) -> list[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------------------------------ a measured run
-def control_cycles(report, base: dict[int, Any]) -> list[dict[str, Any]]:
-    """The untrained-drafter control arm's cycle, measured: with nearly every draft rejected, each cycle emits
-    about one token, so its time is what one speculative cycle costs on this machine whatever the acceptance."""
+def control_cycles(report, base: Optional[dict[int, Any]] = None) -> list[dict[str, Any]]:
+    """The control arm's measured cycle in plain steps: one computation, in the diagnostics engine (``base`` is
+    accepted for callers that still pass the measured points; the engine reads the same decode rates itself)."""
 
-    rows = []
-    for arm in report.arms:
-        if arm.kind != ARM_KIND_EAGLE3_CONTROL:
-            continue
-        for point in arm.measured_points():
-            metrics, plain = point.metrics, base.get(point.concurrency)
-            if metrics.decode_tok_per_s is None or metrics.accept_length is None or plain is None:
-                continue
-            cycle_ms = point.concurrency * metrics.accept_length / metrics.decode_tok_per_s * 1e3
-            step_ms = point.concurrency / plain.tok_s * 1e3
-            rows.append({"arm": arm.name, "concurrency": point.concurrency, "accept_length": metrics.accept_length,
-                         "cycle_ms": cycle_ms, "plain_step_ms": step_ms, "plain_steps_per_cycle": cycle_ms / step_ms})
-    return rows
+    return measured_cycles(report)
 
 
 def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None) -> dict[str, Any]:

@@ -13,6 +13,7 @@ launch's own environment.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import logging
 import os
@@ -75,28 +76,46 @@ def parse_launches(argvs: Mapping[str, Sequence[str]], env: Mapping[str, str] | 
     return {label: ParsedLaunch(**value) for label, value in data.items()}
 
 
-_SERVER_ARGS_LINE = re.compile(r"server_args=ServerArgs\((?P<body>.*)\)\s*$")
+_SERVER_ARGS_LINE = re.compile(r"server_args=ServerArgs\((?P<body>.*?)(?:\)\s*)?$")
+_FIELD = re.compile(r"(?:^|, )(?P<key>[a-z_][a-z0-9_]*)=(?P<value>'[^']*'|\"[^\"]*\"|\[[^\]]*\]|[^,()\[\]]*)")
 
 
-def chosen_from_log(log_text: str, keys: Sequence[str] = CHOSEN_KEYS) -> dict[str, Any]:
-    """The values in the ``server_args=ServerArgs(...)`` line sglang logs at start-up (the first one)."""
-    for line in log_text.splitlines():
+def logged_server_args(log_text: str | None) -> dict[str, Any] | None:
+    """Every field of the first ``server_args=ServerArgs(...)`` line sglang logs at start-up, as a dict (None: no
+    such line). The repr is a Python call, so ``ast`` reads it whole; a line cut short (a log pasted into an issue,
+    another release's fields) falls back to reading its ``key=value`` pairs one by one, literals only."""
+    for line in (log_text or "").splitlines():
         match = _SERVER_ARGS_LINE.search(line)
         if not match:
             continue
         body = match["body"]
+        try:
+            call = ast.parse(f"f({body})", mode="eval").body
+        except SyntaxError:
+            call = None
         found: dict[str, Any] = {}
-        for key in keys:
-            value = re.search(rf"(?:^|, ){key}=('[^']*'|[^,()]*)", body)
-            if value:
-                found[key] = _literal(value.group(1))
+        if call is not None:
+            for kw in getattr(call, "keywords", []):
+                try:
+                    found[kw.arg] = ast.literal_eval(kw.value)
+                except (ValueError, SyntaxError, TypeError):
+                    continue
+            return found
+        for field_match in _FIELD.finditer(body):
+            value = _literal(field_match["value"].strip())
+            if value != "":
+                found[field_match["key"]] = value
         return found
-    return {}
+    return None
+
+
+def chosen_from_log(log_text: str, keys: Sequence[str] = CHOSEN_KEYS) -> dict[str, Any]:
+    """The values in the ``server_args=ServerArgs(...)`` line sglang logs at start-up (the first one)."""
+    found = logged_server_args(log_text) or {}
+    return {key: found[key] for key in keys if key in found}
 
 
 def _literal(text: str) -> Any:
-    import ast
-
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):

@@ -1,0 +1,206 @@
+"""A user's ``launch_server`` command line, read with the installed sglang's own argument parser.
+
+A file may hold several commands, comments and line continuations; the speculative command is the one with a
+``--speculative-algorithm`` flag, and another command without one is the baseline. Flags the installed sglang
+does not know, abbreviations it finds ambiguous, or a command cut short are read by a tolerant fallback
+(``--flag value`` pairs, literals only), and the note says so: a pasted command never ends in a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import io
+import json
+import re
+import shlex
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+# sglang's dest names differ from ServerArgs' fields for these (ServerArgs.from_cli_args maps them)
+DEST_TO_FIELD = {"tensor_parallel_size": "tp_size", "pipeline_parallel_size": "pp_size",
+                 "data_parallel_size": "dp_size"}
+# abbreviations and other engines' spellings the tolerant reader maps to sglang's field names
+ALIASES = {"model": "model_path", "tp": "tp_size", "tensor_parallel_size": "tp_size", "speculative_algo": "speculative_algorithm",
+           "speculative_draft": "speculative_draft_model_path", "speculative_draft_model": "speculative_draft_model_path",
+           "mem_fraction": "mem_fraction_static", "max_num_seqs": "max_running_requests",
+           "enforce_eager": "disable_cuda_graph"}
+LAUNCHERS = ("sglang.launch_server", "sglang serve", "launch_server", "vllm serve")
+
+
+@dataclass
+class ParsedCommand:
+    """One command line: its flags as sglang's field names, and how they were read."""
+
+    text: str
+    args: dict[str, Any]
+    parser: str  # "sglang x.y.z argument parser" | "tolerant fallback"
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def speculative(self) -> bool:
+        return bool(self.args.get("speculative_algorithm"))
+
+
+@dataclass
+class ParsedLaunch:
+    speculative: Optional[ParsedCommand]
+    baseline: Optional[ParsedCommand]
+    notes: list[str] = field(default_factory=list)
+
+
+def _yaml_args(text: str) -> Optional[str]:
+    """A Kubernetes-style ``args:`` list (``- --flag`` / ``- "value"`` items) as one command line."""
+    items = [line.strip()[2:].strip() for line in text.splitlines() if line.strip().startswith("- ")]
+    if len([i for i in items if i.startswith("--")]) < 2:
+        return None
+    return " ".join(shlex.quote(i.strip("'\"")) for i in items)
+
+
+def commands(text: str) -> list[str]:
+    """The command lines of a text: comments dropped, backslash continuations joined, one command per line (a
+    YAML ``args:`` list of flags and values counts as one command)."""
+    yaml_command = _yaml_args(text)
+    if yaml_command is not None:
+        return [yaml_command]
+    joined = re.sub(r"\\\s*\n", " ", text)
+    out = []
+    for line in joined.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or line.startswith("```"):
+            continue
+        if "--" in line or any(launcher in line for launcher in LAUNCHERS):
+            out.append(line)
+    return out
+
+
+def _tokens(command: str) -> tuple[list[str], list[str]]:
+    notes = []
+    try:
+        tokens = shlex.split(command, comments=True)
+    except ValueError as exc:  # an unbalanced quote: a command cut short
+        notes.append(f"the command does not tokenise ({exc}); split on spaces")
+        tokens = command.split()
+    for i, token in enumerate(tokens):
+        if token in ("sglang.launch_server", "serve") or token.endswith("launch_server"):
+            return tokens[i + 1:], notes
+    first = next((i for i, t in enumerate(tokens) if t.startswith("--")), len(tokens))
+    return tokens[first:], notes
+
+
+def _literal(text: str) -> Any:
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    if text.startswith("{"):
+        with contextlib.suppress(json.JSONDecodeError):
+            return json.loads(text)
+    return text
+
+
+def _field(flag: str) -> str:
+    name = flag.lstrip("-").replace("-", "_")
+    return ALIASES.get(name, DEST_TO_FIELD.get(name, name))
+
+
+def tolerant_flags(tokens: list[str]) -> dict[str, Any]:
+    """``--flag value`` / ``--flag=value`` / ``--switch`` pairs as field names; values that are shell variables
+    (``$CONC``) are dropped. vLLM's ``--speculative-config`` JSON is read into sglang's speculative fields."""
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if not token.startswith("--"):
+            i += 1
+            continue
+        flag, eq, value = token.partition("=")
+        if not eq:
+            if i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+                value, i = tokens[i + 1], i + 1
+            else:
+                value = "true"
+        i += 1
+        if "$" in value:
+            continue
+        out[_field(flag)] = _literal(value)
+    spec = out.pop("speculative_config", None)
+    if isinstance(spec, dict):
+        method = str(spec.get("method", "")).upper()
+        out.setdefault("speculative_algorithm", method or "(--speculative-config without a method)")
+        if spec.get("model"):
+            out.setdefault("speculative_draft_model_path", spec["model"])
+        k = spec.get("num_speculative_tokens")
+        if isinstance(k, int):
+            out.setdefault("speculative_num_steps", k)
+            out.setdefault("speculative_eagle_topk", 1)
+            out.setdefault("speculative_num_draft_tokens", k + 1)
+    return out
+
+
+class _ParserError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _ParserError(message)
+
+
+@functools.lru_cache(maxsize=1)
+def _sglang_parser() -> tuple[Optional[_Parser], str]:
+    """The installed sglang's own launch_server parser (every flag optional here), or why there is none."""
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+            warnings.simplefilter("ignore")
+            from sglang.srt.server_args import ServerArgs  # heavy: imports torch; only where a command is read
+            from sglang.version import __version__
+    except Exception as exc:  # noqa: BLE001 -- any import failure means: no sglang parser here
+        return None, f"sglang is not importable here ({type(exc).__name__})"
+    parser = _Parser(prog="sglang.launch_server")
+    ServerArgs.add_cli_args(parser)
+    for action in parser._actions:
+        action.required = False
+    return parser, f"sglang {__version__} argument parser"
+
+
+def parse_command(command: str, use_sglang: bool = True) -> ParsedCommand:
+    """One command through sglang's parser where it knows every flag, else the tolerant fallback."""
+    tokens, notes = _tokens(command)
+    fallback = tolerant_flags(tokens)
+    parser, name = _sglang_parser() if use_sglang else (None, "not asked for")
+    if parser is None:
+        return ParsedCommand(command, fallback, "tolerant fallback", notes + [f"no sglang parser: {name}"])
+    try:
+        namespace, unknown = parser.parse_known_args(tokens)
+    except _ParserError as exc:
+        return ParsedCommand(command, fallback, "tolerant fallback",
+                             notes + [f"the {name} rejected the command ({exc}); flags read one by one"])
+    args = {DEST_TO_FIELD.get(k, k): v for k, v in vars(namespace).items() if v is not None}
+    if unknown:
+        extra = tolerant_flags(unknown)
+        args.update(extra)
+        flags = [t for t in unknown if t.startswith("--")]
+        notes.append(f"flags the {name} does not know, read by the tolerant fallback: {', '.join(flags) or unknown}")
+    return ParsedCommand(command, args, name, notes)
+
+
+def parse_launch(text: str, use_sglang: bool = True) -> ParsedLaunch:
+    """The speculative command of a launch text (and a baseline command when there is one)."""
+    found = [parse_command(c, use_sglang) for c in commands(text)]
+    if not found:
+        return ParsedLaunch(None, None, ["no command line with flags in the launch text"])
+    spec = next((c for c in found if c.speculative), None)
+    base = next((c for c in found if not c.speculative and c is not spec), None)
+    notes = []
+    if spec is None:
+        notes.append(f"{len(found)} command(s), none with --speculative-algorithm: no speculative command")
+    if len(found) > 2:
+        notes.append(f"{len(found)} commands: the first speculative one and the first other one are used")
+    return ParsedLaunch(spec, base, notes)
