@@ -131,9 +131,9 @@ def _audit_contexts(s02: InterfaceTraceSidecar) -> list[dict[str, Any]]:
         seen.add(conf.sglang_version)
         counts = conf.counts
         rows = [{"group": kind, "count": counts.get(kind, 0)} for kind in audit.KINDS]
-        rows += [{"group": f"wrappers {v}", "count": counts.get(f"wrappers {v}", 0)} for v in audit.VERDICTS]
+        wrappers = [{"verdict": v, "count": counts.get(f"wrappers {v}", 0)} for v in audit.VERDICTS]
         out.append({"version": conf.sglang_version, "provenance": conf.provenance, "total": counts.get("entry_classes"),
-                    "rows": rows, "members": ", ".join(f"`{m}`" for m in conf.members),
+                    "rows": rows, "wrappers": wrappers, "members": ", ".join(f"`{m}`" for m in conf.members),
                     "left_out": ", ".join(f"`{m}`" for m in conf.every_module_has),
                     "lacking": [{"file": r["file"], "entry": r["entry"], "inner": f"self.{r['inner_attr']}",
                                  "classes": ", ".join((o["class"] or "?").rsplit(".", 1)[-1]
@@ -188,13 +188,37 @@ def _fix_context(s03: PatchBenchSidecar | None) -> tuple[dict | None, dict | Non
     profile = s03.profile_values
     bench = None
     if s03.arms:
-        bench = {"rows": s03.arms, "cross": s03.cross_check,
+        bench = {"rows": _bench_rows(s03), "cross": s03.cross_check, "speedups": speedup_cells(s03.speedup),
                  "prompt_kind": s03.parameters.get("prompt_kind"), "input_len": profile["bench_input_len"],
                  "output_len": profile["bench_output_len"], "concurrency": profile["bench_concurrency"],
                  "figures": [Path(p).name for p in s03.figures.values()],
                  "spec_arms": s03.spec_arms, "lossless": s03.lossless, "mismatch": s03.layer_mismatch,
                  "speedup": s03.speedup, "sampling": s03.sampling}
     return fix, bench
+
+
+def _headline_arms(s03: PatchBenchSidecar) -> set[str]:
+    return {a.name for a in s03.spec_arms if a.kind == "eagle3"} or {"eagle3"}
+
+
+def _bench_rows(s03: PatchBenchSidecar) -> list[dict[str, Any]]:
+    """The benchmark table's rows, each EAGLE-3 headline row with its measured speedup over the baseline at the
+    same concurrency (``bench.acceptance.speedup_records``; other arms have none)."""
+    speedups = {r["concurrency"]: r["speedup"] for r in s03.speedup}
+    headline = _headline_arms(s03)
+    rows = []
+    for row in s03.arms:
+        value = speedups.get(row.get("concurrency")) if row.get("arm") in headline else None
+        rows.append({**row, "speedup": f"{value:.2f}x" if value is not None else "--"})
+    return rows
+
+
+def speedup_cells(records: Sequence[Mapping[str, Any]]) -> Optional[str]:
+    """The measured speedups with their direction, e.g. '0.64x at concurrency 1 (slower)'; None when not measured."""
+    if not records:
+        return None
+    return ", ".join(f"{r['speedup']:.2f}x at concurrency {r['concurrency']} "
+                     f"({'slower' if r['speedup'] < 1 else 'faster'})" for r in records)
 
 
 # ------------------------------------------------------------------------------------------------ the incident
@@ -205,6 +229,99 @@ def _incident_context(facts: Mapping[str, Any]) -> dict[str, Any]:
             "gpus": _r(reported["gpus"]["value"], 0), "single": _r(reported["single_stream_tok_s"]["value"]),
             "peak": _r(reported["peak_tok_s"]["value"], 0),
             "not_reported": "; ".join(facts["not_reported"])}
+
+
+def _plain_record(row: Any) -> dict[str, Any]:
+    return row.model_dump() if hasattr(row, "model_dump") else dict(row)
+
+
+def premise_context(incident: Mapping[str, Any], trace: Optional[Mapping[str, Any]],
+                    fix: Optional[Mapping[str, Any]]) -> dict[str, Any]:
+    """What the write-up says, what the trace (and the relaunch chain) prove about it, and what therefore stays
+    unknown; ``holds`` is False when the evidence contradicts the write-up's configuration."""
+    claims = incident["claims"]
+    said = [f"{claims['one_method_patch']} **[reported]** by the engineer",
+            f"{claims['no_gain']} **[reported]** by the engineer"]
+    proved: list[str] = []
+    holds = True
+    if trace and not trace["one_method_enough"]:
+        holds = False
+        proved.append(f"with only `set_eagle3_layers_to_capture` delegated, sglang {trace['version']}'s start-up "
+                      f"next fails on `{trace['next_member']}` at `{trace['next_where']}` **[traced]**")
+    elif trace:
+        proved.append(f"the trace finds the one-method patch enough for sglang {trace['version']} **[traced]**")
+    chain = [_plain_record(row) for row in (fix or {}).get("chain", [])]
+    one = next((row for row in chain if row.get("step") == "one-method patch"), None)
+    if one is not None:
+        proved.append(f"the relaunch chain's one-method patch server {one['outcome']}"
+                      + (f" at `{one['call_site']}`" if one.get("call_site") else "") + " **[measured]**")
+        holds = holds and one["outcome"] == "ready"
+    if holds:
+        unknown = "nothing about the configuration: the write-up's patch is one that starts"
+        condition = ""
+    else:
+        unknown = ("which code actually served the engineer's EAGLE-3 measurement (another patch, another build or "
+                   "other flags): the one-method patch the write-up describes cannot start, so its 'no gain' was "
+                   "not measured with the configuration described")
+        condition = ("Every statement below about the incident's speedup is conditional: it holds if the engineer's "
+                     f"server ran EAGLE-3 with the flags of `params/{incident['profile']}.yaml` and a patch that "
+                     "delegates both members.")
+    return {"said": said, "proved": proved, "unknown": unknown, "condition": condition, "holds": holds}
+
+
+def layer_claim(incident: Mapping[str, Any]) -> str:
+    """The one-layer-early claim with its condition: CUDA-graph replays capture sglang's default layers, eager
+    forwards the drafter's ids + 1, so the two differ by one layer only when the drafter's ids equal the default."""
+    ids, default = incident["writeup_aux_ids"], incident["sglang_default_aux_ids"]
+    same = list(ids) == list(default)
+    return (f"The write-up quotes the drafter's aux layer ids as {ids} **[reported]**; sglang's default for a "
+            f"{incident['target_layers']}-layer target is {default} **[traced]**. "
+            + ("They are equal, so " if same else "They differ, so the one-layer-early claim does not apply; ")
+            + ("CUDA-graph decode would capture each aux hidden state one layer before eager prefill does. This "
+               "holds only while the drafter's ids equal sglang's default." if same else
+               "what graph replays capture must be traced for these ids."))
+
+
+def public_rows(public: Mapping[str, Mapping[str, Any]], model: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Public acceptance figures for this drafter, each placed against the modelled break-evens (single request,
+    EAGLE-3's request limit, EAGLE-3's peak reaching the baseline's)."""
+    thresholds = [("one request", model["break_even_1"]), (f"{model['spec_max_batch']} requests",
+                                                            model["break_even_max"]),
+                  ("EAGLE-3's peak vs the baseline's", model["break_even_peak"])]
+    rows = []
+    for key, row in public.items():
+        if key == "sglang_pr_25454":
+            continue
+        accept = row.get("accept_length", row.get("value") if "length" in row.get("metric", "") else None)
+        if row.get("value") is None:
+            published, against = "--", f"not transcribed yet ({row['note']})"
+        else:
+            published = (f"{row['rate_pct']:.2f}% acceptance rate, {row['num_speculative_tokens']} speculative "
+                         f"tokens" if key == "vllm_pr_35966" else f"{row['value']}")
+            above = [name for name, need in thresholds if accept is not None and accept > float(need)]
+            below = [name for name, need in thresholds if accept is not None and accept <= float(need)]
+            against = (f"{accept:.2f} tokens per verify step (1 + {row['num_speculative_tokens']} x rate): above the "
+                       f"break-even at {', '.join(above) or 'none'}" + (f"; not above it at {', '.join(below)}"
+                                                                       if below else ""))
+        rows.append({"url": row["url"], "key": key, "drafter": row["drafter"], "engine": row["engine"],
+                     "hardware": row["hardware"], "workload": row.get("workload", "not named"),
+                     "published": published, "against": against})
+    return rows
+
+
+def shift_sentence(public: Mapping[str, Mapping[str, Any]], mismatch: Optional[Mapping[str, Any]]) -> Optional[str]:
+    """sglang PR #25454's one-layer cost beside this run's CPU mismatch experiment."""
+    row = public.get("sglang_pr_25454")
+    if not row:
+        return None
+    text = (f"Public measurement of a one-layer shift: [sglang PR #25454]({row['url']}) reports that "
+            f"`{row['drafter']}` lost about {row['value']:.2f} acceptance length on Kimi-K2.5 when its aux layers "
+            f"were captured one layer off **[reported]** (another Kimi-K2.5 drafter than the incident's)")
+    if mismatch and mismatch.get("drop"):
+        text += (f"; this run's {mismatch['target_layers']}-layer tiny target loses {mismatch['drop'][0]:.3f} at "
+                 f"concurrency {mismatch['concurrency'][0]} **[measured]**, on a random model whose size does not "
+                 f"transfer")
+    return text + "."
 
 
 # ------------------------------------------------------------------------------------------------ the model
@@ -405,41 +522,76 @@ def _model_context(model: ModelEvidence, figures: Sequence[str], eagle3_note: Op
     }
 
 
+def _direction(records: Sequence[Mapping[str, Any]]) -> str:
+    slower = [r for r in records if r["speedup"] < 1]
+    if len(slower) == len(records):
+        return "no: EAGLE-3 is slower than the baseline at every concurrency measured"
+    if not slower:
+        return "yes: EAGLE-3 is faster than the baseline at every concurrency measured"
+    return "only at some concurrencies"
+
+
 def _summary(crash: dict | None, trace: dict | None, fix: dict | None, model: dict[str, Any],
-             incident: Mapping[str, Any], evidence: ModelEvidence) -> list[str]:
-    """The report's opening lines, each from its section's computed context and carrying its provenance."""
+             incident: Mapping[str, Any], evidence: ModelEvidence, premise: Optional[Mapping[str, Any]] = None,
+             bench: Optional[Mapping[str, Any]] = None, profile: str = "cpu",
+             speedups: Sequence[Mapping[str, Any]] = ()) -> list[str]:
+    """The first screen: why it crashed, the fix, whether EAGLE-3 pays here and on the incident's deployment, and
+    what to do; each line from its section's computed context and carrying its provenance."""
     lines = []
     if crash:
-        lines.append(f"Reproduced on real sglang: `{crash['signature']}` in {crash['seconds']} s **[measured]**.")
-    if trace:
-        lines.append(f"The runtime needs {trace['missing']} from the wrapper **[traced]**; the one-method fix is "
-                     f"{'enough' if trace['one_method_enough'] else 'not enough'} **[traced]**. Fixed upstream in "
-                     f"sglang {trace['first_fixed']} **[traced]**.")
-    if fix and fix["story"]:
-        lines.append(fix["story"][-1][0].upper() + fix["story"][-1][1:] + " **[measured]**.")
+        cause = (f": sglang's EAGLE-3 start-up calls {trace['missing']} on the target model and the Kimi-K2.5 "
+                 f"wrapper lacks them **[traced]**" if trace else "")
+        lines.append(f"**Why it crashed:** `{crash['signature']}`, reproduced on real sglang in {crash['seconds']} s "
+                     f"**[measured]**{cause}.")
+    if fix:
+        text = (f"**The fix:** delegate {fix['members']} to the inner model (`patches/{fix['patch']}`)"
+                + (f"; {fix['story'][-1]} **[measured]**" if fix["story"] else ""))
+        if trace:
+            text += (f". The write-up's one-method fix is {'enough' if trace['one_method_enough'] else 'not enough'} "
+                     f"**[traced]**; sglang {trace['first_fixed']} ships the fix **[traced]**")
+        lines.append(text + ".")
+    if premise and not premise["holds"]:
+        lines.append(f"**What the write-up's 'no gain' rests on:** unknown. {premise['unknown'][0].upper()}"
+                     f"{premise['unknown'][1:]} (section 1) **[traced]**.")
+    if speedups:
+        caveat = (" This is a tiny model on CPU whose speculative kernels run in the Triton interpreter: no evidence "
+                  "about GPU speedups." if profile == "cpu" else "")
+        lines.append(f"**Does EAGLE-3 pay on this run ({profile} profile)?** {_direction(speedups)}: output "
+                     f"throughput {speedup_cells(speedups)} **[measured]**.{caveat}")
     rows = evidence.incident["sensitivity"]
     low = min(r["break_even_at_peak"] for r in rows)
     high = max(r["break_even_at_peak"] for r in rows)
-    match = evidence.incident.get("context_matching_reported_peak")
-    at_match = (f"; at the context that reproduces the reported peak ({_r(match['context_len'], 0)} tokens) it "
-                f"{peak_verdict(match['predicted'])}" if match else "")
+    condition = "" if not premise or premise["holds"] else " (if it ran the flags described, section 1)"
+    public = incident.get("public", {}).get("vllm_pr_35966")
+    public_text = (f" Public figure for this drafter: {public['rate_pct']:.2f}% acceptance rate with "
+                   f"{public['num_speculative_tokens']} speculative tokens on vLLM, gsm8k ([vLLM PR #35966]"
+                   f"({public['url']})), about {public['accept_length']:.2f} tokens per verify step **[reported]**; "
+                   f"another engine, workload and draft length than the incident's." if public and
+                   public.get("accept_length") else "")
     lines.append(
-        f"EAGLE-3 gave no throughput gain **[reported]** by the engineer. The cost model says when that holds: at "
-        f"peak EAGLE-3 matches the baseline only above acceptance {model['break_even_peak']} (context "
-        f"{model['context']} tokens assumed, sglang's {model['spec_max_batch']}-request cap), and between "
-        f"{low:.2f} and {high:.2f} across the sensitivity table{at_match}; at one request it gains above "
-        f"{model['break_even_1']} **[modelled]**. Not reported: {incident['not_reported']}; so which side of these "
-        f"thresholds the incident fell on is open.")
+        f"**Does EAGLE-3 pay on the incident's deployment{condition}?** The engineer reported no gain "
+        f"**[reported]** but not the acceptance reached. The cost model puts the break-even at acceptance "
+        f"{model['break_even_peak']} for EAGLE-3's peak to reach the baseline's (context {model['context']} tokens "
+        f"assumed, sglang's {model['spec_max_batch']}-request cap; {low:.2f} to {high:.2f} across the sensitivity "
+        f"table) and {model['break_even_1']} at one request **[modelled]**.{public_text}")
+    todo = ["apply the full delegation patch" + (f" or upgrade to sglang {trace['first_fixed']}" if trace else ""),
+            f"measure acceptance on your own traffic and compare it with {model['break_even_peak']} at peak and "
+            f"{model['break_even_1']} at one request"]
+    uncapped = next((r for r in rows if r["changed"] == {"spec_max_running_requests": 0}), None)
+    if uncapped and uncapped["break_even_at_peak"] < evidence.incident["predicted"]["rtx_pro_6000_x8"][
+            "break_even_at_peak"]:
+        todo.append(f"set `--max-running-requests` (sglang caps speculation at {model['spec_max_batch']} requests; "
+                    f"without the cap the break-even at peak is {uncapped['break_even_at_peak']:.2f})")
+    lines.append("**What to do:** " + "; ".join(todo) + " **[modelled]**.")
     trust = "; ".join(f"{row['source']} MAPE {row['mape']}% with {row['trends_right']} trends right (goal "
                       f"{'met' if row['goal_met'] else 'not met'})" for row in model["validation"])
-    closes = f" (a context of {_r(match['context_len'], 0)} tokens closes the gap)" if match else ""
-    lines.append(f"Out of sample, the model's baseline peak is {model['peak_error']}% {model['peak_direction']} the "
-                 f"reported one at the assumed context{closes}; on published speedup-vs-batch data it was not fitted "
-                 f"to: {trust} **[modelled]** vs **[reported]**.")
+    lines.append(f"How far to trust the model: its baseline peak is {model['peak_error']}% {model['peak_direction']} "
+                 f"the reported one at the assumed context; on published speedup-vs-batch data: {trust} "
+                 f"**[modelled]** vs **[reported]**.")
     run = model["run"]
     if run.get("has_speedup"):
-        lines.append(f"On this run, EAGLE-3's speedup predicted from the measured acceptance: MAPE "
-                     f"{_r(run['speedup_mape_pct'])}% **[modelled]** vs **[measured]**.")
+        lines.append(f"On this run the model's speedups, predicted from the measured acceptance, miss the measured "
+                     f"ones by MAPE {_r(run['speedup_mape_pct'])}% (section 6) **[modelled]** vs **[measured]**.")
     return lines
 
 
@@ -492,6 +644,11 @@ def render(sources: ReportSources) -> str:
     fix, bench = _fix_context(s03)
     model = _model_context(sources.model, sources.figures, _eagle3_note(s03))
     incident = _incident_context(sources.incident)
+    premise = premise_context(incident, trace, fix)
+    public = {"rows": public_rows(incident["public"], model),
+              "shift": shift_sentence(incident["public"], bench["mismatch"].model_dump()
+                                      if bench and bench.get("mismatch") is not None else None),
+              "launch": incident["public"].get("sglang_pr_19689"), "layer_claim": layer_claim(incident)}
     env = sources.environment
     loader = jinja2.Environment(loader=jinja2.PackageLoader("eagle3lab.report", "templates"),
                                 undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
@@ -500,8 +657,9 @@ def render(sources: ReportSources) -> str:
         where=f"{sources.profile} profile, {env.get('machine')}, accelerators: {env.get('accelerators')}, "
               f"{s01.date if s01 else sources.generated}",
         incident=incident, crash=crash, control=control, trace=trace, fix=fix, bench=bench, model=model,
-        diagnostics=s03.diagnostics if s03 else [],
-        summary=_summary(crash, trace, fix, model, incident, sources.model))
+        diagnostics=s03.diagnostics if s03 else [], premise=premise, public=public,
+        summary=_summary(crash, trace, fix, model, incident, sources.model, premise, bench, sources.profile,
+                         s03.speedup if s03 else ()))
 
 
 def model_figures(profile: str, overrides: dict[str, Any] | None = None) -> list[Path]:
