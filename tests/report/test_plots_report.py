@@ -4,6 +4,8 @@ cost model puts it, and the validation figure draws the computed validation."""
 from __future__ import annotations
 
 import pytest
+
+from eagle3lab.runtime.profiles import load_profile
 from matplotlib.lines import Line2D
 
 from eagle3lab.errors import PerfModelError
@@ -103,20 +105,26 @@ def test_throughput_without_reported_and_with_measured(setup):
 
 
 # ------------------------------------------------------------------------------------------- bench sidecars
-def _bench_report(concurrencies=(1, 2), step_s=0.01):
+def _bench_report(concurrencies=(1, 2), step_s=0.01, eagle_step_s=None):
     from eagle3lab.bench.sweep import ARM_MEASURED, ArmResult, BenchReport, PointResult
     from eagle3lab.bench.metrics import RequestRecord, compute_point_metrics
 
-    points = []
-    for conc in concurrencies:
-        records = [RequestRecord(request_id=f"{conc}-{i}", concurrency=conc, phase="measure", ok=True, t_scheduled=0.0,
-                                 t_sent=0.0, token_times=[0.05 + k * step_s for k in range(9)], t_end=0.05 + 8 * step_s,
-                                 prompt_len=32, prompt_tokens=32, completion_tokens=9, finish_reason="length")
-                   for i in range(conc)]
-        points.append(PointResult(conc, "ok", None, compute_point_metrics(records), None, conc, 0, 0, True, "now"))
-    arm = ArmResult(name="baseline", status=ARM_MEASURED, kind="baseline", sweep={"input_len": 32, "output_len": 9},
-                    points=points)
-    return BenchReport.create("cpu", [arm])
+    def arm(name, kind, step, verifies):
+        points = []
+        for conc in concurrencies:
+            records = [RequestRecord(request_id=f"{name}-{conc}-{i}", concurrency=conc, phase="measure", ok=True,
+                                     t_scheduled=0.0, t_sent=0.0, token_times=[0.05 + k * step for k in range(9)],
+                                     t_end=0.05 + 8 * step, prompt_len=32, prompt_tokens=32, completion_tokens=9,
+                                     finish_reason="length", spec_verify_ct=verifies)
+                       for i in range(conc)]
+            points.append(PointResult(conc, "ok", None, compute_point_metrics(records), None, conc, 0, 0, True, "now"))
+        return ArmResult(name=name, status=ARM_MEASURED, kind=kind, sweep={"input_len": 32, "output_len": 9},
+                         points=points)
+
+    arms = [arm("baseline", "baseline", step_s, None)]
+    if eagle_step_s:
+        arms.append(arm("eagle3", "eagle3", eagle_step_s, 4))
+    return BenchReport.create("cpu", arms)
 
 
 def test_bench_report_gives_measured_points_and_calibration_step(tmp_path):
@@ -135,10 +143,40 @@ def test_bench_report_gives_measured_points_and_calibration_step(tmp_path):
     assert decode[0].tok_s > points[0].tok_s  # output rate also pays the prefill and first-token wait
     with pytest.raises(PerfModelError, match="rate must be"):
         measured_points_from_bench(report, rate="tokens")
-    paths = cpu_profile_figures(report, tmp_path, mem_bandwidth=1e10)
-    assert all(p.is_file() and p.stat().st_size > 0 for p in paths.values())
+    profile = load_profile("cpu")
+    paths = cpu_profile_figures(report, profile, tmp_path, mem_bandwidth=1e10)
+    assert set(paths) == {"step_breakdown", "throughput"}
     with pytest.raises(PerfModelError, match="concurrency 1"):
-        cpu_profile_figures(_bench_report(concurrencies=(2,)), tmp_path, mem_bandwidth=1e10)
+        cpu_profile_figures(_bench_report(concurrencies=(2,)), profile, tmp_path, mem_bandwidth=1e10)
+
+
+def test_cpu_figure_is_the_run_check_deployment_and_agrees_with_its_table():
+    """The figure draws the run's own deployment (depth and dtype of the profile, in the title) and its predicted
+    and measured points are the run check table's values at the printed precision, EAGLE-3 included."""
+    from eagle3lab.report.model_evidence import measured_run_check
+    from eagle3lab.report.plots.model import draw_run_throughput, measured_points_from_bench
+    from eagle3lab.report.run_model import run_deployment
+    from eagle3lab.runtime.speculative import SpeculativeSpec
+
+    profile = load_profile("cpu")
+    report = _bench_report(concurrencies=(1, 2, 4), eagle_step_s=0.02)
+    dep, _ = run_deployment(profile, report, 1e10)
+    assert f"{profile.model_num_layers} layers, {profile.dtype}" in dep.target.name
+    fig = draw_run_throughput(dep, SpeculativeSpec.from_profile(profile, profile.draft_model),
+                              measured_points_from_bench(report, rate="decode"), dep.target.name)
+    assert f"{profile.model_num_layers} layers, {profile.dtype}" in fig.axes[0].get_title()
+    table = measured_run_check(profile, report, 1e10)["rows"]
+    lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
+    plain = lines["plain decoding, predicted"]
+    at = dict(zip(plain.get_xdata(), plain.get_ydata()))
+    predicted_eagle = lines["EAGLE-3, predicted from the measured acceptance"]
+    measured_eagle = next(ln for label, ln in lines.items() if label.startswith("EAGLE-3, measured here"))
+    for i, row in enumerate(table):
+        assert f"{at[row['concurrency']]:.1f}" == f"{row['predicted_baseline_tok_s']:.1f}"
+        assert f"{measured_eagle.get_ydata()[i]:.1f}" == f"{row['measured_eagle3_tok_s']:.1f}"
+        # the table prints the predicted speedup: the figure's predicted EAGLE-3 rate over its predicted plain rate
+        ratio = predicted_eagle.get_ydata()[i] / at[row["concurrency"]]
+        assert f"{ratio:.2f}" == f"{row['predicted_speedup']:.2f}"
 
 
 def test_incident_figures_are_written(tmp_path):

@@ -29,7 +29,8 @@ from eagle3lab.report.plots.model import (COMPONENT_LABELS, cpu_profile_figures,
                                           measured_points_from_bench, validation_figure)
 from eagle3lab.report import incident
 from eagle3lab.bench.sweep import BenchReport
-from eagle3lab.runtime.profiles import load_profile
+from eagle3lab.runtime.profiles import Profile, load_profile
+from pydantic import ValidationError
 
 TEMPLATE = "REPORT.md.jinja"
 
@@ -662,6 +663,17 @@ def render(sources: ReportSources) -> str:
                          s03.speedup if s03 else ()))
 
 
+def _run_profile(loaded: Profile) -> Profile:
+    """The profile exactly as notebook 03 ran it (its sidecar's ``profile_values``), else the loaded one."""
+    s03 = read_if_present(PatchBenchSidecar, loaded.name)
+    if s03 is not None and s03.profile_values:
+        try:
+            return Profile.model_validate(s03.profile_values)
+        except ValidationError:
+            pass  # an older sidecar: the run check says so; the figures use the profile as loaded
+    return loaded
+
+
 def model_figures(profile: str, overrides: dict[str, Any] | None = None) -> list[Path]:
     """The cost model's figures, with this profile's measured points wherever its run produced them, and the
     validation figure.
@@ -678,5 +690,5 @@ def model_figures(profile: str, overrides: dict[str, Any] | None = None) -> list
     figures = dict(incident_figures(measured=measured))
     figures["validation"] = validation_figure()
     if bench is not None and on_cpu:
-        figures.update({f"cpu_{kind}": path for kind, path in cpu_profile_figures(bench).items()})
+        figures.update({f"cpu_{kind}": path for kind, path in cpu_profile_figures(bench, _run_profile(loaded)).items()})
     return list(figures.values())

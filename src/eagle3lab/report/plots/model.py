@@ -27,13 +27,11 @@ from eagle3lab.costmodel.perfmodel import (COMPONENTS, Deployment, PassCost, Spe
                                            break_even_accept_length, max_accept_length, plain_step, plain_tok_s,
                                            spec_tok_s, speedup, verify_tokens)
 from eagle3lab.costmodel.forward import Pass, forward_cost
-from eagle3lab.costmodel.perfmodel import validate, calibrate_baseline
+from eagle3lab.costmodel.perfmodel import validate
 from eagle3lab.bench.sweep import ARM_KIND_BASELINE, ARM_KIND_EAGLE3
-from eagle3lab.costmodel.presets import cpu_hardware, speculative_flags, tiny_kimi
-from eagle3lab.report.run_model import single_stream_step_s
+from eagle3lab.report.run_model import run_deployment, single_stream_step_s
+from eagle3lab.runtime.speculative import SpeculativeSpec
 from eagle3lab.report.incident_model import incident_deployment, incident_setup, incident_spec, predict_incident
-from eagle3lab.costmodel.arch import eagle3_drafter
-from eagle3lab.costmodel.engine import sglang_engine
 
 COMPONENT_LABELS = {"weights": "weights read", "gemm_compute": "GEMM compute beyond weights",
                     "kv_cache": "KV cache read", "attention_compute": "attention compute beyond KV",
@@ -313,27 +311,60 @@ def incident_figures(out_dir: Optional[Path] = None, context_len: Optional[float
     }
 
 
-def cpu_profile_figures(report, out_dir: Optional[Path] = None,
+def draw_run_throughput(dep: Deployment, spec: SpeculativeFlags, measured: Sequence[MeasuredPoint],
+                        title: str) -> Figure:
+    """A measured run against the model calibrated on it, decode-only rates (the rate the run check table prints):
+    plain decoding predicted (line) and measured (filled squares); EAGLE-3 predicted from each point's measured
+    acceptance (hollow diamonds) and measured (filled diamonds). Predicted values are computed at exactly the
+    measured concurrencies, so the figure and the table agree to the printed precision."""
+    base = sorted((p for p in measured if p.arm == "baseline"), key=lambda p: p.batch)
+    eagle = sorted((p for p in measured if p.arm == "eagle3" and p.accept_length is not None), key=lambda p: p.batch)
+    if not base:
+        raise PerfModelError("run figure: no measured baseline point")
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    top = max(p.batch for p in measured)
+    grid = sorted({1, 2, 4, 8, 16, 32, 64, top} & set(range(1, top + 1)) | {p.batch for p in measured})
+    ax.plot(grid, [plain_tok_s(dep, b) for b in grid], color="black", label="plain decoding, predicted")
+    ax.plot([p.batch for p in base], [p.tok_s for p in base], **MEASURED_STYLE, label=f"plain, {base[0].label}")
+    if eagle:
+        ax.plot([p.batch for p in eagle], [spec_tok_s(dep, spec, p.batch, p.accept_length) for p in eagle],
+                marker="D", markersize=9, markerfacecolor="none", markeredgewidth=1.5, linestyle="--",
+                color="tab:blue", label="EAGLE-3, predicted from the measured acceptance")
+        ax.plot([p.batch for p in eagle], [p.tok_s for p in eagle], **{**MEASURED_STYLE, "marker": "D",
+                                                                        "color": "tab:blue"},
+                label=f"EAGLE-3, {eagle[0].label}")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(grid, [str(b) for b in grid])
+    ax.set_xlabel("concurrent requests")
+    ax.set_ylabel("decode tokens/s (all requests)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    fig.legend(fontsize=7, loc="lower center", ncol=2, frameon=False)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    return fig
+
+
+def cpu_profile_figures(report, profile, out_dir: Optional[Path] = None,
                         mem_bandwidth: Optional[float] = None) -> dict[str, Path]:
-    """The cpu profile's measured baseline against the cost model calibrated on it (tiny model, this machine)."""
+    """The cpu profile's measured run against the cost model calibrated on it, for the run's own deployment
+    (``run_model.run_deployment``: the profile's depth and dtype, the same deployment as the run check table)."""
 
     step = single_stream_step_s(report)
     if step is None:
         raise PerfModelError(f"cpu figures: bench report of '{report.profile}' has no measured baseline point at "
                              "concurrency 1; include 1 in bench_concurrency")
-    sweep = next((a.sweep for a in report.arms if a.sweep), None) or {}
-    ctx = float(sweep.get("input_len", 32)) + float(sweep.get("output_len", 32)) / 2
-    target = tiny_kimi()
-    dep = Deployment(target, eagle3_drafter(target), cpu_hardware(mem_bandwidth), 1, sglang_engine(), ctx)
-    dep = calibrate_baseline(dep, 1.0 / step, f"profile {report.profile}, {report.date}")
-    measured = [p for p in measured_points_from_bench(report, rate="decode") if p.arm == "baseline"]
-    top = max([p.batch for p in measured] + [1])
-    spec = speculative_flags(3, 1, 4)
+    dep, calibrated = run_deployment(profile, report, mem_bandwidth)
+    spec = SpeculativeSpec.from_profile(profile, profile.draft_model)
+    measured = measured_points_from_bench(report, rate="decode")
+    top = max(p.batch for p in measured if p.arm == "baseline")
+    where = f"{dep.target.name} on {dep.hardware.name}, context {dep.context:g} tokens"
     return {
         "step_breakdown": save_figure(draw_step_breakdown(
-            [(f"{dep.hardware.name}\nplain, {b} req", plain_step(dep, b).target) for b in sorted({1, top})],
-            f"{target.name}: predicted step time, overhead calibrated on the measured {step * 1e3:.1f} ms"),
+            [(f"plain, {b} req", plain_step(dep, b).target) for b in sorted({1, top})],
+            f"{where}:\npredicted decode step, overhead calibrated on the measured {step * 1e3:.2f} ms"),
             f"report_step_breakdown_{slug(report.profile)}", out_dir),
-        "throughput": save_figure(draw_throughput(dep, spec, top, top, accept_taus=(), measured=measured),
-                                  f"report_throughput_{slug(report.profile)}", out_dir),
+        "throughput": save_figure(draw_run_throughput(
+            dep, spec, measured, f"{where}, {spec.num_steps} steps, topk {spec.eagle_topk}, "
+                                 f"{spec.num_draft_tokens} draft tokens\nmodel calibrated on {calibrated}"),
+            f"report_throughput_{slug(report.profile)}", out_dir),
     }
