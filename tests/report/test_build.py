@@ -170,7 +170,8 @@ def test_summary_answers_the_user_with_the_model_thresholds(sources):
     incident_ctx = build._incident_context(sources.incident)
     trace = build._trace_context(sources.trace)
     premise = build.premise_context(incident_ctx, trace, None)
-    lines = build._summary(crash, trace, None, model, incident_ctx, sources.model, premise)
+    lines = build._summary(crash, trace, None, model, incident_ctx, sources.model, premise,
+                           provenance.Binder(sources.tree()))
     rows = sources.model.incident["sensitivity"]
     rtx = sources.model.incident["predicted"]["rtx_pro_6000_x8"]
     verdict = next(line for line in lines if "on the incident's deployment" in line)
@@ -192,16 +193,12 @@ def test_summary_answers_the_user_with_the_model_thresholds(sources):
 
 
 def test_summary_states_measured_speedups_with_their_direction(sources):
-    model = build._model_context(sources.model, [], None)
-    records = [{"concurrency": 1, "speedup": 0.6446}, {"concurrency": 4, "speedup": 1.2}]
-    lines = build._summary(None, None, None, model, build._incident_context(sources.incident), sources.model,
-                           speedups=records)
-    line = next(line for line in lines if "on this run" in line)
+    sources.patch.speedup = [{"concurrency": 1, "speedup": 0.6446}, {"concurrency": 4, "speedup": 1.2}]
+    line = next(x for x in render(sources).splitlines() if "on this run" in x)
     assert "0.64x at concurrency 1 (slower), 1.20x at concurrency 4 (faster)" in line
     assert "only at some concurrencies" in line and "no evidence about GPU speedups" in line
-    slower = build._summary(None, None, None, model, build._incident_context(sources.incident), sources.model,
-                            speedups=records[:1])
-    assert any("no: EAGLE-3 is slower than the baseline at every concurrency measured" in x for x in slower)
+    sources.patch.speedup = sources.patch.speedup[:1]
+    assert "no: EAGLE-3 is slower than the baseline at every concurrency measured" in render(sources)
 
 
 def test_premise_says_what_the_trace_proves_and_what_stays_unknown(sources):
@@ -353,3 +350,33 @@ def test_measured_speedups_render_sourced_in_the_summary_and_section_5(sources):
     assert "| eagle3 | 1 | 13.8 | 0.64x |" in text  # the speedup column, pooled acceptance only
     assert text.count("0.64x at concurrency 1 (slower)") == 2  # summary and section 5
     assert unsourced(text, sources) == [] and untagged(text, sources) == []
+
+
+# ------------------------------------------------------------------------------------------------ bindings
+def test_every_summary_sentence_is_bound_and_checks_against_its_evidence(sources):
+    text, binder = build.render_bound(sources)
+    ids = [x.id for x in binder.sentences]
+    assert {"summary.crash", "summary.fix", "summary.premise", "summary.incident_verdict", "summary.todo",
+            "summary.trust"} <= set(ids)
+    assert all(x.bindings for x in binder.sentences if x.id != "summary.premise")
+    assert provenance.broken_sentences(text, binder.sentences, sources.tree(), build.RULES) == []
+
+
+def test_changing_one_evidence_value_a_sentence_reads_breaks_that_sentence(sources):
+    text, binder = build.render_bound(sources)
+    tree = copy.deepcopy(sources.tree())
+    tree["model"]["incident"]["predicted"]["rtx_pro_6000_x8"]["break_even_single_stream"] += 0.5
+    assert provenance.broken_sentences(text, binder.sentences, tree, build.RULES) == \
+        ["summary.incident_verdict", "summary.todo"]  # the two sentences that print it, and only those
+    tree = copy.deepcopy(sources.tree())
+    tree["trace"]["verdict"]["one_method_enough"] = True  # a verdict: its rule no longer gives "not enough"
+    assert provenance.broken_sentences(text, binder.sentences, tree, build.RULES) == ["summary.fix"]
+    tree = copy.deepcopy(sources.tree())
+    tree["model"]["incident"]["sensitivity"][0]["break_even_at_peak"] = 9.99  # a verdict over a whole list
+    assert provenance.broken_sentences(text, binder.sentences, tree, build.RULES) == ["summary.incident_verdict"]
+
+
+def test_a_sentence_edited_after_rendering_is_caught(sources):
+    text, binder = build.render_bound(sources)
+    tampered = text.replace("**What to do:** apply", "**What to do:** consider", 1)
+    assert provenance.broken_sentences(tampered, binder.sentences, sources.tree(), build.RULES) == ["summary.todo"]

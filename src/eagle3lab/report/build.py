@@ -532,67 +532,104 @@ def _direction(records: Sequence[Mapping[str, Any]]) -> str:
     return "only at some concurrencies"
 
 
+def _enough(value: bool) -> str:
+    return "enough" if value else "not enough"
+
+
+def _sensitivity_range(rows: Sequence[Mapping[str, Any]]) -> str:
+    values = [r["break_even_at_peak"] for r in rows]
+    return f"{min(values):.2f} to {max(values):.2f}"
+
+
+def _peak_error(error_pct: float) -> str:
+    return f"{abs(error_pct):.1f}% {'below' if error_pct < 0 else 'above'}"
+
+
+def _trust(rows: Sequence[Mapping[str, Any]]) -> str:
+    return "; ".join(f"{row['source']} MAPE {row['mape_pct']:.1f}% with {row['trends_right']} trends right (goal "
+                     f"{'met' if row['goal_met'] else 'not met'})" for row in rows)
+
+
+# the rules a bound sentence may name (``provenance.broken_sentences`` re-applies them to the evidence)
+RULES = {"enough": _enough, "direction": _direction, "speedups": speedup_cells,
+         "sensitivity_range": _sensitivity_range, "peak_error": _peak_error, "trust": _trust}
+
+
 def _summary(crash: dict | None, trace: dict | None, fix: dict | None, model: dict[str, Any],
              incident: Mapping[str, Any], evidence: ModelEvidence, premise: Optional[Mapping[str, Any]] = None,
-             bench: Optional[Mapping[str, Any]] = None, profile: str = "cpu",
-             speedups: Sequence[Mapping[str, Any]] = ()) -> list[str]:
+             binder: Optional[provenance.Binder] = None, profile: str = "cpu") -> list[str]:
     """The first screen: why it crashed, the fix, whether EAGLE-3 pays here and on the incident's deployment, and
-    what to do; each line from its section's computed context and carrying its provenance."""
+    what to do. Every number and verdict is rendered through ``binder`` from a named evidence key (the evidence tree
+    of ``ReportSources.tree``), so ``provenance.broken_sentences`` can re-check each sentence against its keys."""
+    b = binder or provenance.Binder({"model": evidence.to_dict(), "incident": dict(incident)})
+    tree = b.tree
     lines = []
     if crash:
         cause = (f": sglang's EAGLE-3 start-up calls {trace['missing']} on the target model and the Kimi-K2.5 "
                  f"wrapper lacks them **[traced]**" if trace else "")
-        lines.append(f"**Why it crashed:** `{crash['signature']}`, reproduced on real sglang in {crash['seconds']} s "
-                     f"**[measured]**{cause}.")
+        lines.append(b.sentence("summary.crash", (
+            f"**Why it crashed:** `{crash['signature']}`, reproduced on real sglang in "
+            f"{b.num('crash.crash.seconds_to_outcome', '')} s **[measured]**{cause}.")))
     if fix:
         text = (f"**The fix:** delegate {fix['members']} to the inner model (`patches/{fix['patch']}`)"
                 + (f"; {fix['story'][-1]} **[measured]**" if fix["story"] else ""))
         if trace:
-            text += (f". The write-up's one-method fix is {'enough' if trace['one_method_enough'] else 'not enough'} "
-                     f"**[traced]**; sglang {trace['first_fixed']} ships the fix **[traced]**")
-        lines.append(text + ".")
+            text += (f". The write-up's one-method fix is "
+                     f"{b.rule('enough', _enough, 'trace.verdict.one_method_enough')}"
+                     f" **[traced]**; sglang {b.num('trace.bisect.first_fixed', 's')} ships the fix **[traced]**")
+        lines.append(b.sentence("summary.fix", text + "."))
     if premise and not premise["holds"]:
-        lines.append(f"**What the write-up's 'no gain' rests on:** unknown. {premise['unknown'][0].upper()}"
-                     f"{premise['unknown'][1:]} (section 1) **[traced]**.")
-    if speedups:
+        lines.append(b.sentence("summary.premise", (
+            f"**What the write-up's 'no gain' rests on:** unknown. {premise['unknown'][0].upper()}"
+            f"{premise['unknown'][1:]} (section 1) **[traced]**.")))
+    patch = tree.get("patch") if isinstance(tree, dict) else None
+    if patch and patch.get("speedup"):
         caveat = (" This is a tiny model on CPU whose speculative kernels run in the Triton interpreter: no evidence "
                   "about GPU speedups." if profile == "cpu" else "")
-        lines.append(f"**Does EAGLE-3 pay on this run ({profile} profile)?** {_direction(speedups)}: output "
-                     f"throughput {speedup_cells(speedups)} **[measured]**.{caveat}")
-    rows = evidence.incident["sensitivity"]
-    low = min(r["break_even_at_peak"] for r in rows)
-    high = max(r["break_even_at_peak"] for r in rows)
+        lines.append(b.sentence("summary.run_speedup", (
+            f"**Does EAGLE-3 pay on this run ({profile} profile)?** "
+            f"{b.rule('direction', _direction, 'patch.speedup')}: output throughput "
+            f"{b.rule('speedups', speedup_cells, 'patch.speedup')} **[measured]**.{caveat}")))
+    rtx = "model.incident.predicted.rtx_pro_6000_x8"
     condition = "" if not premise or premise["holds"] else " (if it ran the flags described, section 1)"
     public = incident.get("public", {}).get("vllm_pr_35966")
-    public_text = (f" Public figure for this drafter: {public['rate_pct']:.2f}% acceptance rate with "
-                   f"{public['num_speculative_tokens']} speculative tokens on vLLM, gsm8k ([vLLM PR #35966]"
-                   f"({public['url']})), about {public['accept_length']:.2f} tokens per verify step **[reported]**; "
-                   f"another engine, workload and draft length than the incident's." if public and
-                   public.get("accept_length") else "")
-    lines.append(
+    public_text = (f" Public figure for this drafter: "
+                   f"{b.num('incident.public.vllm_pr_35966.rate_pct', '.2f')}% acceptance rate with "
+                   f"{b.num('incident.public.vllm_pr_35966.num_speculative_tokens', 'd')} speculative tokens on vLLM, "
+                   f"gsm8k ([vLLM PR #35966]({public['url']})), about "
+                   f"{b.num('incident.public.vllm_pr_35966.accept_length', '.2f')} tokens per verify step "
+                   f"**[reported]**; another engine, workload and draft length than the incident's."
+                   if public and public.get("accept_length") else "")
+    lines.append(b.sentence("summary.incident_verdict", (
         f"**Does EAGLE-3 pay on the incident's deployment{condition}?** The engineer reported no gain "
         f"**[reported]** but not the acceptance reached. The cost model puts the break-even at acceptance "
-        f"{model['break_even_peak']} for EAGLE-3's peak to reach the baseline's (context {model['context']} tokens "
-        f"assumed, sglang's {model['spec_max_batch']}-request cap; {low:.2f} to {high:.2f} across the sensitivity "
-        f"table) and {model['break_even_1']} at one request **[modelled]**.{public_text}")
-    todo = ["apply the full delegation patch" + (f" or upgrade to sglang {trace['first_fixed']}" if trace else ""),
-            f"measure acceptance on your own traffic and compare it with {model['break_even_peak']} at peak and "
-            f"{model['break_even_1']} at one request"]
-    uncapped = next((r for r in rows if r["changed"] == {"spec_max_running_requests": 0}), None)
-    if uncapped and uncapped["break_even_at_peak"] < evidence.incident["predicted"]["rtx_pro_6000_x8"][
-            "break_even_at_peak"]:
-        todo.append(f"set `--max-running-requests` (sglang caps speculation at {model['spec_max_batch']} requests; "
-                    f"without the cap the break-even at peak is {uncapped['break_even_at_peak']:.2f})")
-    lines.append("**What to do:** " + "; ".join(todo) + " **[modelled]**.")
-    trust = "; ".join(f"{row['source']} MAPE {row['mape']}% with {row['trends_right']} trends right (goal "
-                      f"{'met' if row['goal_met'] else 'not met'})" for row in model["validation"])
-    lines.append(f"How far to trust the model: its baseline peak is {model['peak_error']}% {model['peak_direction']} "
-                 f"the reported one at the assumed context; on published speedup-vs-batch data: {trust} "
-                 f"**[modelled]** vs **[reported]**.")
-    run = model["run"]
-    if run.get("has_speedup"):
-        lines.append(f"On this run the model's speedups, predicted from the measured acceptance, miss the measured "
-                     f"ones by MAPE {_r(run['speedup_mape_pct'])}% (section 6) **[modelled]** vs **[measured]**.")
+        f"{b.num(f'{rtx}.break_even_at_peak', '.2f')} for EAGLE-3's peak to reach the baseline's (context "
+        f"{b.num('model.incident.context_len', ',.0f')} tokens assumed, sglang's "
+        f"{b.num(f'{rtx}.spec_max_batch', 'd')}-request cap; "
+        f"{b.rule('sensitivity_range', _sensitivity_range, 'model.incident.sensitivity')} across the sensitivity "
+        f"table) and {b.num(f'{rtx}.break_even_single_stream', '.2f')} at one request **[modelled]**.{public_text}")))
+    todo = ["apply the full delegation patch"
+            + (f" or upgrade to sglang {b.num('trace.bisect.first_fixed', 's')}" if trace else ""),
+            f"measure acceptance on your own traffic and compare it with {b.num(f'{rtx}.break_even_at_peak', '.2f')}"
+            f" at peak and {b.num(f'{rtx}.break_even_single_stream', '.2f')} at one request"]
+    rows = evidence.incident["sensitivity"]
+    uncapped = next((i for i, r in enumerate(rows) if r["changed"] == {"spec_max_running_requests": 0}), None)
+    if uncapped is not None and rows[uncapped]["break_even_at_peak"] < \
+            evidence.incident["predicted"]["rtx_pro_6000_x8"]["break_even_at_peak"]:
+        todo.append(f"set `--max-running-requests` (sglang caps speculation at "
+                    f"{b.num(f'{rtx}.spec_max_batch', 'd')} requests; without the cap the break-even at peak is "
+                    f"{b.num(f'model.incident.sensitivity.{uncapped}.break_even_at_peak', '.2f')})")
+    lines.append(b.sentence("summary.todo", "**What to do:** " + "; ".join(todo) + " **[modelled]**."))
+    lines.append(b.sentence("summary.trust", (
+        f"How far to trust the model: its baseline peak is "
+        f"{b.rule('peak_error', _peak_error, 'model.incident.side_by_side.peak_tok_s.error_pct')} the reported one "
+        f"at the assumed context; on published speedup-vs-batch data: "
+        f"{b.rule('trust', _trust, 'model.validation')} **[modelled]** vs **[reported]**.")))
+    if model["run"].get("has_speedup"):
+        lines.append(b.sentence("summary.run_check", (
+            f"On this run the model's speedups, predicted from the measured acceptance, miss the measured ones by "
+            f"MAPE {b.num('model.run_check.speedup_mape_pct', ',.1f')}% (section 6) **[modelled]** vs "
+            f"**[measured]**.")))
     return lines
 
 
@@ -615,6 +652,14 @@ class ReportSources:
     def evidence(self) -> "provenance.Evidence":
         return provenance.Evidence.of(self.generated, self.environment, self.crash, self.trace, self.patch,
                                       self.model.to_dict(), self.incident, self.figures)
+
+    def tree(self) -> dict[str, Any]:
+        """The evidence as one tree of plain values: what a bound sentence's keys name (``provenance.lookup``)."""
+        plain = provenance._plain
+        return {"generated": self.generated, "environment": self.environment,
+                "crash": plain(self.crash) if self.crash else None, "trace": plain(self.trace) if self.trace else None,
+                "patch": plain(self.patch) if self.patch else None, "model": self.model.to_dict(),
+                "incident": self.incident, "figures": self.figures}
 
     @staticmethod
     def structural() -> set[str]:
@@ -639,6 +684,12 @@ def gather_sources(profile: str = "cpu", figures: Sequence[Path] = (),
 
 def render(sources: ReportSources) -> str:
     """REPORT.md's text from its sources."""
+    return render_bound(sources)[0]
+
+
+def render_bound(sources: ReportSources) -> tuple[str, provenance.Binder]:
+    """REPORT.md's text and the binder that holds its bound sentences (each placeholder's evidence key, each
+    verdict's rule), for ``provenance.broken_sentences``."""
     s01, s03 = sources.crash, sources.patch
     crash, control = _crash_context(s01)
     trace = _trace_context(sources.trace)
@@ -651,16 +702,18 @@ def render(sources: ReportSources) -> str:
                                       if bench and bench.get("mismatch") is not None else None),
               "launch": incident["public"].get("sglang_pr_19689"), "layer_claim": layer_claim(incident)}
     env = sources.environment
+    binder = provenance.Binder(sources.tree())
+    summary = _summary(crash, trace, fix, model, incident, sources.model, premise, binder, sources.profile)
     loader = jinja2.Environment(loader=jinja2.PackageLoader("eagle3lab.report", "templates"),
                                 undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    return loader.get_template(TEMPLATE).render(
+    text = loader.get_template(TEMPLATE).render(
         profile=sources.profile, generated=sources.generated,
         where=f"{sources.profile} profile, {env.get('machine')}, accelerators: {env.get('accelerators')}, "
               f"{s01.date if s01 else sources.generated}",
         incident=incident, crash=crash, control=control, trace=trace, fix=fix, bench=bench, model=model,
         diagnostics=s03.diagnostics if s03 else [], premise=premise, public=public,
-        summary=_summary(crash, trace, fix, model, incident, sources.model, premise, bench, sources.profile,
-                         s03.speedup if s03 else ()))
+        summary=summary)
+    return text, binder
 
 
 def _run_profile(loaded: Profile) -> Profile:
