@@ -367,16 +367,36 @@ def test_changing_one_evidence_value_a_sentence_reads_breaks_that_sentence(sourc
     tree = copy.deepcopy(sources.tree())
     tree["model"]["incident"]["predicted"]["rtx_pro_6000_x8"]["break_even_single_stream"] += 0.5
     assert provenance.broken_sentences(text, binder.sentences, tree, build.RULES) == \
-        ["summary.incident_verdict", "summary.todo"]  # the two sentences that print it, and only those
+        ["model.why.single", "summary.incident_verdict", "summary.todo"]  # the sentences that print it, only those
     tree = copy.deepcopy(sources.tree())
     tree["trace"]["verdict"]["one_method_enough"] = True  # a verdict: its rule no longer gives "not enough"
     assert provenance.broken_sentences(text, binder.sentences, tree, build.RULES) == ["summary.fix"]
     tree = copy.deepcopy(sources.tree())
     tree["model"]["incident"]["sensitivity"][0]["break_even_at_peak"] = 9.99  # a verdict over a whole list
-    assert provenance.broken_sentences(text, binder.sentences, tree, build.RULES) == ["summary.incident_verdict"]
+    assert provenance.broken_sentences(text, binder.sentences, tree, build.RULES) == \
+        ["model.flip", "summary.incident_verdict"]
+    tree = copy.deepcopy(sources.tree())
+    tree["model"]["incident"]["predicted"]["rtx_pro_6000_x8"]["max_accept_length"] = 2  # flips the peak verdict
+    assert "model.why.peak" in provenance.broken_sentences(text, binder.sentences, tree, build.RULES)
 
 
 def test_a_sentence_edited_after_rendering_is_caught(sources):
     text, binder = build.render_bound(sources)
     tampered = text.replace("**What to do:** apply", "**What to do:** consider", 1)
     assert provenance.broken_sentences(tampered, binder.sentences, sources.tree(), build.RULES) == ["summary.todo"]
+
+
+def test_committed_evidence_lets_a_reader_check_the_report(sources, tmp_path):
+    report_md = tmp_path / "REPORT.md"
+    written, evidence = build.write_report(sources, report_md)
+    assert written == report_md and evidence == tmp_path / "reports-evidence" / "cpu.json"
+    assert build.check_report(report_md, evidence) == []
+    assert "/work/" not in evidence.read_text() and str(tmp_path) not in evidence.read_text()
+    data = json.loads(evidence.read_text())
+    data["tree"]["model"]["incident"]["predicted"]["rtx_pro_6000_x8"]["spec_max_batch"] += 1
+    evidence.write_text(json.dumps(data))
+    assert build.check_report(report_md, evidence) == [
+        "sentence summary.incident_verdict does not follow from its evidence",
+        "sentence summary.todo does not follow from its evidence"]
+    report_md.write_text(report_md.read_text() + "\nA line added by hand.\n")
+    assert build.check_report(report_md, evidence)[0] == "REPORT.md is not the text cpu.json was rendered with"

@@ -10,13 +10,17 @@ atomically, so a failed or refused build never replaces a good REPORT.md, HTML p
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 import jinja2
 
-from eagle3lab.paths import repo_dir
+from eagle3lab.atomic import write_json_atomic, write_text_atomic
+from eagle3lab.paths import REPO_ROOT, repo_dir
 from eagle3lab.report import model_evidence, provenance
 from eagle3lab.report.model_evidence import ModelEvidence
 from eagle3lab.package.patching import patch_info
@@ -484,22 +488,34 @@ def _eagle3_note(s03: Optional[PatchBenchSidecar]) -> Optional[str]:
     return None
 
 
-def _model_context(model: ModelEvidence, figures: Sequence[str], eagle3_note: Optional[str] = None) -> dict[str, Any]:
-    """Section 6 from the model's evidence: predictions, why, where the verdict flips, out-of-sample errors."""
+def _model_context(model: ModelEvidence, figures: Sequence[str], eagle3_note: Optional[str] = None,
+                   binder: Optional[provenance.Binder] = None) -> dict[str, Any]:
+    """Section 6 from the model's evidence: predictions, why, where the verdict flips, out-of-sample errors. Its
+    verdict sentences are bound (``binder``) to the evidence keys and rules they are computed from."""
+    b = binder or provenance.Binder({"model": model.to_dict()})
     data = model.incident
     rtx = data["predicted"]["rtx_pro_6000_x8"]
     rows = data["sensitivity"]
     stated = next(r for r in rows if not r["changed"])
-    uncapped = next((r for r in rows if r["changed"] == {"spec_max_running_requests": 0}), None)
+    uncapped = next((i for i, r in enumerate(rows) if r["changed"] == {"spec_max_running_requests": 0}), None)
     peak = data["side_by_side"]["peak_tok_s"]
     single = data["side_by_side"]["single_stream_tok_s"]
+    key = "model.incident.predicted.rtx_pro_6000_x8"
     why = [
         _cycle_sentence(data["cycle_breakdown"], model.spec),
-        _capacity_sentence(rtx, uncapped),
-        f"At one request EAGLE-3 gains for any acceptance above {rtx['break_even_single_stream']:.2f} **[modelled]**.",
-        f"At peak EAGLE-3 {peak_verdict(rtx)}"
-        + (f"; without the request cap it {peak_verdict(uncapped)}" if uncapped else "") + " **[modelled]**.",
+        _capacity_sentence(rtx, rows[uncapped] if uncapped is not None else None),
+        b.sentence("model.why.single", f"At one request EAGLE-3 gains for any acceptance above "
+                                       f"{b.num(f'{key}.break_even_single_stream', '.2f')} **[modelled]**."),
+        b.sentence("model.why.peak", f"At peak EAGLE-3 {b.rule('peak_verdict', peak_verdict, key)}"
+                   + (f"; without the request cap it "
+                      f"{b.rule('peak_verdict', peak_verdict, f'model.incident.sensitivity.{uncapped}')}"
+                      if uncapped is not None else "") + " **[modelled]**."),
     ]
+    flip = b.sentence("model.flip", b.rule("flip", flip_sentence, "model.incident.sensitivity"))
+    matching = (b.sentence("model.matching", b.rule("matching", matching_sentence,
+                                                    "model.incident.context_matching_reported_peak",
+                                                    "model.incident.context_len"))
+                if data.get("context_matching_reported_peak") else None)
     return {
         "target": rtx["model"], "hardware": rtx["hardware"], "tp": rtx["tp"], "spec": model.spec,
         "context": _r(data["context_len"], 0), "context_source": data["context_source"],
@@ -511,8 +527,8 @@ def _model_context(model: ModelEvidence, figures: Sequence[str], eagle3_note: Op
         "spec_max_batch": rtx["spec_max_batch"], "spec_peak_batch": rtx["spec_peak_batch"],
         "break_even_1": _r(rtx["break_even_single_stream"], 2), "break_even_max": _r(rtx["break_even_at_spec_max_batch"], 2),
         "break_even_peak": _r(rtx["break_even_at_peak"], 2), "max_accept": rtx["max_accept_length"],
-        "why": why, "sensitivity": sensitivity_rows(rows), "flip": flip_sentence(rows),
-        "matching": matching_sentence(data.get("context_matching_reported_peak"), data["context_len"]),
+        "why": why, "sensitivity": sensitivity_rows(rows), "flip": flip,
+        "matching": matching,
         "validation": _validation_rows(model.validation), "goal_mape": f"{model.validation_goal_mape_pct:g}",
         "validation_context": [{**row, "ctx": _r(row["context"], 0), "mape": _r(row["mape_pct"]),
                                 "goal": "yes" if row["goal_met"] else "no"} for row in model.validation_context],
@@ -552,7 +568,8 @@ def _trust(rows: Sequence[Mapping[str, Any]]) -> str:
 
 # the rules a bound sentence may name (``provenance.broken_sentences`` re-applies them to the evidence)
 RULES = {"enough": _enough, "direction": _direction, "speedups": speedup_cells,
-         "sensitivity_range": _sensitivity_range, "peak_error": _peak_error, "trust": _trust}
+         "sensitivity_range": _sensitivity_range, "peak_error": _peak_error, "trust": _trust,
+         "peak_verdict": peak_verdict, "flip": flip_sentence, "matching": matching_sentence}
 
 
 def _summary(crash: dict | None, trace: dict | None, fix: dict | None, model: dict[str, Any],
@@ -694,7 +711,8 @@ def render_bound(sources: ReportSources) -> tuple[str, provenance.Binder]:
     crash, control = _crash_context(s01)
     trace = _trace_context(sources.trace)
     fix, bench = _fix_context(s03)
-    model = _model_context(sources.model, sources.figures, _eagle3_note(s03))
+    binder = provenance.Binder(sources.tree())
+    model = _model_context(sources.model, sources.figures, _eagle3_note(s03), binder)
     incident = _incident_context(sources.incident)
     premise = premise_context(incident, trace, fix)
     public = {"rows": public_rows(incident["public"], model),
@@ -702,7 +720,6 @@ def render_bound(sources: ReportSources) -> tuple[str, provenance.Binder]:
                                       if bench and bench.get("mismatch") is not None else None),
               "launch": incident["public"].get("sglang_pr_19689"), "layer_claim": layer_claim(incident)}
     env = sources.environment
-    binder = provenance.Binder(sources.tree())
     summary = _summary(crash, trace, fix, model, incident, sources.model, premise, binder, sources.profile)
     loader = jinja2.Environment(loader=jinja2.PackageLoader("eagle3lab.report", "templates"),
                                 undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
@@ -714,6 +731,58 @@ def render_bound(sources: ReportSources) -> tuple[str, provenance.Binder]:
         diagnostics=s03.diagnostics if s03 else [], premise=premise, public=public,
         summary=summary)
     return text, binder
+
+
+# ------------------------------------------------------------------------------------------------ evidence file
+EVIDENCE_DIR = "reports-evidence"
+
+
+def _scrub(value: Any, replacements: Sequence[tuple[str, str]]) -> Any:
+    """Machine paths out of the committed evidence: the repository root becomes '.', the home directory '~'."""
+    if isinstance(value, str):
+        for old, new in replacements:
+            value = value.replace(old, new)
+        return value
+    if isinstance(value, dict):
+        return {k: _scrub(v, replacements) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_scrub(v, replacements) for v in value]
+    return value
+
+
+def evidence_path(report_md: Path, profile: str) -> Path:
+    """``reports-evidence/<profile>.json`` beside REPORT.md: what that REPORT.md was rendered from."""
+    return Path(report_md).parent / EVIDENCE_DIR / f"{profile}.json"
+
+
+def write_report(sources: ReportSources, report_md: Path) -> tuple[Path, Path]:
+    """Write REPORT.md and, beside it, the evidence it was rendered from: the sidecars, the model's evidence and
+    the incident's facts as one tree, every bound sentence with its keys and rules, and REPORT.md's sha256. The
+    evidence goes first, so a REPORT.md never exists without the evidence it cites."""
+    text, binder = render_bound(sources)
+    replacements = [(str(REPO_ROOT) + "/", ""), (str(REPO_ROOT), "."), (str(Path.home()), "~")]
+    data = {"profile": sources.profile, "generated": sources.generated,
+            "report_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+            "tree": _scrub(json.loads(json.dumps(sources.tree(), default=str)), replacements),
+            "bound_sentences": [dataclasses.asdict(x) for x in binder.sentences]}
+    path = write_json_atomic(evidence_path(report_md, sources.profile), data)
+    return write_text_atomic(report_md, text), path
+
+
+def check_report(report_md: Path, evidence: Path) -> list[str]:
+    """What a reader can check without rerunning anything: the committed REPORT.md against the committed evidence.
+    Returns one line per problem (the report changed since rendering; a bound sentence its evidence contradicts)."""
+    data = json.loads(Path(evidence).read_text(encoding="utf-8"))
+    text = Path(report_md).read_text(encoding="utf-8")
+    problems = []
+    if hashlib.sha256(text.encode("utf-8")).hexdigest() != data["report_sha256"]:
+        problems.append(f"{Path(report_md).name} is not the text {Path(evidence).name} was rendered with")
+    sentences = [provenance.BoundSentence(x["id"], x["text"], tuple(
+        provenance.Binding(tuple(b["keys"]), b["how"], b["text"]) for b in x["bindings"]))
+        for x in data["bound_sentences"]]
+    problems += [f"sentence {sid} does not follow from its evidence"
+                 for sid in provenance.broken_sentences(text, sentences, data["tree"], RULES)]
+    return problems
 
 
 def _run_profile(loaded: Profile) -> Profile:
