@@ -303,7 +303,7 @@ def test_run_check_context_with_and_without_measured_speedups():
     assert [r["error"] for r in ctx["rows"]] == ["calibration", "20.0"] and not ctx["has_speedup"]
     assert any("MAPE 20.0%" in line and "rises as measured and rises as predicted" in line for line in ctx["lines"])
     assert any("(EAGLE is not supported on CPU)" in line and "not checked" in line for line in ctx["lines"])
-    assert any("80.0% kernel launches (fixed), 15.0% GEMM compute beyond weights, 5.0% weights read" in line
+    assert any("80.0% fixed per-step overhead (calibrated residual), 15.0% GEMM compute beyond weights, 5.0% weights read" in line
                for line in ctx["lines"])
     with_speedup = {**check, "speedup_mape_pct": 12.5, "speedup_trend": {"measured": "falls", "predicted": "flat"},
                     "rows": [{**base_rows[1], "measured_eagle3_tok_s": 55.0, "accept_length": 1.5,

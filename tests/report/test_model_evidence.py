@@ -39,7 +39,9 @@ def test_run_check_calibrates_on_the_single_stream_step_and_predicts_the_rest(cp
         assert row["predicted_speedup"] == pytest.approx(speedup(dep, spec, row["concurrency"], 1.5))
         # a cycle emits 1.5 tokens per request: at half the plain rate it takes 3 plain steps (0.02 s each)
         assert row["measured_cycle_ms"] == pytest.approx(3 * 20.0)
-        assert row["predicted_cycle_ms"] == pytest.approx(1.5 * 20.0 / row["predicted_speedup"])
+        # the modelled cycle comes from the model's own rates only (its plain rate, its speedup)
+        predicted_plain = row["concurrency"] / row["predicted_baseline_tok_s"] * 1e3
+        assert row["predicted_cycle_ms"] == pytest.approx(1.5 * predicted_plain / row["predicted_speedup"])
         assert row["unmodelled_cycle_ms"] == pytest.approx(row["measured_cycle_ms"] - row["predicted_cycle_ms"])
     assert check["speedup_mape_pct"] == pytest.approx(
         (abs(one["speedup_error_pct"]) + abs(four["speedup_error_pct"])) / 2)

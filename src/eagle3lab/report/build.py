@@ -380,7 +380,8 @@ def matching_sentence(match: Optional[Mapping[str, Any]], assumed_context: float
     return (f"The model reproduces the reported peak of {_r(match['reported_peak_tok_s'], 0)} tok/s **[reported]** "
             f"at a mean decode context of {_r(match['context_len'], 0)} tokens instead of the assumed "
             f"{_r(assumed_context, 0)} (it predicts {_r(capped['baseline_peak_tok_s'], 0)} tok/s at "
-            f"{capped['baseline_peak_batch']} requests there). At that context EAGLE-3 under the "
+            f"{capped['baseline_peak_batch']} requests there; a one-parameter fit to that one number, so not a test "
+            f"of the model). At that context EAGLE-3 under the "
             f"{capped['spec_max_batch']}-request cap {peak_verdict(capped)}; without the cap "
             f"({uncapped['spec_max_batch']} requests fit) it {peak_verdict(uncapped)} **[modelled]**.")
 
@@ -394,7 +395,8 @@ def _cycle_sentence(breakdown: Sequence[Mapping[str, Any]], spec: Mapping[str, A
             f"draft extend, CPU work the overlap scheduler no longer hides) costs as much as this many plain decode "
             f"steps: {costs} **[modelled]**. A cycle pays only if it emits more tokens per request than that. The "
             f"verify pass reads more expert weights than a plain step: distinct experts touched per MoE layer, "
-            f"verify vs plain, {experts} **[modelled]**.")
+            f"verify vs plain, {experts}, assuming uniform routing (an upper bound: real routing repeats experts) "
+            f"**[modelled]**.")
 
 
 def _capacity_sentence(rtx: Mapping[str, Any], uncapped: Optional[Mapping[str, Any]]) -> str:

@@ -145,10 +145,11 @@ def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None) -
                 row["predicted_speedup"] = speedup(dep, spec, batch, other.accept_length)
                 row["speedup_error_pct"] = (row["predicted_speedup"] - row["measured_speedup"]) / \
                     row["measured_speedup"] * 100
-                # one cycle's wall time: requests x tokens per cycle / rate; predicted from the measured plain rate
+                # one cycle's wall time: requests x tokens per cycle / rate; the modelled one from the model's own
+                # EAGLE-3 rate (its speedup times its own plain rate), never mixed with a measured rate
                 tokens_per_cycle = batch * other.accept_length
                 row["measured_cycle_ms"] = tokens_per_cycle / other.tok_s * 1e3
-                row["predicted_cycle_ms"] = tokens_per_cycle / (row["predicted_speedup"] * measured) * 1e3
+                row["predicted_cycle_ms"] = tokens_per_cycle / (row["predicted_speedup"] * predicted) * 1e3
                 row["unmodelled_cycle_ms"] = row["measured_cycle_ms"] - row["predicted_cycle_ms"]
         rows.append(row)
     predicted_base = [r for r in rows if r["baseline_role"] == "predicted"]
