@@ -85,8 +85,12 @@ def test_throughput_draws_reported_numbers_hollow_and_labelled(setup):
     fig = draw_throughput(pcie, spec, max_batch=200, spec_max_batch=48, show_reported=True)
     reported = _lines(fig, incident.REPORTED_LABEL)
     assert len(reported) == 2
-    assert all(ln.get_markerfacecolor() == "none" for ln in reported)
-    assert sorted(ln.get_ydata()[0] for ln in reported) == [incident.SINGLE_STREAM.value, incident.PEAK.value]
+    single = next(ln for ln in reported if "single stream" in ln.get_label())
+    peak = next(ln for ln in reported if "peak" in ln.get_label())
+    assert single.get_markerfacecolor() == "none" and list(single.get_ydata()) == [incident.SINGLE_STREAM.value]
+    # the peak's concurrency was not reported: a level across the axis, no marker at a made-up concurrency
+    assert peak.get_marker() in ("None", None, "") and set(peak.get_ydata()) == {incident.PEAK.value}
+    assert "concurrency not reported" in peak.get_label()
     assert not _lines(fig, "measured")
 
 
@@ -199,5 +203,7 @@ def test_validation_figure_draws_every_published_and_predicted_point():
         hollow = [ln for ln in ax.get_lines() if ln.get_markerfacecolor() == "none"]
         assert sum(len(ln.get_xdata()) for ln in hollow) == sum(len(s.points) for s in src.series)
         assert f"MAPE {src.mape_pct:.1f}%" in ax.get_title()
+        colours = [ln.get_color() for ln in hollow]
+        assert len(set(colours)) == len(colours)  # no two series of a panel share a colour
     with pytest.raises(PerfModelError, match="no results"):
         draw_validation([])

@@ -9,6 +9,7 @@ which is which in its legend.
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
@@ -110,8 +111,8 @@ def draw_step_breakdown(cases: Sequence[tuple[str, PassCost]], title: str = "Pre
     ax.invert_yaxis()
     ax.tick_params(axis="y", labelsize=7)
     ax.set_xlabel("ms per forward pass, one GPU (predicted by the cost model)")
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title("\n".join(textwrap.wrap(title, 90)) if "\n" not in title else title, fontsize=9)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3, frameon=False)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return fig
@@ -192,16 +193,16 @@ def draw_throughput(dep: Deployment, spec: SpeculativeFlags, max_batch: int, spe
     if show_reported:
         ax.plot([1], [incident.SINGLE_STREAM.value], label=f"{incident.REPORTED_LABEL}: single stream "
                 f"{incident.SINGLE_STREAM.value:g} tok/s", **REPORTED_STYLE)
-        ax.axhline(incident.PEAK.value, color="crimson", linestyle=":", linewidth=1)
-        ax.plot([max_batch], [incident.PEAK.value], label=f"{incident.REPORTED_LABEL}: peak {incident.PEAK.value:,.0f} "
-                "tok/s (concurrency not reported)", **{**REPORTED_STYLE, "marker": "^"})
+        # the concurrency of the reported peak is unknown: a level, never a point at a made-up concurrency
+        ax.axhline(incident.PEAK.value, color="crimson", linestyle=":", linewidth=1.5,
+                   label=f"{incident.REPORTED_LABEL}: peak {incident.PEAK.value:,.0f} tok/s (concurrency not reported)")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("running requests (concurrency)")
     ax.set_ylabel("output tokens/s")
     ax.set_title(f"{dep.target.name} on {dep.tp}x {dep.hardware.name}, context {dep.context:g} tokens", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
+    fig.legend(fontsize=7, loc="lower center", ncol=2, frameon=False)
+    fig.tight_layout(rect=(0, 0.16, 1, 1))
     return fig
 
 
@@ -228,11 +229,14 @@ def draw_validation(results) -> Figure:
     parity.set_ylabel("predicted speedup")
     parity.set_title("predicted points only (calibration points left out)", fontsize=9)
     parity.grid(alpha=0.3)
-    parity.legend(fontsize=7, loc="upper left")
+    parity.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
     for ax, src in zip(panels, results):
-        for s in src.series:
+        cmap = plt.get_cmap("turbo")  # one distinct colour per series (the default cycle repeats after 10)
+        colours = [matplotlib.colors.to_hex(cmap(0.05 + 0.9 * i / max(1, len(src.series) - 1)))
+                   for i in range(len(src.series))]
+        for s, colour in zip(src.series, colours):
             xs = [p.batch for p in s.points]
-            line, = ax.plot(xs, [p.predicted_speedup for p in s.points], linewidth=1)
+            line, = ax.plot(xs, [p.predicted_speedup for p in s.points], linewidth=1, color=colour)
             ax.plot(xs, [p.published_speedup for p in s.points], marker="o", markerfacecolor="none",
                     linestyle="none", color=line.get_color(), label=s.series)
             fitted = [p for p in s.points if p.role == "calibration"]
@@ -245,7 +249,7 @@ def draw_validation(results) -> Figure:
         ax.set_title(f"{src.source}: MAPE {src.mape_pct:.1f}% over {len(src.predicted_points)} predicted points, "
                      f"trends {src.trends_right}/{len(src.series)}", fontsize=9)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=5, ncol=2, loc="lower left")
+        ax.legend(fontsize=5, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
     fig.suptitle("Cost model vs published speedup measurements (hollow = published, line = predicted, filled = "
                  "the single-stream point a series was calibrated on)", fontsize=9)
     fig.tight_layout()
@@ -295,13 +299,14 @@ def incident_figures(out_dir: Optional[Path] = None, context_len: Optional[float
 
     ctx = context_len or incident_setup().context_len
     spec = incident_spec()
-    pcie, nvlink = incident_deployment("rtx-pro-6000-blackwell", ctx), incident_deployment("h200", ctx)
+    pcie = incident_deployment("rtx-pro-6000-blackwell", ctx)
     pred = predict_incident(ctx)[0]
     return {
         "step_breakdown": save_figure(draw_step_breakdown(
-            breakdown_cases([pcie, nvlink], spec),
-            f"Predicted decode pass time, {pcie.target.name}, context {ctx:g} (fixed overhead calibrated on the "
-            f"reported {incident.SINGLE_STREAM.value:g} tok/s)"), "report_step_breakdown", out_dir),
+            breakdown_cases([pcie], spec),
+            f"Predicted decode pass time, {pcie.target.name} on {pcie.tp}x {pcie.hardware.name}, context {ctx:g}\n"
+            f"(fixed overhead calibrated on the reported {incident.SINGLE_STREAM.value:g} tok/s)"),
+            "report_step_breakdown", out_dir),
         "speedup": save_figure(draw_speedup(pcie, spec, max_batch=pred.baseline_max_batch,
                                             spec_max_batch=pred.spec_max_batch, measured=measured),
                                f"report_speedup_{slug(pcie.hardware.name)}", out_dir),
