@@ -720,7 +720,8 @@ def render_bound(sources: ReportSources) -> tuple[str, provenance.Binder]:
     public = {"rows": public_rows(incident["public"], model),
               "shift": shift_sentence(incident["public"], bench["mismatch"].model_dump()
                                       if bench and bench.get("mismatch") is not None else None),
-              "launch": incident["public"].get("sglang_pr_19689"), "layer_claim": layer_claim(incident)}
+              "launch": incident["public"].get("sglang_pr_19689"), "layer_claim": layer_claim(incident),
+              "vllm": incident["public"].get("vllm_pr_35966")}
     env = sources.environment
     summary = _summary(crash, trace, fix, model, incident, sources.model, premise, binder, sources.profile)
     loader = jinja2.Environment(loader=jinja2.PackageLoader("eagle3lab.report", "templates"),

@@ -95,6 +95,7 @@ def public_evidence(path: Optional[Path] = None) -> dict[str, dict[str, Any]]:
             # vLLM's rate is accepted/proposed draft tokens; one verify step emits 1 + k * rate tokens on average
             row["accept_length"] = 1.0 + row["num_speculative_tokens"] * row["value"]
             row["rate_pct"] = 100.0 * row["value"]
+            row["max_accept_length"] = row["num_speculative_tokens"] + 1  # every draft accepted, plus the bonus
         out[row["key"]] = row
     return out
 
