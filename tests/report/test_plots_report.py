@@ -183,12 +183,17 @@ def test_cpu_figure_is_the_run_check_deployment_and_agrees_with_its_table():
         assert f"{ratio:.2f}" == f"{row['predicted_speedup']:.2f}"
 
 
-def test_incident_figures_are_written(tmp_path):
-    from eagle3lab.report.plots.model import incident_figures
+def test_incident_figures_show_only_the_incident_deployment_and_its_reported_numbers(tmp_path):
+    from eagle3lab.report.plots.model import incident_figure_objects, incident_figures
 
+    figs = incident_figure_objects()
+    bars = [t.get_text() for t in figs["step_breakdown"].axes[0].get_yticklabels()]
+    assert bars and all("RTX PRO 6000" in b for b in bars)  # no H200 rows the report never discusses
+    reported = _lines(figs["throughput"], incident.REPORTED_LABEL)
+    assert {ln.get_label().split(":")[1].split()[0] for ln in reported} == {"single", "peak"}
     paths = incident_figures(tmp_path)
-    assert set(paths) == {"step_breakdown", "speedup", "throughput"}
-    assert all(p.parent == tmp_path and p.read_bytes()[:4] == b"\x89PNG" for p in paths.values())
+    assert {p.name for p in paths.values()} == {"report_step_breakdown.png", "report_speedup_rtx-pro-6000-blackwell-pcie.png",
+                                                "report_throughput_rtx-pro-6000-blackwell-pcie.png"}
 
 
 def test_validation_figure_draws_every_published_and_predicted_point():

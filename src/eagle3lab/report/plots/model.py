@@ -213,7 +213,7 @@ def draw_validation(results) -> Figure:
     the single-stream point each series was calibrated on filled. Panel titles carry the computed MAPE."""
     if not results:
         raise PerfModelError("validation figure: no results")
-    fig, axes = plt.subplots(1, len(results) + 1, figsize=(5.2 * (len(results) + 1), 4.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(results) + 1, figsize=(5.2 * (len(results) + 1), 6.4), squeeze=False)
     parity, panels = axes[0][0], axes[0][1:]
     lo, hi = 0.4, 2.6
     parity.plot([lo, hi], [lo, hi], color="grey", linewidth=1)
@@ -229,7 +229,7 @@ def draw_validation(results) -> Figure:
     parity.set_ylabel("predicted speedup")
     parity.set_title("predicted points only (calibration points left out)", fontsize=9)
     parity.grid(alpha=0.3)
-    parity.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
+    parity.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     for ax, src in zip(panels, results):
         cmap = plt.get_cmap("turbo")  # one distinct colour per series (the default cycle repeats after 10)
         colours = [matplotlib.colors.to_hex(cmap(0.05 + 0.9 * i / max(1, len(src.series) - 1)))
@@ -249,7 +249,7 @@ def draw_validation(results) -> Figure:
         ax.set_title(f"{src.source}: MAPE {src.mape_pct:.1f}% over {len(src.predicted_points)} predicted points, "
                      f"trends {src.trends_right}/{len(src.series)}", fontsize=9)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=5, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
+        ax.legend(fontsize=5, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     fig.suptitle("Cost model vs published speedup measurements (hollow = published, line = predicted, filled = "
                  "the single-stream point a series was calibrated on)", fontsize=9)
     fig.tight_layout()
@@ -289,12 +289,12 @@ def measured_points_from_bench(report, rate: str = "output") -> list[MeasuredPoi
 
 
 # ---------------------------------------------------------------------------------------------- all at once
-def incident_figures(out_dir: Optional[Path] = None, context_len: Optional[float] = None,
-                     measured: Sequence[MeasuredPoint] = ()) -> dict[str, Path]:
-    """The report's model figures for the incident's deployment (and the H200 comparison), written as PNGs.
+def incident_figure_objects(context_len: Optional[float] = None,
+                            measured: Sequence[MeasuredPoint] = ()) -> dict[str, Figure]:
+    """The report's model figures for the incident's deployment, as figures (``incident_figures`` writes them).
 
     ``measured`` points belong on this deployment only (a gpu-profile run); cpu-profile points go to
-    ``cpu_profile_figures``, which draws them against the tiny model on this machine.
+    ``cpu_profile_figures``, which draws them against the run's own deployment.
     """
 
     ctx = context_len or incident_setup().context_len
@@ -302,18 +302,29 @@ def incident_figures(out_dir: Optional[Path] = None, context_len: Optional[float
     pcie = incident_deployment("rtx-pro-6000-blackwell", ctx)
     pred = predict_incident(ctx)[0]
     return {
-        "step_breakdown": save_figure(draw_step_breakdown(
+        "step_breakdown": draw_step_breakdown(
             breakdown_cases([pcie], spec),
             f"Predicted decode pass time, {pcie.target.name} on {pcie.tp}x {pcie.hardware.name}, context {ctx:g}\n"
             f"(fixed overhead calibrated on the reported {incident.SINGLE_STREAM.value:g} tok/s)"),
-            "report_step_breakdown", out_dir),
-        "speedup": save_figure(draw_speedup(pcie, spec, max_batch=pred.baseline_max_batch,
-                                            spec_max_batch=pred.spec_max_batch, measured=measured),
-                               f"report_speedup_{slug(pcie.hardware.name)}", out_dir),
-        "throughput": save_figure(draw_throughput(pcie, spec, pred.baseline_max_batch, pred.spec_max_batch,
-                                                  measured=measured, show_reported=True),
-                                  f"report_throughput_{slug(pcie.hardware.name)}", out_dir),
+        "speedup": draw_speedup(pcie, spec, max_batch=pred.baseline_max_batch, spec_max_batch=pred.spec_max_batch,
+                                measured=measured),
+        "throughput": draw_throughput(pcie, spec, pred.baseline_max_batch, pred.spec_max_batch, measured=measured,
+                                      show_reported=True),
     }
+
+
+def incident_figures(out_dir: Optional[Path] = None, context_len: Optional[float] = None,
+                     measured: Sequence[MeasuredPoint] = ()) -> dict[str, Path]:
+    """The incident's model figures written as PNGs (names fixed: the report links them)."""
+    hardware = slug(hardware_name())
+    names = {"step_breakdown": "report_step_breakdown", "speedup": f"report_speedup_{hardware}",
+             "throughput": f"report_throughput_{hardware}"}
+    return {kind: save_figure(fig, names[kind], out_dir)
+            for kind, fig in incident_figure_objects(context_len, measured).items()}
+
+
+def hardware_name() -> str:
+    return incident_deployment("rtx-pro-6000-blackwell", incident_setup().context_len).hardware.name
 
 
 def draw_run_throughput(dep: Deployment, spec: SpeculativeFlags, measured: Sequence[MeasuredPoint],
