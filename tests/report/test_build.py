@@ -400,3 +400,12 @@ def test_committed_evidence_lets_a_reader_check_the_report(sources, tmp_path):
         "sentence summary.todo does not follow from its evidence"]
     report_md.write_text(report_md.read_text() + "\nA line added by hand.\n")
     assert build.check_report(report_md, evidence)[0] == "REPORT.md is not the text cpu.json was rendered with"
+
+
+def test_diagnostics_rows_with_a_threshold_tag_show_it(sources):
+    untagged_text = render(sources)
+    assert "| rule | applies | evidence |\n" in untagged_text
+    sources.patch.diagnostics = [{**sources.patch.diagnostics[0], "tag": "modelled"}]
+    text = render(sources)
+    assert "| rule | applies | evidence | threshold |" in text and "| **[modelled]** |" in text
+    assert untagged(text, sources) == []
