@@ -409,3 +409,13 @@ def test_diagnostics_rows_with_a_threshold_tag_show_it(sources):
     text = render(sources)
     assert "| rule | applies | evidence | threshold |" in text and "| **[modelled]** |" in text
     assert untagged(text, sources) == []
+
+
+def test_per_benchmark_public_lengths_are_set_against_each_threshold(sources):
+    model = {"break_even_1": "1.36", "break_even_max": "1.67", "break_even_peak": "2.94", "spec_max_batch": 48}
+    public = {"sglang_pr_19689": {**sources.incident["public"]["sglang_pr_19689"],
+                                  "values": {"bench a": 2.5, "bench b": 3.1}}}
+    (row,) = build.public_rows(public, model)
+    assert row["published"] == "bench a 2.5, bench b 3.1"
+    assert row["against"] == ("one request 1.36: every benchmark above; 48 requests 1.67: every benchmark above; "
+                              "EAGLE-3's peak vs the baseline's 2.94: some benchmarks above")
