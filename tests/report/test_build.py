@@ -419,3 +419,11 @@ def test_per_benchmark_public_lengths_are_set_against_each_threshold(sources):
     assert row["published"] == "bench a 2.5, bench b 3.1"
     assert row["against"] == ("one request 1.36: every benchmark above; 48 requests 1.67: every benchmark above; "
                               "EAGLE-3's peak vs the baseline's 2.94: some benchmarks above")
+
+
+def test_a_point_measured_with_repeats_shows_its_spread(sources):
+    assert "repeats)" not in render(sources)  # no repeats recorded: no spread claimed
+    sources.patch.arms = [{**sources.patch.arms[0], "out_tok_s_sd": 0.8, "repeats": 3}, *sources.patch.arms[1:]]
+    text = render(sources)
+    assert "| baseline | 1 | 21.4 ± 0.8 (sd of 3 repeats) |" in text
+    assert unsourced(text, sources) == []
