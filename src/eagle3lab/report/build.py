@@ -768,16 +768,17 @@ def evidence_path(report_md: Path, profile: str) -> Path:
 
 def write_report(sources: ReportSources, report_md: Path) -> tuple[Path, Path]:
     """Write REPORT.md and, beside it, the evidence it was rendered from: the sidecars, the model's evidence and
-    the incident's facts as one tree, every bound sentence with its keys and rules, and REPORT.md's sha256. The
-    evidence goes first, so a REPORT.md never exists without the evidence it cites."""
+    the incident's facts as one tree, every bound sentence with its keys and rules, and REPORT.md's sha256.
+    REPORT.md goes first (a full disk keeps the old one and writes nothing else); should the evidence then fail,
+    its hash no longer matches and ``check_report`` says so."""
     text, binder = render_bound(sources)
     replacements = [(str(REPO_ROOT) + "/", ""), (str(REPO_ROOT), "."), (str(Path.home()), "~")]
     data = {"profile": sources.profile, "generated": sources.generated,
             "report_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
             "tree": _scrub(json.loads(json.dumps(sources.tree(), default=str)), replacements),
             "bound_sentences": [dataclasses.asdict(x) for x in binder.sentences]}
-    path = write_json_atomic(evidence_path(report_md, sources.profile), data)
-    return write_text_atomic(report_md, text), path
+    written = write_text_atomic(report_md, text)
+    return written, write_json_atomic(evidence_path(report_md, sources.profile), data)
 
 
 def check_report(report_md: Path, evidence: Path) -> list[str]:
