@@ -308,10 +308,12 @@ def test_run_check_context_with_and_without_measured_speedups():
     with_speedup = {**check, "speedup_mape_pct": 12.5, "speedup_trend": {"measured": "falls", "predicted": "flat"},
                     "rows": [{**base_rows[1], "measured_eagle3_tok_s": 55.0, "accept_length": 1.5,
                               "measured_speedup": 1.1, "predicted_speedup": 1.2, "speedup_error_pct": 9.09}]}
-    ctx = build._run_check_context(with_speedup, None, None)
+    ctx = build._run_check_context(with_speedup, None, None, goal=15.0)
     assert ctx["has_speedup"] and ctx["rows"][0]["predicted_speedup"] == "1.20"
-    assert any("MAPE 12.5%; with concurrency it falls as measured and flat as predicted" in line
-               for line in ctx["lines"])
+    assert any("MAPE 12.5% (goal of at most 15%: met)" in line for line in ctx["lines"])
+    assert any("MAPE 20.0% (goal of at most 15%: not met)" in line for line in ctx["lines"])
+    assert any("MAPE 12.5% (goal of at most 15%: met); with concurrency it falls as measured and flat as predicted"
+               in line for line in ctx["lines"])
     assert build._run_check_context(None, "no benchmark", None) == {"rows": [], "missing": "no benchmark"}
 
 
