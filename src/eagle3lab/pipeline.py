@@ -11,10 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from eagle3lab.atomic import write_text_atomic
 from eagle3lab.paths import REPO_ROOT
 from eagle3lab.report import model_evidence
-from eagle3lab.report.build import gather_sources, model_figures, render
+from eagle3lab.report.build import gather_sources, model_figures, write_report
 from eagle3lab.report.html import export_html
 from eagle3lab.report.inputs import check_inputs, check_sidecar, sidecars_of
 from eagle3lab.runbook import (available_notebooks, executed_path, notebook_path, profile_name, profile_overrides,
@@ -60,5 +59,5 @@ def build_report(profile: str = "cpu", run: bool = True, hide_code: bool = False
     sources = gather_sources(label, out.figures)
     model_evidence.save(sources.model, label)
     out.report_md = report_path()
-    write_text_atomic(out.report_md, render(sources))
+    write_report(sources, out.report_md)  # and reports-evidence/<profile>.json beside it (what it was rendered from)
     return out

@@ -301,7 +301,7 @@ def test_hardware_presets_exist_and_cite_public_datasheets_for_every_number():
             assert "shared/" not in source and "FINDINGS" not in source
             assert "https://" in source or source.startswith(("assumption", "derived", "PCI-SIG")), (name, key)
     assert hardware_preset("h200").mem_bandwidth > hardware_preset("h100-sxm").mem_bandwidth
-    with pytest.raises(PerfModelError, match="known: b200, h100-sxm, h200, rtx-pro-6000-blackwell"):
+    with pytest.raises(PerfModelError, match="known: a100-sxm, b200, h100-sxm, h200, rtx-pro-6000-blackwell"):
         hardware_preset("a100")
 
 

@@ -159,33 +159,89 @@ def test_summary_follows_the_trace_verdict_and_the_story(sources):
     not_enough = render(sources)
     sources.trace = trace_sidecar(one_method_enough=True)
     enough = render(sources)
-    assert "the one-method fix is not enough **[traced]**" in not_enough
-    assert "the one-method fix is enough **[traced]**" in enough
-    assert "- With the full patch every wrapper hook that ran passed; the server then stops at a CPU limitation " \
-           "**[measured]**." in enough
+    assert "The write-up's one-method fix is not enough **[traced]**" in not_enough
+    assert "The write-up's one-method fix is enough **[traced]**" in enough
+    assert "with the full patch every wrapper hook that ran passed; the server then stops at a CPU limitation " \
+           "**[measured]**" in enough
+    # the premise line exists only while the trace contradicts the write-up
+    assert "'no gain' rests on:** unknown" in not_enough and "'no gain' rests on" not in enough
 
 
-def test_summary_states_the_model_thresholds_and_what_was_not_reported(sources):
+def test_summary_answers_the_user_with_the_model_thresholds(sources):
     model = build._model_context(sources.model, [], None)
     crash, _ = build._crash_context(sources.crash)
-    lines = build._summary(crash, None, None, model, build._incident_context(sources.incident), sources.model)
+    incident_ctx = build._incident_context(sources.incident)
+    trace = build._trace_context(sources.trace)
+    premise = build.premise_context(incident_ctx, trace, None)
+    lines = build._summary(crash, trace, None, model, incident_ctx, sources.model, premise,
+                           provenance.Binder(sources.tree()))
     rows = sources.model.incident["sensitivity"]
     rtx = sources.model.incident["predicted"]["rtx_pro_6000_x8"]
-    verdict = next(line for line in lines if "gave no throughput gain" in line)
-    assert f"only above acceptance {rtx['break_even_at_peak']:.2f}" in verdict
-    assert f"between {min(r['break_even_at_peak'] for r in rows):.2f} and " \
-           f"{max(r['break_even_at_peak'] for r in rows):.2f}" in verdict
-    assert f"gains above {rtx['break_even_single_stream']:.2f}" in verdict
-    match = sources.model.incident["context_matching_reported_peak"]
-    assert f"reproduces the reported peak ({match['context_len']:,.0f} tokens) it {peak_verdict(match['predicted'])}" \
+    verdict = next(line for line in lines if "on the incident's deployment" in line)
+    assert "(if it ran the flags described, section 1)" in verdict  # conditional on the premise
+    assert f"break-even at acceptance {rtx['break_even_at_peak']:.2f}" in verdict
+    assert f"{min(r['break_even_at_peak'] for r in rows):.2f} to {max(r['break_even_at_peak'] for r in rows):.2f}" \
         in verdict
-    assert all(item in verdict for item in incident.NOT_REPORTED)
-    trust = next(line for line in lines if line.startswith("Out of sample"))
+    assert f"{rtx['break_even_single_stream']:.2f} at one request" in verdict
+    public = sources.incident["public"]["vllm_pr_35966"]
+    assert f"{public['accept_length']:.2f} tokens per verify step" in verdict and public["url"] in verdict
+    todo = next(line for line in lines if line.startswith("**What to do:**"))
+    assert "upgrade to sglang 0.5.10" in todo
+    trust = next(line for line in lines if line.startswith("How far to trust"))
     for row in sources.model.validation:
         assert f"{row['source']} MAPE {row['mape_pct']:.1f}% with {row['trends_right']} trends right (goal " \
                f"{'met' if row['goal_met'] else 'not met'})" in trust
     assert all(("[measured]" in line or "[modelled]" in line or "[traced]" in line) for line in lines)
-    assert not any("this run" in line for line in lines)  # no run check, so no claim about one
+    assert not any("this run" in line for line in lines)  # no run check and no speedups, so no claim about one
+
+
+def test_summary_states_measured_speedups_with_their_direction(sources):
+    sources.patch.speedup = [{"concurrency": 1, "speedup": 0.6446}, {"concurrency": 4, "speedup": 1.2}]
+    line = next(x for x in render(sources).splitlines() if "on this run" in x)
+    assert "0.64x at concurrency 1 (slower), 1.20x at concurrency 4 (faster)" in line
+    assert "only at some concurrencies" in line and "no evidence about GPU speedups" in line
+    sources.patch.speedup = sources.patch.speedup[:1]
+    assert "no: EAGLE-3 is slower than the baseline at every concurrency measured" in render(sources)
+
+
+def test_premise_says_what_the_trace_proves_and_what_stays_unknown(sources):
+    incident_ctx = build._incident_context(sources.incident)
+    broken = build.premise_context(incident_ctx, build._trace_context(trace_sidecar()), None)
+    assert not broken["holds"] and "eagle_worker.py:157" in broken["proved"][0]
+    assert "conditional" in broken["condition"]
+    chain = {"chain": [{"step": "one-method patch", "outcome": "ready", "call_site": None}]}
+    fine = build.premise_context(incident_ctx, build._trace_context(trace_sidecar(one_method_enough=True)), chain)
+    assert fine["holds"] and fine["condition"] == ""
+    died = {"chain": [{"step": "one-method patch", "outcome": "died", "call_site": "eagle_worker.py:157"}]}
+    measured = build.premise_context(incident_ctx, build._trace_context(trace_sidecar(one_method_enough=True)), died)
+    assert not measured["holds"] and "died at `eagle_worker.py:157` **[measured]**" in measured["proved"][-1]
+
+
+def test_public_rows_place_the_published_rate_against_the_break_evens(sources):
+    model = {"break_even_1": "1.36", "break_even_max": "1.67", "break_even_peak": "3.50", "spec_max_batch": 48}
+    rows = {r["key"]: r for r in build.public_rows(sources.incident["public"], model)}
+    vllm = rows["vllm_pr_35966"]
+    assert vllm["published"] == "51.78% acceptance rate, 4 speculative tokens"
+    assert "3.07 tokens per verify step" in vllm["against"]
+    assert "above the break-even at one request, 48 requests; not above it at EAGLE-3's peak" in vllm["against"]
+    assert rows["sglang_pr_19689"]["published"] == "--"  # not transcribed: said, never invented
+    assert "sglang_pr_25454" not in rows  # a shift cost, not an acceptance: it sits beside the mismatch experiment
+
+
+def test_layer_claim_holds_only_when_the_drafter_ids_equal_sglang_default(sources):
+    facts = dict(sources.incident)
+    assert facts["sglang_default_aux_ids"] == [2, facts["target_layers"] // 2, facts["target_layers"] - 3]
+    same = build.layer_claim({**facts, "writeup_aux_ids": facts["sglang_default_aux_ids"]})
+    assert "They are equal" in same and "only while the drafter's ids equal sglang's default" in same
+    other = build.layer_claim({**facts, "writeup_aux_ids": [1, 29, 57]})
+    assert "does not apply" in other
+
+
+def test_shift_sentence_sets_the_public_cost_beside_the_cpu_experiment(sources):
+    mismatch = {"target_layers": 6, "drop": [0.341], "concurrency": [1]}
+    text = build.shift_sentence(sources.incident["public"], mismatch)
+    assert "about 0.10 acceptance length" in text and "loses 0.341 at concurrency 1 **[measured]**" in text
+    assert build.shift_sentence({}, mismatch) is None
 
 
 # ------------------------------------------------------------------------------------------------ section 6
@@ -250,15 +306,17 @@ def test_run_check_context_with_and_without_measured_speedups():
     assert [r["error"] for r in ctx["rows"]] == ["calibration", "20.0"] and not ctx["has_speedup"]
     assert any("MAPE 20.0%" in line and "rises as measured and rises as predicted" in line for line in ctx["lines"])
     assert any("(EAGLE is not supported on CPU)" in line and "not checked" in line for line in ctx["lines"])
-    assert any("80.0% kernel launches (fixed), 15.0% GEMM compute beyond weights, 5.0% weights read" in line
+    assert any("80.0% fixed per-step overhead (calibrated residual), 15.0% GEMM compute beyond weights, 5.0% weights read" in line
                for line in ctx["lines"])
     with_speedup = {**check, "speedup_mape_pct": 12.5, "speedup_trend": {"measured": "falls", "predicted": "flat"},
                     "rows": [{**base_rows[1], "measured_eagle3_tok_s": 55.0, "accept_length": 1.5,
                               "measured_speedup": 1.1, "predicted_speedup": 1.2, "speedup_error_pct": 9.09}]}
-    ctx = build._run_check_context(with_speedup, None, None)
+    ctx = build._run_check_context(with_speedup, None, None, goal=15.0)
     assert ctx["has_speedup"] and ctx["rows"][0]["predicted_speedup"] == "1.20"
-    assert any("MAPE 12.5%; with concurrency it falls as measured and flat as predicted" in line
-               for line in ctx["lines"])
+    assert any("MAPE 12.5% (goal of at most 15%: met)" in line for line in ctx["lines"])
+    assert any("MAPE 20.0% (goal of at most 15%: not met)" in line for line in ctx["lines"])
+    assert any("MAPE 12.5% (goal of at most 15%: met); with concurrency it falls as measured and flat as predicted"
+               in line for line in ctx["lines"])
     assert build._run_check_context(None, "no benchmark", None) == {"rows": [], "missing": "no benchmark"}
 
 
@@ -284,3 +342,94 @@ def test_capacity_sentence_names_what_limits_eagle3():
     kv_bound = build._capacity_sentence(rtx, {**rtx, "spec_max_batch": 48})
     assert "KV cache of target and drafter holds 48 requests" in kv_bound and "--max-running" not in kv_bound
     assert "fits the KV cache of 126 requests" in kv_bound
+
+
+def test_measured_speedups_render_sourced_in_the_summary_and_section_5(sources):
+    patch = patch_sidecar()
+    patch.arms = [*patch.arms[:2], {"arm": "eagle3", "concurrency": 1, "status": "ok", "out_tok_s": 13.8,
+                                    "accept_len": 2.376, "accept_len_pooled": 2.216}]
+    patch.speedup = [{"concurrency": 1, "baseline_tok_s": 21.4, "eagle3_tok_s": 13.8, "speedup": 13.8 / 21.4,
+                      "accept_length": 2.216}]
+    sources.patch = patch
+    text = render(sources)
+    assert "| eagle3 | 1 | 13.8 | 0.64x |" in text  # the speedup column, pooled acceptance only
+    assert text.count("0.64x at concurrency 1 (slower)") == 2  # summary and section 5
+    assert unsourced(text, sources) == [] and untagged(text, sources) == []
+
+
+# ------------------------------------------------------------------------------------------------ bindings
+def test_every_summary_sentence_is_bound_and_checks_against_its_evidence(sources):
+    text, binder = build.render_bound(sources)
+    ids = [x.id for x in binder.sentences]
+    assert {"summary.crash", "summary.fix", "summary.premise", "summary.incident_verdict", "summary.todo",
+            "summary.trust"} <= set(ids)
+    assert all(x.bindings for x in binder.sentences if x.id != "summary.premise")
+    assert provenance.broken_sentences(text, binder.sentences, sources.tree(), build.RULES) == []
+
+
+def test_changing_one_evidence_value_a_sentence_reads_breaks_that_sentence(sources):
+    text, binder = build.render_bound(sources)
+    tree = copy.deepcopy(sources.tree())
+    tree["model"]["incident"]["predicted"]["rtx_pro_6000_x8"]["break_even_single_stream"] += 0.5
+    assert provenance.broken_sentences(text, binder.sentences, tree, build.RULES) == \
+        ["model.why.single", "summary.incident_verdict", "summary.todo"]  # the sentences that print it, only those
+    tree = copy.deepcopy(sources.tree())
+    tree["trace"]["verdict"]["one_method_enough"] = True  # a verdict: its rule no longer gives "not enough"
+    assert provenance.broken_sentences(text, binder.sentences, tree, build.RULES) == ["summary.fix"]
+    tree = copy.deepcopy(sources.tree())
+    tree["model"]["incident"]["sensitivity"][0]["break_even_at_peak"] = 9.99  # a verdict over a whole list
+    assert provenance.broken_sentences(text, binder.sentences, tree, build.RULES) == \
+        ["model.flip", "summary.incident_verdict"]
+    tree = copy.deepcopy(sources.tree())
+    tree["model"]["incident"]["predicted"]["rtx_pro_6000_x8"]["max_accept_length"] = 2  # flips the peak verdict
+    assert "model.why.peak" in provenance.broken_sentences(text, binder.sentences, tree, build.RULES)
+
+
+def test_a_sentence_edited_after_rendering_is_caught(sources):
+    text, binder = build.render_bound(sources)
+    tampered = text.replace("**What to do:** apply", "**What to do:** consider", 1)
+    assert provenance.broken_sentences(tampered, binder.sentences, sources.tree(), build.RULES) == ["summary.todo"]
+
+
+def test_committed_evidence_lets_a_reader_check_the_report(sources, tmp_path):
+    report_md = tmp_path / "REPORT.md"
+    written, evidence = build.write_report(sources, report_md)
+    assert written == report_md and evidence == tmp_path / "reports-evidence" / "cpu.json"
+    assert build.check_report(report_md, evidence) == []
+    assert "/work/" not in evidence.read_text() and str(tmp_path) not in evidence.read_text()
+    data = json.loads(evidence.read_text())
+    data["tree"]["model"]["incident"]["predicted"]["rtx_pro_6000_x8"]["spec_max_batch"] += 1
+    evidence.write_text(json.dumps(data))
+    assert build.check_report(report_md, evidence) == [
+        "sentence summary.incident_verdict does not follow from its evidence",
+        "sentence summary.todo does not follow from its evidence"]
+    report_md.write_text(report_md.read_text() + "\nA line added by hand.\n")
+    assert build.check_report(report_md, evidence)[0] == "REPORT.md is not the text cpu.json was rendered with"
+
+
+def test_diagnostics_rows_show_each_thresholds_provenance(sources):
+    text = render(sources)
+    assert "| cause | applies | threshold | evidence |\n" in text
+    assert "| spec_request_cap | no | server log **[measured]** |" in text
+    sources.patch.diagnostics = [{**sources.patch.diagnostics[0], "threshold_provenance": "modelled"}]
+    text = render(sources)
+    assert "| spec_request_cap | no | modelled **[modelled]** |" in text
+    assert untagged(text, sources) == []
+
+
+def test_per_benchmark_public_lengths_are_set_against_each_threshold(sources):
+    model = {"break_even_1": "1.36", "break_even_max": "1.67", "break_even_peak": "2.94", "spec_max_batch": 48}
+    public = {"sglang_pr_19689": {**sources.incident["public"]["sglang_pr_19689"],
+                                  "values": {"bench a": 2.5, "bench b": 3.1}}}
+    (row,) = build.public_rows(public, model)
+    assert row["published"] == "bench a 2.5, bench b 3.1"
+    assert row["against"] == ("one request 1.36: every benchmark above; 48 requests 1.67: every benchmark above; "
+                              "EAGLE-3's peak vs the baseline's 2.94: some benchmarks above")
+
+
+def test_a_point_measured_with_repeats_shows_its_spread(sources):
+    assert "repeats)" not in render(sources)  # no repeats recorded: no spread claimed
+    sources.patch.arms = [{**sources.patch.arms[0], "out_tok_s_sd": 0.8, "repeats": 3}, *sources.patch.arms[1:]]
+    text = render(sources)
+    assert "| baseline | 1 | 21.4 ± 0.8 (sd of 3 repeats) |" in text
+    assert unsourced(text, sources) == []

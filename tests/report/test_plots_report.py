@@ -4,6 +4,8 @@ cost model puts it, and the validation figure draws the computed validation."""
 from __future__ import annotations
 
 import pytest
+
+from eagle3lab.runtime.profiles import load_profile
 from matplotlib.lines import Line2D
 
 from eagle3lab.errors import PerfModelError
@@ -45,7 +47,7 @@ def test_step_breakdown_bars_sum_to_step_time(setup, tmp_path):
     totals = sorted(right_edges.items())
     assert [pytest.approx(t) for _, t in totals] == [c.total_s * 1e3 for _, c in cases]
     assert {t.get_text() for t in ax.get_legend().get_texts()} >= {"weights read", "all-reduces",
-                                                                    "kernel launches (fixed)"}
+                                                                    "fixed per-step overhead (calibrated residual)"}
     assert cases[0][1].total_s == pytest.approx(plain_step(pcie, 1).target.total_s)
     path = save_figure(fig, "breakdown", tmp_path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -83,8 +85,12 @@ def test_throughput_draws_reported_numbers_hollow_and_labelled(setup):
     fig = draw_throughput(pcie, spec, max_batch=200, spec_max_batch=48, show_reported=True)
     reported = _lines(fig, incident.REPORTED_LABEL)
     assert len(reported) == 2
-    assert all(ln.get_markerfacecolor() == "none" for ln in reported)
-    assert sorted(ln.get_ydata()[0] for ln in reported) == [incident.SINGLE_STREAM.value, incident.PEAK.value]
+    single = next(ln for ln in reported if "single stream" in ln.get_label())
+    peak = next(ln for ln in reported if "peak" in ln.get_label())
+    assert single.get_markerfacecolor() == "none" and list(single.get_ydata()) == [incident.SINGLE_STREAM.value]
+    # the peak's concurrency was not reported: a level across the axis, no marker at a made-up concurrency
+    assert peak.get_marker() in ("None", None, "") and set(peak.get_ydata()) == {incident.PEAK.value}
+    assert "concurrency not reported" in peak.get_label()
     assert not _lines(fig, "measured")
 
 
@@ -103,20 +109,26 @@ def test_throughput_without_reported_and_with_measured(setup):
 
 
 # ------------------------------------------------------------------------------------------- bench sidecars
-def _bench_report(concurrencies=(1, 2), step_s=0.01):
+def _bench_report(concurrencies=(1, 2), step_s=0.01, eagle_step_s=None):
     from eagle3lab.bench.sweep import ARM_MEASURED, ArmResult, BenchReport, PointResult
     from eagle3lab.bench.metrics import RequestRecord, compute_point_metrics
 
-    points = []
-    for conc in concurrencies:
-        records = [RequestRecord(request_id=f"{conc}-{i}", concurrency=conc, phase="measure", ok=True, t_scheduled=0.0,
-                                 t_sent=0.0, token_times=[0.05 + k * step_s for k in range(9)], t_end=0.05 + 8 * step_s,
-                                 prompt_len=32, prompt_tokens=32, completion_tokens=9, finish_reason="length")
-                   for i in range(conc)]
-        points.append(PointResult(conc, "ok", None, compute_point_metrics(records), None, conc, 0, 0, True, "now"))
-    arm = ArmResult(name="baseline", status=ARM_MEASURED, kind="baseline", sweep={"input_len": 32, "output_len": 9},
-                    points=points)
-    return BenchReport.create("cpu", [arm])
+    def arm(name, kind, step, verifies):
+        points = []
+        for conc in concurrencies:
+            records = [RequestRecord(request_id=f"{name}-{conc}-{i}", concurrency=conc, phase="measure", ok=True,
+                                     t_scheduled=0.0, t_sent=0.0, token_times=[0.05 + k * step for k in range(9)],
+                                     t_end=0.05 + 8 * step, prompt_len=32, prompt_tokens=32, completion_tokens=9,
+                                     finish_reason="length", spec_verify_ct=verifies)
+                       for i in range(conc)]
+            points.append(PointResult(conc, "ok", None, compute_point_metrics(records), None, conc, 0, 0, True, "now"))
+        return ArmResult(name=name, status=ARM_MEASURED, kind=kind, sweep={"input_len": 32, "output_len": 9},
+                         points=points)
+
+    arms = [arm("baseline", "baseline", step_s, None)]
+    if eagle_step_s:
+        arms.append(arm("eagle3", "eagle3", eagle_step_s, 4))
+    return BenchReport.create("cpu", arms)
 
 
 def test_bench_report_gives_measured_points_and_calibration_step(tmp_path):
@@ -135,18 +147,53 @@ def test_bench_report_gives_measured_points_and_calibration_step(tmp_path):
     assert decode[0].tok_s > points[0].tok_s  # output rate also pays the prefill and first-token wait
     with pytest.raises(PerfModelError, match="rate must be"):
         measured_points_from_bench(report, rate="tokens")
-    paths = cpu_profile_figures(report, tmp_path, mem_bandwidth=1e10)
-    assert all(p.is_file() and p.stat().st_size > 0 for p in paths.values())
+    profile = load_profile("cpu")
+    paths = cpu_profile_figures(report, profile, tmp_path, mem_bandwidth=1e10)
+    assert set(paths) == {"step_breakdown", "throughput"}
     with pytest.raises(PerfModelError, match="concurrency 1"):
-        cpu_profile_figures(_bench_report(concurrencies=(2,)), tmp_path, mem_bandwidth=1e10)
+        cpu_profile_figures(_bench_report(concurrencies=(2,)), profile, tmp_path, mem_bandwidth=1e10)
 
 
-def test_incident_figures_are_written(tmp_path):
-    from eagle3lab.report.plots.model import incident_figures
+def test_cpu_figure_is_the_run_check_deployment_and_agrees_with_its_table():
+    """The figure draws the run's own deployment (depth and dtype of the profile, in the title) and its predicted
+    and measured points are the run check table's values at the printed precision, EAGLE-3 included."""
+    from eagle3lab.report.model_evidence import measured_run_check
+    from eagle3lab.report.plots.model import draw_run_throughput, measured_points_from_bench
+    from eagle3lab.report.run_model import run_deployment
+    from eagle3lab.runtime.speculative import SpeculativeSpec
 
+    profile = load_profile("cpu")
+    report = _bench_report(concurrencies=(1, 2, 4), eagle_step_s=0.02)
+    dep, _ = run_deployment(profile, report, 1e10)
+    assert f"{profile.model_num_layers} layers, {profile.dtype}" in dep.target.name
+    fig = draw_run_throughput(dep, SpeculativeSpec.from_profile(profile, profile.draft_model),
+                              measured_points_from_bench(report, rate="decode"), dep.target.name)
+    assert f"{profile.model_num_layers} layers, {profile.dtype}" in fig.axes[0].get_title()
+    table = measured_run_check(profile, report, 1e10)["rows"]
+    lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
+    plain = lines["plain decoding, predicted"]
+    at = dict(zip(plain.get_xdata(), plain.get_ydata()))
+    predicted_eagle = lines["EAGLE-3, predicted from the measured acceptance"]
+    measured_eagle = next(ln for label, ln in lines.items() if label.startswith("EAGLE-3, measured here"))
+    for i, row in enumerate(table):
+        assert f"{at[row['concurrency']]:.1f}" == f"{row['predicted_baseline_tok_s']:.1f}"
+        assert f"{measured_eagle.get_ydata()[i]:.1f}" == f"{row['measured_eagle3_tok_s']:.1f}"
+        # the table prints the predicted speedup: the figure's predicted EAGLE-3 rate over its predicted plain rate
+        ratio = predicted_eagle.get_ydata()[i] / at[row["concurrency"]]
+        assert f"{ratio:.2f}" == f"{row['predicted_speedup']:.2f}"
+
+
+def test_incident_figures_show_only_the_incident_deployment_and_its_reported_numbers(tmp_path):
+    from eagle3lab.report.plots.model import incident_figure_objects, incident_figures
+
+    figs = incident_figure_objects()
+    bars = [t.get_text() for t in figs["step_breakdown"].axes[0].get_yticklabels()]
+    assert bars and all("RTX PRO 6000" in b for b in bars)  # no H200 rows the report never discusses
+    reported = _lines(figs["throughput"], incident.REPORTED_LABEL)
+    assert {ln.get_label().split(":")[1].split()[0] for ln in reported} == {"single", "peak"}
     paths = incident_figures(tmp_path)
-    assert set(paths) == {"step_breakdown", "speedup", "throughput"}
-    assert all(p.parent == tmp_path and p.read_bytes()[:4] == b"\x89PNG" for p in paths.values())
+    assert {p.name for p in paths.values()} == {"report_step_breakdown.png", "report_speedup_rtx-pro-6000-blackwell-pcie.png",
+                                                "report_throughput_rtx-pro-6000-blackwell-pcie.png"}
 
 
 def test_validation_figure_draws_every_published_and_predicted_point():
@@ -161,5 +208,7 @@ def test_validation_figure_draws_every_published_and_predicted_point():
         hollow = [ln for ln in ax.get_lines() if ln.get_markerfacecolor() == "none"]
         assert sum(len(ln.get_xdata()) for ln in hollow) == sum(len(s.points) for s in src.series)
         assert f"MAPE {src.mape_pct:.1f}%" in ax.get_title()
+        colours = [ln.get_color() for ln in hollow]
+        assert len(set(colours)) == len(colours)  # no two series of a panel share a colour
     with pytest.raises(PerfModelError, match="no results"):
         draw_validation([])

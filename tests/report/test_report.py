@@ -39,6 +39,10 @@ def test_every_number_in_report_md_is_one_of_its_sources_with_a_provenance_tag(f
     text = outputs.report_md.read_text()
     sources = gather_sources("cpu", outputs.figures, model=model_evidence.load("cpu"))
     assert render(sources) == text  # these are exactly the sources of the file
+    from eagle3lab.report.build import check_report, evidence_path
+
+    # the evidence written beside it binds every bound sentence to its keys, with REPORT.md's hash
+    assert check_report(outputs.report_md, evidence_path(outputs.report_md, "cpu")) == []
     evidence, structural = sources.evidence(), sources.structural()
     assert [(t.text, t.line) for t in provenance.unsourced_numbers(text, evidence, structural)] == []
     assert [(b.first_line, b.text[:80]) for b in provenance.untagged_blocks(text, structural)] == []

@@ -16,7 +16,9 @@ def table(data: Mapping[str, Any] | Sequence[Mapping[str, Any]], columns: Sequen
         frame = pd.DataFrame({"value": [str(v) for v in data.values()]}, index=list(data.keys()))
         frame.index.name = columns[0] if columns else "item"
         return frame
-    return pd.DataFrame(list(data), columns=list(columns) if columns else None)
+    frame = pd.DataFrame(list(data), columns=list(columns) if columns else None)
+    # a missing value is shown as a dash, never as NaN/None: the executed notebooks are read as the report's evidence
+    return frame.astype(object).where(frame.notna(), "--")
 
 
 def images(paths: Iterable[Path | str]) -> None:

@@ -10,13 +10,17 @@ atomically, so a failed or refused build never replaces a good REPORT.md, HTML p
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 import jinja2
 
-from eagle3lab.paths import repo_dir
+from eagle3lab.atomic import write_json_atomic, write_text_atomic
+from eagle3lab.paths import REPO_ROOT, repo_dir
 from eagle3lab.report import model_evidence, provenance
 from eagle3lab.report.model_evidence import ModelEvidence
 from eagle3lab.package.patching import patch_info
@@ -29,7 +33,8 @@ from eagle3lab.report.plots.model import (COMPONENT_LABELS, cpu_profile_figures,
                                           measured_points_from_bench, validation_figure)
 from eagle3lab.report import incident
 from eagle3lab.bench.sweep import BenchReport
-from eagle3lab.runtime.profiles import load_profile
+from eagle3lab.runtime.profiles import Profile, load_profile
+from pydantic import ValidationError
 
 TEMPLATE = "REPORT.md.jinja"
 
@@ -131,9 +136,9 @@ def _audit_contexts(s02: InterfaceTraceSidecar) -> list[dict[str, Any]]:
         seen.add(conf.sglang_version)
         counts = conf.counts
         rows = [{"group": kind, "count": counts.get(kind, 0)} for kind in audit.KINDS]
-        rows += [{"group": f"wrappers {v}", "count": counts.get(f"wrappers {v}", 0)} for v in audit.VERDICTS]
+        wrappers = [{"verdict": v, "count": counts.get(f"wrappers {v}", 0)} for v in audit.VERDICTS]
         out.append({"version": conf.sglang_version, "provenance": conf.provenance, "total": counts.get("entry_classes"),
-                    "rows": rows, "members": ", ".join(f"`{m}`" for m in conf.members),
+                    "rows": rows, "wrappers": wrappers, "members": ", ".join(f"`{m}`" for m in conf.members),
                     "left_out": ", ".join(f"`{m}`" for m in conf.every_module_has),
                     "lacking": [{"file": r["file"], "entry": r["entry"], "inner": f"self.{r['inner_attr']}",
                                  "classes": ", ".join((o["class"] or "?").rsplit(".", 1)[-1]
@@ -188,13 +193,37 @@ def _fix_context(s03: PatchBenchSidecar | None) -> tuple[dict | None, dict | Non
     profile = s03.profile_values
     bench = None
     if s03.arms:
-        bench = {"rows": s03.arms, "cross": s03.cross_check,
+        bench = {"rows": _bench_rows(s03), "cross": s03.cross_check, "speedups": speedup_cells(s03.speedup),
                  "prompt_kind": s03.parameters.get("prompt_kind"), "input_len": profile["bench_input_len"],
                  "output_len": profile["bench_output_len"], "concurrency": profile["bench_concurrency"],
                  "figures": [Path(p).name for p in s03.figures.values()],
                  "spec_arms": s03.spec_arms, "lossless": s03.lossless, "mismatch": s03.layer_mismatch,
                  "speedup": s03.speedup, "sampling": s03.sampling}
     return fix, bench
+
+
+def _headline_arms(s03: PatchBenchSidecar) -> set[str]:
+    return {a.name for a in s03.spec_arms if a.kind == "eagle3"} or {"eagle3"}
+
+
+def _bench_rows(s03: PatchBenchSidecar) -> list[dict[str, Any]]:
+    """The benchmark table's rows, each EAGLE-3 headline row with its measured speedup over the baseline at the
+    same concurrency (``bench.acceptance.speedup_records``; other arms have none)."""
+    speedups = {r["concurrency"]: r["speedup"] for r in s03.speedup}
+    headline = _headline_arms(s03)
+    rows = []
+    for row in s03.arms:
+        value = speedups.get(row.get("concurrency")) if row.get("arm") in headline else None
+        rows.append({**row, "speedup": f"{value:.2f}x" if value is not None else "--"})
+    return rows
+
+
+def speedup_cells(records: Sequence[Mapping[str, Any]]) -> Optional[str]:
+    """The measured speedups with their direction, e.g. '0.64x at concurrency 1 (slower)'; None when not measured."""
+    if not records:
+        return None
+    return ", ".join(f"{r['speedup']:.2f}x at concurrency {r['concurrency']} "
+                     f"({'slower' if r['speedup'] < 1 else 'faster'})" for r in records)
 
 
 # ------------------------------------------------------------------------------------------------ the incident
@@ -205,6 +234,107 @@ def _incident_context(facts: Mapping[str, Any]) -> dict[str, Any]:
             "gpus": _r(reported["gpus"]["value"], 0), "single": _r(reported["single_stream_tok_s"]["value"]),
             "peak": _r(reported["peak_tok_s"]["value"], 0),
             "not_reported": "; ".join(facts["not_reported"])}
+
+
+def _plain_record(row: Any) -> dict[str, Any]:
+    return row.model_dump() if hasattr(row, "model_dump") else dict(row)
+
+
+def premise_context(incident: Mapping[str, Any], trace: Optional[Mapping[str, Any]],
+                    fix: Optional[Mapping[str, Any]]) -> dict[str, Any]:
+    """What the write-up says, what the trace (and the relaunch chain) prove about it, and what therefore stays
+    unknown; ``holds`` is False when the evidence contradicts the write-up's configuration."""
+    claims = incident["claims"]
+    said = [f"{claims['one_method_patch']} **[reported]** by the engineer",
+            f"{claims['no_gain']} **[reported]** by the engineer"]
+    proved: list[str] = []
+    holds = True
+    if trace and not trace["one_method_enough"]:
+        holds = False
+        proved.append(f"with only `set_eagle3_layers_to_capture` delegated, sglang {trace['version']}'s start-up "
+                      f"next fails on `{trace['next_member']}` at `{trace['next_where']}` **[traced]**")
+    elif trace:
+        proved.append(f"the trace finds the one-method patch enough for sglang {trace['version']} **[traced]**")
+    chain = [_plain_record(row) for row in (fix or {}).get("chain", [])]
+    one = next((row for row in chain if row.get("step") == "one-method patch"), None)
+    if one is not None:
+        proved.append(f"the relaunch chain's one-method patch server {one['outcome']}"
+                      + (f" at `{one['call_site']}`" if one.get("call_site") else "") + " **[measured]**")
+        holds = holds and one["outcome"] == "ready"
+    if holds:
+        unknown = "nothing about the configuration: the write-up's patch is one that starts"
+        condition = ""
+    else:
+        unknown = ("which code actually served the engineer's EAGLE-3 measurement (another patch, another build or "
+                   "other flags): the one-method patch the write-up describes cannot start, so its 'no gain' was "
+                   "not measured with the configuration described")
+        condition = ("Every statement below about the incident's speedup is conditional: it holds if the engineer's "
+                     f"server ran EAGLE-3 with the flags of `params/{incident['profile']}.yaml` and a patch that "
+                     "delegates both members.")
+    return {"said": said, "proved": proved, "unknown": unknown, "condition": condition, "holds": holds}
+
+
+def layer_claim(incident: Mapping[str, Any]) -> str:
+    """The one-layer-early claim with its condition: CUDA-graph replays capture sglang's default layers, eager
+    forwards the drafter's ids + 1, so the two differ by one layer only when the drafter's ids equal the default."""
+    ids, default = incident["writeup_aux_ids"], incident["sglang_default_aux_ids"]
+    same = list(ids) == list(default)
+    return (f"The write-up quotes the drafter's aux layer ids as {ids} **[reported]**; sglang's default for a "
+            f"{incident['target_layers']}-layer target is {default} **[traced]**. "
+            + ("They are equal, so " if same else "They differ, so the one-layer-early claim does not apply; ")
+            + ("CUDA-graph decode would capture each aux hidden state one layer before eager prefill does. This "
+               "holds only while the drafter's ids equal sglang's default." if same else
+               "what graph replays capture must be traced for these ids."))
+
+
+def public_rows(public: Mapping[str, Mapping[str, Any]], model: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Public acceptance figures for this drafter, each placed against the modelled break-evens (single request,
+    EAGLE-3's request limit, EAGLE-3's peak reaching the baseline's)."""
+    thresholds = [("one request", model["break_even_1"]), (f"{model['spec_max_batch']} requests",
+                                                            model["break_even_max"]),
+                  ("EAGLE-3's peak vs the baseline's", model["break_even_peak"])]
+    rows = []
+    for key, row in public.items():
+        if key == "sglang_pr_25454":
+            continue
+        accept = row.get("accept_length", row.get("value") if "length" in row.get("metric", "") else None)
+        per_benchmark = row.get("values") or {}
+        if per_benchmark:  # one acceptance length per published benchmark: the range against each threshold
+            low, high = min(per_benchmark.values()), max(per_benchmark.values())
+            published = ", ".join(f"{name} {value}" for name, value in per_benchmark.items())
+            against = "; ".join(f"{name} {need}: " + ("every benchmark above" if low > float(need) else
+                                                      "no benchmark above" if high <= float(need) else
+                                                      "some benchmarks above")
+                                for name, need in thresholds)
+        elif row.get("value") is None:
+            published, against = "--", f"not transcribed yet ({row['note']})"
+        else:
+            published = (f"{row['rate_pct']:.2f}% acceptance rate, {row['num_speculative_tokens']} speculative "
+                         f"tokens" if key == "vllm_pr_35966" else f"{row['value']}")
+            above = [name for name, need in thresholds if accept is not None and accept > float(need)]
+            below = [name for name, need in thresholds if accept is not None and accept <= float(need)]
+            against = (f"{accept:.2f} tokens per verify step (1 + {row['num_speculative_tokens']} x rate): above the "
+                       f"break-even at {', '.join(above) or 'none'}" + (f"; not above it at {', '.join(below)}"
+                                                                       if below else ""))
+        rows.append({"url": row["url"], "key": key, "drafter": row["drafter"], "engine": row["engine"],
+                     "hardware": row["hardware"], "workload": row.get("workload", "not named"),
+                     "published": published, "against": against})
+    return rows
+
+
+def shift_sentence(public: Mapping[str, Mapping[str, Any]], mismatch: Optional[Mapping[str, Any]]) -> Optional[str]:
+    """sglang PR #25454's one-layer cost beside this run's CPU mismatch experiment."""
+    row = public.get("sglang_pr_25454")
+    if not row:
+        return None
+    text = (f"Public measurement of a one-layer shift: [sglang PR #25454]({row['url']}) reports that "
+            f"`{row['drafter']}` lost about {row['value']:.2f} acceptance length on Kimi-K2.5 when its aux layers "
+            f"were captured one layer off **[reported]** (another Kimi-K2.5 drafter than the incident's)")
+    if mismatch and mismatch.get("drop"):
+        text += (f"; this run's {mismatch['target_layers']}-layer tiny target loses {mismatch['drop'][0]:.3f} at "
+                 f"concurrency {mismatch['concurrency'][0]} **[measured]**, on a random model whose size does not "
+                 f"transfer")
+    return text + "."
 
 
 # ------------------------------------------------------------------------------------------------ the model
@@ -258,7 +388,8 @@ def matching_sentence(match: Optional[Mapping[str, Any]], assumed_context: float
     return (f"The model reproduces the reported peak of {_r(match['reported_peak_tok_s'], 0)} tok/s **[reported]** "
             f"at a mean decode context of {_r(match['context_len'], 0)} tokens instead of the assumed "
             f"{_r(assumed_context, 0)} (it predicts {_r(capped['baseline_peak_tok_s'], 0)} tok/s at "
-            f"{capped['baseline_peak_batch']} requests there). At that context EAGLE-3 under the "
+            f"{capped['baseline_peak_batch']} requests there; a one-parameter fit to that one number, so not a test "
+            f"of the model). At that context EAGLE-3 under the "
             f"{capped['spec_max_batch']}-request cap {peak_verdict(capped)}; without the cap "
             f"({uncapped['spec_max_batch']} requests fit) it {peak_verdict(uncapped)} **[modelled]**.")
 
@@ -272,7 +403,8 @@ def _cycle_sentence(breakdown: Sequence[Mapping[str, Any]], spec: Mapping[str, A
             f"draft extend, CPU work the overlap scheduler no longer hides) costs as much as this many plain decode "
             f"steps: {costs} **[modelled]**. A cycle pays only if it emits more tokens per request than that. The "
             f"verify pass reads more expert weights than a plain step: distinct experts touched per MoE layer, "
-            f"verify vs plain, {experts} **[modelled]**.")
+            f"verify vs plain, {experts}, assuming uniform routing (an upper bound: real routing repeats experts) "
+            f"**[modelled]**.")
 
 
 def _capacity_sentence(rtx: Mapping[str, Any], uncapped: Optional[Mapping[str, Any]]) -> str:
@@ -292,8 +424,15 @@ def _validation_rows(summary: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
              "goal": "yes" if row["goal_met"] else "no"} for row in summary]
 
 
+def _goal(mape: float, goal: Optional[float]) -> str:
+    """The verdict the published sources get, said of this run too."""
+    if goal is None:
+        return ""
+    return f" (goal of at most {goal:g}%: {'met' if mape <= goal else 'not met'})"
+
+
 def _run_check_context(check: Optional[Mapping[str, Any]], missing: Optional[str],
-                       eagle3_note: Optional[str]) -> dict[str, Any]:
+                       eagle3_note: Optional[str], goal: Optional[float] = None) -> dict[str, Any]:
     """The model against this run: rows, MAPE and trends, and a sentence for what could not be checked."""
     if not check:
         return {"rows": [], "missing": missing}
@@ -310,12 +449,14 @@ def _run_check_context(check: Optional[Mapping[str, Any]], missing: Optional[str
     lines = []
     if check.get("baseline_mape_pct") is not None:
         trend = check.get("baseline_trend") or {}
-        lines.append(f"Plain decode rate: MAPE {_r(check['baseline_mape_pct'])}% over the concurrencies it was not "
+        lines.append(f"Plain decode rate: MAPE {_r(check['baseline_mape_pct'])}%"
+                     f"{_goal(check['baseline_mape_pct'], goal)} over the concurrencies it was not "
                      f"calibrated on; with concurrency it {trend.get('measured', '?')} as measured and "
                      f"{trend.get('predicted', '?')} as predicted **[modelled]** vs **[measured]**.")
     if check.get("speedup_mape_pct") is not None:
         trend = check.get("speedup_trend") or {}
         lines.append(f"EAGLE-3 speedup from the measured acceptance: MAPE {_r(check['speedup_mape_pct'])}%"
+                     + _goal(check["speedup_mape_pct"], goal)
                      + (f"; with concurrency it {trend['measured']} as measured and {trend['predicted']} as predicted"
                         if trend else "") + " **[modelled]** vs **[measured]**.")
         lines.extend(_cycle_gap_lines(check))
@@ -366,22 +507,34 @@ def _eagle3_note(s03: Optional[PatchBenchSidecar]) -> Optional[str]:
     return None
 
 
-def _model_context(model: ModelEvidence, figures: Sequence[str], eagle3_note: Optional[str] = None) -> dict[str, Any]:
-    """Section 6 from the model's evidence: predictions, why, where the verdict flips, out-of-sample errors."""
+def _model_context(model: ModelEvidence, figures: Sequence[str], eagle3_note: Optional[str] = None,
+                   binder: Optional[provenance.Binder] = None) -> dict[str, Any]:
+    """Section 6 from the model's evidence: predictions, why, where the verdict flips, out-of-sample errors. Its
+    verdict sentences are bound (``binder``) to the evidence keys and rules they are computed from."""
+    b = binder or provenance.Binder({"model": model.to_dict()})
     data = model.incident
     rtx = data["predicted"]["rtx_pro_6000_x8"]
     rows = data["sensitivity"]
     stated = next(r for r in rows if not r["changed"])
-    uncapped = next((r for r in rows if r["changed"] == {"spec_max_running_requests": 0}), None)
+    uncapped = next((i for i, r in enumerate(rows) if r["changed"] == {"spec_max_running_requests": 0}), None)
     peak = data["side_by_side"]["peak_tok_s"]
     single = data["side_by_side"]["single_stream_tok_s"]
+    key = "model.incident.predicted.rtx_pro_6000_x8"
     why = [
         _cycle_sentence(data["cycle_breakdown"], model.spec),
-        _capacity_sentence(rtx, uncapped),
-        f"At one request EAGLE-3 gains for any acceptance above {rtx['break_even_single_stream']:.2f} **[modelled]**.",
-        f"At peak EAGLE-3 {peak_verdict(rtx)}"
-        + (f"; without the request cap it {peak_verdict(uncapped)}" if uncapped else "") + " **[modelled]**.",
+        _capacity_sentence(rtx, rows[uncapped] if uncapped is not None else None),
+        b.sentence("model.why.single", f"At one request EAGLE-3 gains for any acceptance above "
+                                       f"{b.num(f'{key}.break_even_single_stream', '.2f')} **[modelled]**."),
+        b.sentence("model.why.peak", f"At peak EAGLE-3 {b.rule('peak_verdict', peak_verdict, key)}"
+                   + (f"; without the request cap it "
+                      f"{b.rule('peak_verdict', peak_verdict, f'model.incident.sensitivity.{uncapped}')}"
+                      if uncapped is not None else "") + " **[modelled]**."),
     ]
+    flip = b.sentence("model.flip", b.rule("flip", flip_sentence, "model.incident.sensitivity"))
+    matching = (b.sentence("model.matching", b.rule("matching", matching_sentence,
+                                                    "model.incident.context_matching_reported_peak",
+                                                    "model.incident.context_len"))
+                if data.get("context_matching_reported_peak") else None)
     return {
         "target": rtx["model"], "hardware": rtx["hardware"], "tp": rtx["tp"], "spec": model.spec,
         "context": _r(data["context_len"], 0), "context_source": data["context_source"],
@@ -393,53 +546,126 @@ def _model_context(model: ModelEvidence, figures: Sequence[str], eagle3_note: Op
         "spec_max_batch": rtx["spec_max_batch"], "spec_peak_batch": rtx["spec_peak_batch"],
         "break_even_1": _r(rtx["break_even_single_stream"], 2), "break_even_max": _r(rtx["break_even_at_spec_max_batch"], 2),
         "break_even_peak": _r(rtx["break_even_at_peak"], 2), "max_accept": rtx["max_accept_length"],
-        "why": why, "sensitivity": sensitivity_rows(rows), "flip": flip_sentence(rows),
-        "matching": matching_sentence(data.get("context_matching_reported_peak"), data["context_len"]),
+        "why": why, "sensitivity": sensitivity_rows(rows), "flip": flip,
+        "matching": matching,
         "validation": _validation_rows(model.validation), "goal_mape": f"{model.validation_goal_mape_pct:g}",
         "validation_context": [{**row, "ctx": _r(row["context"], 0), "mape": _r(row["mape_pct"]),
                                 "goal": "yes" if row["goal_met"] else "no"} for row in model.validation_context],
         "published_acceptance": [{**row, "low": _r(row["min"], 2), "high": _r(row["max"], 2)}
                                  for row in model.published_acceptance],
-        "run": _run_check_context(model.run_check, model.run_check_missing, eagle3_note),
+        "run": _run_check_context(model.run_check, model.run_check_missing, eagle3_note, model.validation_goal_mape_pct),
         "figures": list(figures),
     }
 
 
+def _direction(records: Sequence[Mapping[str, Any]]) -> str:
+    slower = [r for r in records if r["speedup"] < 1]
+    if len(slower) == len(records):
+        return "no: EAGLE-3 is slower than the baseline at every concurrency measured"
+    if not slower:
+        return "yes: EAGLE-3 is faster than the baseline at every concurrency measured"
+    return "only at some concurrencies"
+
+
+def _enough(value: bool) -> str:
+    return "enough" if value else "not enough"
+
+
+def _sensitivity_range(rows: Sequence[Mapping[str, Any]]) -> str:
+    values = [r["break_even_at_peak"] for r in rows]
+    return f"{min(values):.2f} to {max(values):.2f}"
+
+
+def _peak_error(error_pct: float) -> str:
+    return f"{abs(error_pct):.1f}% {'below' if error_pct < 0 else 'above'}"
+
+
+def _trust(rows: Sequence[Mapping[str, Any]]) -> str:
+    return "; ".join(f"{row['source']} MAPE {row['mape_pct']:.1f}% with {row['trends_right']} trends right (goal "
+                     f"{'met' if row['goal_met'] else 'not met'})" for row in rows)
+
+
+# the rules a bound sentence may name (``provenance.broken_sentences`` re-applies them to the evidence)
+RULES = {"enough": _enough, "direction": _direction, "speedups": speedup_cells,
+         "sensitivity_range": _sensitivity_range, "peak_error": _peak_error, "trust": _trust,
+         "peak_verdict": peak_verdict, "flip": flip_sentence, "matching": matching_sentence}
+
+
 def _summary(crash: dict | None, trace: dict | None, fix: dict | None, model: dict[str, Any],
-             incident: Mapping[str, Any], evidence: ModelEvidence) -> list[str]:
-    """The report's opening lines, each from its section's computed context and carrying its provenance."""
+             incident: Mapping[str, Any], evidence: ModelEvidence, premise: Optional[Mapping[str, Any]] = None,
+             binder: Optional[provenance.Binder] = None, profile: str = "cpu") -> list[str]:
+    """The first screen: why it crashed, the fix, whether EAGLE-3 pays here and on the incident's deployment, and
+    what to do. Every number and verdict is rendered through ``binder`` from a named evidence key (the evidence tree
+    of ``ReportSources.tree``), so ``provenance.broken_sentences`` can re-check each sentence against its keys."""
+    b = binder or provenance.Binder({"model": evidence.to_dict(), "incident": dict(incident)})
+    tree = b.tree
     lines = []
     if crash:
-        lines.append(f"Reproduced on real sglang: `{crash['signature']}` in {crash['seconds']} s **[measured]**.")
-    if trace:
-        lines.append(f"The runtime needs {trace['missing']} from the wrapper **[traced]**; the one-method fix is "
-                     f"{'enough' if trace['one_method_enough'] else 'not enough'} **[traced]**. Fixed upstream in "
-                     f"sglang {trace['first_fixed']} **[traced]**.")
-    if fix and fix["story"]:
-        lines.append(fix["story"][-1][0].upper() + fix["story"][-1][1:] + " **[measured]**.")
+        cause = (f": sglang's EAGLE-3 start-up calls {trace['missing']} on the target model and the Kimi-K2.5 "
+                 f"wrapper lacks them **[traced]**" if trace else "")
+        lines.append(b.sentence("summary.crash", (
+            f"**Why it crashed:** `{crash['signature']}`, reproduced on real sglang in "
+            f"{b.num('crash.crash.seconds_to_outcome', '')} s **[measured]**{cause}.")))
+    if fix:
+        text = (f"**The fix:** delegate {fix['members']} to the inner model (`patches/{fix['patch']}`)"
+                + (f"; {fix['story'][-1]} **[measured]**" if fix["story"] else ""))
+        if trace:
+            text += (f". The write-up's one-method fix is "
+                     f"{b.rule('enough', _enough, 'trace.verdict.one_method_enough')}"
+                     f" **[traced]**; sglang {b.num('trace.bisect.first_fixed', 's')} ships the fix **[traced]**")
+        lines.append(b.sentence("summary.fix", text + "."))
+    if premise and not premise["holds"]:
+        lines.append(b.sentence("summary.premise", (
+            f"**What the write-up's 'no gain' rests on:** unknown. {premise['unknown'][0].upper()}"
+            f"{premise['unknown'][1:]} (section 1) **[traced]**.")))
+    patch = tree.get("patch") if isinstance(tree, dict) else None
+    if patch and patch.get("speedup"):
+        caveat = (" This is a tiny model on CPU whose speculative kernels run in the Triton interpreter: no evidence "
+                  "about GPU speedups." if profile == "cpu" else "")
+        lines.append(b.sentence("summary.run_speedup", (
+            f"**Does EAGLE-3 pay on this run ({profile} profile)?** "
+            f"{b.rule('direction', _direction, 'patch.speedup')}: output throughput "
+            f"{b.rule('speedups', speedup_cells, 'patch.speedup')} **[measured]**.{caveat}")))
+    rtx = "model.incident.predicted.rtx_pro_6000_x8"
+    condition = "" if not premise or premise["holds"] else " (if it ran the flags described, section 1)"
+    public = incident.get("public", {}).get("vllm_pr_35966")
+    public_text = (f" Public figure for this drafter: "
+                   f"{b.num('incident.public.vllm_pr_35966.rate_pct', '.2f')}% acceptance rate with "
+                   f"{b.num('incident.public.vllm_pr_35966.num_speculative_tokens', 'd')} speculative tokens on vLLM, "
+                   f"gsm8k ([vLLM PR #35966]({public['url']})), about "
+                   f"{b.num('incident.public.vllm_pr_35966.accept_length', '.2f')} tokens per verify step "
+                   f"**[reported]**; another engine, workload and draft length than the incident's."
+                   if public and public.get("accept_length") else "")
+    lines.append(b.sentence("summary.incident_verdict", (
+        f"**Does EAGLE-3 pay on the incident's deployment{condition}?** The engineer reported no gain "
+        f"**[reported]** but not the acceptance reached. The cost model puts the break-even at acceptance "
+        f"{b.num(f'{rtx}.break_even_at_peak', '.2f')} for EAGLE-3's peak to reach the baseline's (context "
+        f"{b.num('model.incident.context_len', ',.0f')} tokens assumed, sglang's "
+        f"{b.num(f'{rtx}.spec_max_batch', 'd')}-request cap; "
+        f"{b.rule('sensitivity_range', _sensitivity_range, 'model.incident.sensitivity')} across the sensitivity "
+        f"table) and {b.num(f'{rtx}.break_even_single_stream', '.2f')} at one request **[modelled]**.{public_text}")))
+    todo = ["apply the full delegation patch"
+            + (f" or upgrade to sglang {b.num('trace.bisect.first_fixed', 's')}" if trace else ""),
+            f"measure acceptance on your own traffic and compare it with {b.num(f'{rtx}.break_even_at_peak', '.2f')}"
+            f" at peak and {b.num(f'{rtx}.break_even_single_stream', '.2f')} at one request"]
     rows = evidence.incident["sensitivity"]
-    low = min(r["break_even_at_peak"] for r in rows)
-    high = max(r["break_even_at_peak"] for r in rows)
-    match = evidence.incident.get("context_matching_reported_peak")
-    at_match = (f"; at the context that reproduces the reported peak ({_r(match['context_len'], 0)} tokens) it "
-                f"{peak_verdict(match['predicted'])}" if match else "")
-    lines.append(
-        f"EAGLE-3 gave no throughput gain **[reported]** by the engineer. The cost model says when that holds: at "
-        f"peak EAGLE-3 matches the baseline only above acceptance {model['break_even_peak']} (context "
-        f"{model['context']} tokens assumed, sglang's {model['spec_max_batch']}-request cap), and between "
-        f"{low:.2f} and {high:.2f} across the sensitivity table{at_match}; at one request it gains above "
-        f"{model['break_even_1']} **[modelled]**. Not reported: {incident['not_reported']}; so which side of these "
-        f"thresholds the incident fell on is open.")
-    trust = "; ".join(f"{row['source']} MAPE {row['mape']}% with {row['trends_right']} trends right (goal "
-                      f"{'met' if row['goal_met'] else 'not met'})" for row in model["validation"])
-    closes = f" (a context of {_r(match['context_len'], 0)} tokens closes the gap)" if match else ""
-    lines.append(f"Out of sample, the model's baseline peak is {model['peak_error']}% {model['peak_direction']} the "
-                 f"reported one at the assumed context{closes}; on published speedup-vs-batch data it was not fitted "
-                 f"to: {trust} **[modelled]** vs **[reported]**.")
-    run = model["run"]
-    if run.get("has_speedup"):
-        lines.append(f"On this run, EAGLE-3's speedup predicted from the measured acceptance: MAPE "
-                     f"{_r(run['speedup_mape_pct'])}% **[modelled]** vs **[measured]**.")
+    uncapped = next((i for i, r in enumerate(rows) if r["changed"] == {"spec_max_running_requests": 0}), None)
+    if uncapped is not None and rows[uncapped]["break_even_at_peak"] < \
+            evidence.incident["predicted"]["rtx_pro_6000_x8"]["break_even_at_peak"]:
+        todo.append(f"set `--max-running-requests` (sglang caps speculation at "
+                    f"{b.num(f'{rtx}.spec_max_batch', 'd')} requests; without the cap the break-even at peak is "
+                    f"{b.num(f'model.incident.sensitivity.{uncapped}.break_even_at_peak', '.2f')})")
+    lines.append(b.sentence("summary.todo", "**What to do:** " + "; ".join(todo) + " **[modelled]**."))
+    lines.append(b.sentence("summary.trust", (
+        f"How far to trust the model: its baseline peak is "
+        f"{b.rule('peak_error', _peak_error, 'model.incident.side_by_side.peak_tok_s.error_pct')} the reported one "
+        f"at the assumed context; on published speedup-vs-batch data: "
+        f"{b.rule('trust', _trust, 'model.validation')} **[modelled]** vs **[reported]**.")))
+    if model["run"].get("has_speedup"):
+        lines.append(b.sentence("summary.run_check", (
+            f"On this run the model's speedups, predicted from the measured acceptance, miss the measured ones by "
+            f"MAPE {b.num('model.run_check.speedup_mape_pct', ',.1f')}% (section 6) **[modelled]** vs "
+            f"**[measured]**.")))
     return lines
 
 
@@ -462,6 +688,14 @@ class ReportSources:
     def evidence(self) -> "provenance.Evidence":
         return provenance.Evidence.of(self.generated, self.environment, self.crash, self.trace, self.patch,
                                       self.model.to_dict(), self.incident, self.figures)
+
+    def tree(self) -> dict[str, Any]:
+        """The evidence as one tree of plain values: what a bound sentence's keys name (``provenance.lookup``)."""
+        plain = provenance._plain
+        return {"generated": self.generated, "environment": self.environment,
+                "crash": plain(self.crash) if self.crash else None, "trace": plain(self.trace) if self.trace else None,
+                "patch": plain(self.patch) if self.patch else None, "model": self.model.to_dict(),
+                "incident": self.incident, "figures": self.figures}
 
     @staticmethod
     def structural() -> set[str]:
@@ -486,22 +720,101 @@ def gather_sources(profile: str = "cpu", figures: Sequence[Path] = (),
 
 def render(sources: ReportSources) -> str:
     """REPORT.md's text from its sources."""
+    return render_bound(sources)[0]
+
+
+def render_bound(sources: ReportSources) -> tuple[str, provenance.Binder]:
+    """REPORT.md's text and the binder that holds its bound sentences (each placeholder's evidence key, each
+    verdict's rule), for ``provenance.broken_sentences``."""
     s01, s03 = sources.crash, sources.patch
     crash, control = _crash_context(s01)
     trace = _trace_context(sources.trace)
     fix, bench = _fix_context(s03)
-    model = _model_context(sources.model, sources.figures, _eagle3_note(s03))
+    binder = provenance.Binder(sources.tree())
+    model = _model_context(sources.model, sources.figures, _eagle3_note(s03), binder)
     incident = _incident_context(sources.incident)
+    premise = premise_context(incident, trace, fix)
+    public = {"rows": public_rows(incident["public"], model),
+              "shift": shift_sentence(incident["public"], bench["mismatch"].model_dump()
+                                      if bench and bench.get("mismatch") is not None else None),
+              "launch": incident["public"].get("sglang_pr_19689"), "layer_claim": layer_claim(incident),
+              "vllm": incident["public"].get("vllm_pr_35966")}
     env = sources.environment
+    summary = _summary(crash, trace, fix, model, incident, sources.model, premise, binder, sources.profile)
     loader = jinja2.Environment(loader=jinja2.PackageLoader("eagle3lab.report", "templates"),
                                 undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    return loader.get_template(TEMPLATE).render(
+    text = loader.get_template(TEMPLATE).render(
         profile=sources.profile, generated=sources.generated,
         where=f"{sources.profile} profile, {env.get('machine')}, accelerators: {env.get('accelerators')}, "
               f"{s01.date if s01 else sources.generated}",
         incident=incident, crash=crash, control=control, trace=trace, fix=fix, bench=bench, model=model,
-        diagnostics=s03.diagnostics if s03 else [],
-        summary=_summary(crash, trace, fix, model, incident, sources.model))
+        diagnostics=s03.diagnostics if s03 else [], premise=premise, public=public,
+        summary=summary)
+    return text, binder
+
+
+# ------------------------------------------------------------------------------------------------ evidence file
+EVIDENCE_DIR = "reports-evidence"
+
+
+def _scrub(value: Any, replacements: Sequence[tuple[str, str]]) -> Any:
+    """Machine paths out of the committed evidence: the repository root becomes '.', the home directory '~'."""
+    if isinstance(value, str):
+        for old, new in replacements:
+            value = value.replace(old, new)
+        return value
+    if isinstance(value, dict):
+        return {k: _scrub(v, replacements) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_scrub(v, replacements) for v in value]
+    return value
+
+
+def evidence_path(report_md: Path, profile: str) -> Path:
+    """``reports-evidence/<profile>.json`` beside REPORT.md: what that REPORT.md was rendered from."""
+    return Path(report_md).parent / EVIDENCE_DIR / f"{profile}.json"
+
+
+def write_report(sources: ReportSources, report_md: Path) -> tuple[Path, Path]:
+    """Write REPORT.md and, beside it, the evidence it was rendered from: the sidecars, the model's evidence and
+    the incident's facts as one tree, every bound sentence with its keys and rules, and REPORT.md's sha256.
+    REPORT.md goes first (a full disk keeps the old one and writes nothing else); should the evidence then fail,
+    its hash no longer matches and ``check_report`` says so."""
+    text, binder = render_bound(sources)
+    replacements = [(str(REPO_ROOT) + "/", ""), (str(REPO_ROOT), "."), (str(Path.home()), "~")]
+    data = {"profile": sources.profile, "generated": sources.generated,
+            "report_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+            "tree": _scrub(json.loads(json.dumps(sources.tree(), default=str)), replacements),
+            "bound_sentences": [dataclasses.asdict(x) for x in binder.sentences]}
+    written = write_text_atomic(report_md, text)
+    return written, write_json_atomic(evidence_path(report_md, sources.profile), data)
+
+
+def check_report(report_md: Path, evidence: Path) -> list[str]:
+    """What a reader can check without rerunning anything: the committed REPORT.md against the committed evidence.
+    Returns one line per problem (the report changed since rendering; a bound sentence its evidence contradicts)."""
+    data = json.loads(Path(evidence).read_text(encoding="utf-8"))
+    text = Path(report_md).read_text(encoding="utf-8")
+    problems = []
+    if hashlib.sha256(text.encode("utf-8")).hexdigest() != data["report_sha256"]:
+        problems.append(f"{Path(report_md).name} is not the text {Path(evidence).name} was rendered with")
+    sentences = [provenance.BoundSentence(x["id"], x["text"], tuple(
+        provenance.Binding(tuple(b["keys"]), b["how"], b["text"]) for b in x["bindings"]))
+        for x in data["bound_sentences"]]
+    problems += [f"sentence {sid} does not follow from its evidence"
+                 for sid in provenance.broken_sentences(text, sentences, data["tree"], RULES)]
+    return problems
+
+
+def _run_profile(loaded: Profile) -> Profile:
+    """The profile exactly as notebook 03 ran it (its sidecar's ``profile_values``), else the loaded one."""
+    s03 = read_if_present(PatchBenchSidecar, loaded.name)
+    if s03 is not None and s03.profile_values:
+        try:
+            return Profile.model_validate(s03.profile_values)
+        except ValidationError:
+            pass  # an older sidecar: the run check says so; the figures use the profile as loaded
+    return loaded
 
 
 def model_figures(profile: str, overrides: dict[str, Any] | None = None) -> list[Path]:
@@ -520,5 +833,5 @@ def model_figures(profile: str, overrides: dict[str, Any] | None = None) -> list
     figures = dict(incident_figures(measured=measured))
     figures["validation"] = validation_figure()
     if bench is not None and on_cpu:
-        figures.update({f"cpu_{kind}": path for kind, path in cpu_profile_figures(bench).items()})
+        figures.update({f"cpu_{kind}": path for kind, path in cpu_profile_figures(bench, _run_profile(loaded)).items()})
     return list(figures.values())

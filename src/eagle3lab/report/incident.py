@@ -8,6 +8,10 @@ these as hollow markers labelled "reported by the engineer".
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
 
 from eagle3lab.costmodel.presets import hardware_preset, load_config
 from eagle3lab.runtime.profiles import load_profile
@@ -43,19 +47,57 @@ MEM_FRACTION = ReportedFigure("mem_fraction_static", 0.9, "", "--mem-fraction-st
 
 REPORTED: tuple[ReportedFigure, ...] = (SINGLE_STREAM, PEAK, EAGLE3_GAIN, CHECKPOINT, GPUS, MEM_FRACTION)
 
+# What the write-up claims, in words, with its source: the report states these as claims, never as findings.
+WRITEUP_CLAIMS: dict[str, str] = {
+    "one_method_patch": "delegating `set_eagle3_layers_to_capture` alone to the inner model made the server start",
+    "no_gain": "with that patch EAGLE-3 ran and gave no throughput gain over the baseline",
+}
+# The drafter's aux layer ids as the write-up quotes them (AQ-MedAI/Kimi-K25-eagle3's config.json,
+# eagle_aux_hidden_state_layer_ids); the project's GPU profile reads the real config when it is fetched.
+WRITEUP_AUX_LAYER_VALUES: tuple[int, ...] = (2, 30, 58)
+
 # What the write-up did not say, and every conclusion about the incident therefore has to leave open.
 NOT_REPORTED: tuple[str, ...] = ("the acceptance length EAGLE-3 reached", "the workload (prompt and output lengths)",
                                  "the concurrency of the peak")
 
 
 def facts() -> dict[str, object]:
-    """The incident as the report states it: the reported figures, what was not reported, and the deployment's
-    launch settings as the blackwell-8x profile records them (the engineer's own flags)."""
+    """The incident as the report states it: the reported figures, the write-up's claims, what was not reported,
+    the public evidence on its drafter, and the deployment's launch settings as the blackwell-8x profile records
+    them (the project's profile; its speculative flags match sglang PR #19689's published launch command)."""
     profile = load_profile(INCIDENT_PROFILE)
+    layers = target_layers()
     return {"reported": {figure.key: vars(figure) for figure in REPORTED}, "not_reported": list(NOT_REPORTED),
-            "label": REPORTED_LABEL, "profile": profile.name, "sglang": profile.sglang_version,
+            "label": REPORTED_LABEL, "source": SOURCE, "claims": dict(WRITEUP_CLAIMS),
+            "writeup_aux_ids": list(WRITEUP_AUX_LAYER_VALUES), "sglang_default_aux_ids": sglang_default_aux_ids(layers),
+            "profile": profile.name, "sglang": profile.sglang_version,
             "target": profile.target_model, "draft": profile.draft_model, "tp": profile.tp_size,
-            "gpu": hardware_preset("rtx-pro-6000-blackwell").name, "target_layers": target_layers()}
+            "gpu": hardware_preset("rtx-pro-6000-blackwell").name, "target_layers": layers,
+            "public": public_evidence()}
+
+
+def sglang_default_aux_ids(num_layers: int) -> list[int]:
+    """sglang 0.5.9's aux layers when none are configured (``[2, n // 2, n - 3]``, the layers CUDA-graph replays
+    capture per the trace); a drafter whose ids equal these is the only case the one-layer-early claim covers."""
+    return [2, num_layers // 2, num_layers - 3]
+
+
+PUBLIC_EVIDENCE = Path(__file__).resolve().parent / "data" / "public_evidence.yaml"
+
+
+def public_evidence(path: Optional[Path] = None) -> dict[str, dict[str, Any]]:
+    """The public figures on this drafter and on a one-layer shift, keyed by source, each with its URL."""
+    data = yaml.safe_load((path or PUBLIC_EVIDENCE).read_text())
+    out = {}
+    for row in data["sources"]:
+        row = dict(row)
+        if row["key"] == "vllm_pr_35966" and row.get("value") is not None:
+            # vLLM's rate is accepted/proposed draft tokens; one verify step emits 1 + k * rate tokens on average
+            row["accept_length"] = 1.0 + row["num_speculative_tokens"] * row["value"]
+            row["rate_pct"] = 100.0 * row["value"]
+            row["max_accept_length"] = row["num_speculative_tokens"] + 1  # every draft accepted, plus the bonus
+        out[row["key"]] = row
+    return out
 
 
 def target_layers() -> int:

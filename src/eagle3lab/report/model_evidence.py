@@ -20,7 +20,8 @@ from eagle3lab.errors import PerfModelError
 from eagle3lab.paths import repo_dir
 from eagle3lab.bench.sweep import BenchReport
 from eagle3lab.costmodel.cycle import check_accept_length, plain_step, plain_tok_s, speedup
-from eagle3lab.costmodel.validation import trend, GOAL_MAPE_PCT, context_sensitivity, validate, validation_summary
+from eagle3lab.costmodel.validation import (GOAL_MAPE_PCT, PUBLISHED, SHAPE_ONLY, context_sensitivity, trend, validate,
+                                           validation_summary)
 from eagle3lab.report.plots.model import measured_points_from_bench
 from eagle3lab.report.run_model import run_deployment
 from eagle3lab.runtime.speculative import SpeculativeSpec
@@ -76,13 +77,18 @@ def load(profile: str, path: Optional[Path] = None) -> ModelEvidence:
 
 # ------------------------------------------------------------------------------------------ published sources
 def published_acceptance(results) -> list[dict[str, Any]]:
-    """Per validation source: the range of acceptance lengths its EAGLE drafters ran at (published, or fitted to
-    the published single-stream speedup): a reference for what acceptance real drafters reach."""
+    """Per validation source and kind of acceptance (costmodel.validation: "published acceptance" or "fitted
+    acceptance, shape-only"): the range of acceptance lengths its EAGLE drafters ran at. Fitted values absorb the
+    cycle model's error and are not a real drafter's; the report labels them so."""
     rows = []
     for src in results:
-        values = [s.points[0].accept_length for s in src.series if s.points]
-        if values:
-            rows.append({"source": src.source, "series": len(values), "min": min(values), "max": max(values)})
+        by_kind: dict[str, list[float]] = {}
+        for s in src.series:
+            if s.points:
+                by_kind.setdefault(getattr(s, "acceptance", PUBLISHED), []).append(s.points[0].accept_length)
+        for kind, values in sorted(by_kind.items()):
+            rows.append({"source": src.source, "kind": kind, "fitted": kind == SHAPE_ONLY, "series": len(values),
+                         "min": min(values), "max": max(values)})
     return rows
 
 
@@ -128,10 +134,11 @@ def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None) -
                 row["predicted_speedup"] = speedup(dep, spec, batch, other.accept_length)
                 row["speedup_error_pct"] = (row["predicted_speedup"] - row["measured_speedup"]) / \
                     row["measured_speedup"] * 100
-                # one cycle's wall time: requests x tokens per cycle / rate; predicted from the measured plain rate
+                # one cycle's wall time: requests x tokens per cycle / rate; the modelled one from the model's own
+                # EAGLE-3 rate (its speedup times its own plain rate), never mixed with a measured rate
                 tokens_per_cycle = batch * other.accept_length
                 row["measured_cycle_ms"] = tokens_per_cycle / other.tok_s * 1e3
-                row["predicted_cycle_ms"] = tokens_per_cycle / (row["predicted_speedup"] * measured) * 1e3
+                row["predicted_cycle_ms"] = tokens_per_cycle / (row["predicted_speedup"] * predicted) * 1e3
                 row["unmodelled_cycle_ms"] = row["measured_cycle_ms"] - row["predicted_cycle_ms"]
         rows.append(row)
     predicted_base = [r for r in rows if r["baseline_role"] == "predicted"]

@@ -22,7 +22,7 @@ import itertools
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from pydantic import BaseModel
 
@@ -265,3 +265,88 @@ def untagged_blocks(text: str, structural: Iterable[str] = ()) -> list[Block]:
             continue
         out.append(block)
     return out
+
+
+# ------------------------------------------------------------------------------------------------ bindings
+# Matching a number against *any* evidence value is a weak oracle: 2.94 passes if anything anywhere is 2.94. A
+# binding is the strong one: each placeholder of a sentence names the evidence key it was rendered from (and the
+# format), each verdict names the rule and the keys it was computed from; the check re-reads every key from the
+# evidence and re-renders, so a sentence whose evidence changed, or a verdict its evidence no longer gives, fails
+# by name.
+def lookup(tree: Any, key: str) -> Any:
+    """The value at a dotted key (``model.incident.sensitivity.3.break_even_at_peak``) of the evidence tree."""
+    node = tree
+    for part in key.split("."):
+        node = _plain(node)
+        if isinstance(node, (list, tuple)):
+            node = node[int(part)]
+        elif isinstance(node, dict):
+            node = node[part]
+        else:
+            node = getattr(node, part)
+    return _plain(node)
+
+
+@dataclass(frozen=True)
+class Binding:
+    """One placeholder: the evidence keys it reads, how it is rendered (a format spec, or a named rule), the text."""
+
+    keys: tuple[str, ...]
+    how: str  # "fmt:<spec>" or "rule:<name>"
+    text: str
+
+
+@dataclass(frozen=True)
+class BoundSentence:
+    id: str
+    text: str
+    bindings: tuple[Binding, ...]
+
+
+class Binder:
+    """Renders placeholders from named evidence keys and records them per sentence (``sentence``)."""
+
+    def __init__(self, tree: Any, rules: Optional[dict[str, Callable[..., str]]] = None):
+        self.tree = tree
+        self.rules: dict[str, Callable[..., str]] = dict(rules or {})
+        self.pending: list[Binding] = []
+        self.sentences: list[BoundSentence] = []
+
+    def num(self, key: str, spec: str) -> str:
+        text = format(lookup(self.tree, key), spec)
+        self.pending.append(Binding((key,), f"fmt:{spec}", text))
+        return text
+
+    def rule(self, name: str, fn: Callable[..., str], *keys: str) -> str:
+        self.rules[name] = fn
+        text = fn(*(lookup(self.tree, k) for k in keys))
+        self.pending.append(Binding(tuple(keys), f"rule:{name}", text))
+        return text
+
+    def sentence(self, sentence_id: str, text: str) -> str:
+        self.sentences.append(BoundSentence(sentence_id, text, tuple(self.pending)))
+        self.pending = []
+        return text
+
+
+def rerender(binding: Binding, tree: Any, rules: dict[str, Callable[..., str]]) -> str:
+    kind, _, how = binding.how.partition(":")
+    values = [lookup(tree, k) for k in binding.keys]
+    return format(values[0], how) if kind == "fmt" else rules[how](*values)
+
+
+def broken_sentences(text: str, sentences: Sequence[BoundSentence], tree: Any,
+                     rules: dict[str, Callable[..., str]]) -> list[str]:
+    """Ids of the bound sentences the rendered ``text`` does not carry, or whose placeholders the evidence ``tree``
+    no longer renders to what they say (a key gone counts as broken)."""
+    broken = []
+    for sentence in sentences:
+        ok = sentence.text in text
+        for binding in sentence.bindings:
+            try:
+                ok = ok and binding.text in sentence.text and rerender(binding, tree, rules) == binding.text
+            except (KeyError, IndexError, AttributeError, TypeError, ValueError):
+                ok = False
+        if not ok:
+            broken.append(sentence.id)
+    return broken

@@ -9,17 +9,17 @@ from __future__ import annotations
 from typing import Optional
 
 from eagle3lab.bench.sweep import ARM_KIND_EAGLE3, BenchReport
-from eagle3lab.costmodel.arch import drafter_from_config
+from eagle3lab.costmodel.arch import ModelArch, drafter_from_config, model_from_config
 from eagle3lab.costmodel.cycle import Deployment, break_even_accept_length
 from eagle3lab.costmodel.engine import sglang_engine
 from eagle3lab.costmodel.measured_cycle import cpu_engine_entry
 from eagle3lab.costmodel.predict import calibrate_baseline
-from eagle3lab.costmodel.presets import cpu_hardware, hardware_preset, kimi_k25, kimi_k25_eagle3_drafter, tiny_kimi
+from eagle3lab.costmodel.presets import cpu_hardware, hardware_preset, kimi_k25, kimi_k25_eagle3_drafter
 from eagle3lab.errors import PerfModelError
 from eagle3lab.report import incident
 from eagle3lab.runtime.profiles import Profile
 from eagle3lab.runtime.speculative import SpeculativeSpec
-from eagle3lab.runtime.tinymodel.configs import draft_config
+from eagle3lab.runtime.tinymodel.configs import draft_config, text_config
 
 
 def single_stream_step_s(report: BenchReport) -> Optional[float]:
@@ -34,15 +34,24 @@ def single_stream_step_s(report: BenchReport) -> Optional[float]:
     return None
 
 
+def run_models(profile: Profile) -> tuple[ModelArch, ModelArch]:
+    """The cpu profile's tiny target and drafter as the run served them: the profile's depth and its ``--dtype``
+    (the generator's configs say bf16; the server casts to the profile's dtype, fp32 on the cpu profile)."""
+    n, dtype = profile.model_num_layers, profile.dtype
+    target = model_from_config({**text_config(n), "torch_dtype": dtype},
+                               f"tiny Kimi-K2.5 ({n} layers, {dtype})", "eagle3lab.runtime.tinymodel.configs.text_config")
+    drafter = drafter_from_config({**draft_config(n), "torch_dtype": dtype},
+                                  "eagle3lab.runtime.tinymodel.configs.draft_config")
+    return target, drafter
+
+
 def run_deployment(profile: Profile, report: Optional[BenchReport] = None, mem_bandwidth: Optional[float] = None) -> tuple[Deployment, str]:
     """The deployment a profile's run measured, calibrated on its own measured plain single-stream decode step if
     the bench report has one (else, on a GPU profile, on the incident's reported rate). Returns it with a sentence
     saying what it was calibrated on."""
     context = profile.bench_input_len + profile.bench_output_len / 2
     if profile.device == "cpu":
-        target = tiny_kimi(profile.model_num_layers)
-        drafter = drafter_from_config(draft_config(profile.model_num_layers),
-                                      "eagle3lab.runtime.tinymodel.configs.draft_config")
+        target, drafter = run_models(profile)
         # the CPU harness's own engine entry: its measured per-cycle and per-draft-step terms where the cycle
         # benchmark has run (artifacts/cycle_components.<profile>.json), else sglang's engine as stated
         entry = cpu_engine_entry(profile.name)

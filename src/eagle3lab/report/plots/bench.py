@@ -169,7 +169,14 @@ def plot_latency(report: BenchReport) -> Figure:
         ax.set_ylabel(f"{label} (ms)")
         ax.set_ylim(bottom=0)
         _finish(fig, ax, report, label)
+        if ax.get_legend():  # one legend for the three panels, under them, never over a measured point
+            ax.get_legend().remove()
+    handles, labels = axes[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=min(6, len(labels)), frameon=False)
     _footer(fig, _notes(report))
+    if handles:
+        fig.subplots_adjust(bottom=max(fig.subplotpars.bottom, 0.3))
     return fig
 
 

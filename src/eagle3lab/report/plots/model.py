@@ -9,6 +9,7 @@ which is which in its legend.
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
@@ -27,18 +28,16 @@ from eagle3lab.costmodel.perfmodel import (COMPONENTS, Deployment, PassCost, Spe
                                            break_even_accept_length, max_accept_length, plain_step, plain_tok_s,
                                            spec_tok_s, speedup, verify_tokens)
 from eagle3lab.costmodel.forward import Pass, forward_cost
-from eagle3lab.costmodel.perfmodel import validate, calibrate_baseline
+from eagle3lab.costmodel.perfmodel import validate
 from eagle3lab.bench.sweep import ARM_KIND_BASELINE, ARM_KIND_EAGLE3
-from eagle3lab.costmodel.presets import cpu_hardware, speculative_flags, tiny_kimi
-from eagle3lab.report.run_model import single_stream_step_s
+from eagle3lab.report.run_model import run_deployment, single_stream_step_s
+from eagle3lab.runtime.speculative import SpeculativeSpec
 from eagle3lab.report.incident_model import incident_deployment, incident_setup, incident_spec, predict_incident
-from eagle3lab.costmodel.arch import eagle3_drafter
-from eagle3lab.costmodel.engine import sglang_engine
 
 COMPONENT_LABELS = {"weights": "weights read", "gemm_compute": "GEMM compute beyond weights",
                     "kv_cache": "KV cache read", "attention_compute": "attention compute beyond KV",
                     "activations": "activations", "all_reduce": "all-reduces", "sampling": "logits and sampling",
-                    "launch": "kernel launches (fixed)"}
+                    "launch": "fixed per-step overhead (calibrated residual)"}
 COMPONENT_COLORS = {"weights": "#4c72b0", "gemm_compute": "#8172b2", "kv_cache": "#64b5cd",
                     "attention_compute": "#2a9d8f", "activations": "#b3b3b3", "all_reduce": "#dd8452",
                     "sampling": "#c44e52", "launch": "#937860"}
@@ -112,8 +111,8 @@ def draw_step_breakdown(cases: Sequence[tuple[str, PassCost]], title: str = "Pre
     ax.invert_yaxis()
     ax.tick_params(axis="y", labelsize=7)
     ax.set_xlabel("ms per forward pass, one GPU (predicted by the cost model)")
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title("\n".join(textwrap.wrap(title, 90)) if "\n" not in title else title, fontsize=9)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3, frameon=False)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return fig
@@ -194,16 +193,16 @@ def draw_throughput(dep: Deployment, spec: SpeculativeFlags, max_batch: int, spe
     if show_reported:
         ax.plot([1], [incident.SINGLE_STREAM.value], label=f"{incident.REPORTED_LABEL}: single stream "
                 f"{incident.SINGLE_STREAM.value:g} tok/s", **REPORTED_STYLE)
-        ax.axhline(incident.PEAK.value, color="crimson", linestyle=":", linewidth=1)
-        ax.plot([max_batch], [incident.PEAK.value], label=f"{incident.REPORTED_LABEL}: peak {incident.PEAK.value:,.0f} "
-                "tok/s (concurrency not reported)", **{**REPORTED_STYLE, "marker": "^"})
+        # the concurrency of the reported peak is unknown: a level, never a point at a made-up concurrency
+        ax.axhline(incident.PEAK.value, color="crimson", linestyle=":", linewidth=1.5,
+                   label=f"{incident.REPORTED_LABEL}: peak {incident.PEAK.value:,.0f} tok/s (concurrency not reported)")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("running requests (concurrency)")
     ax.set_ylabel("output tokens/s")
     ax.set_title(f"{dep.target.name} on {dep.tp}x {dep.hardware.name}, context {dep.context:g} tokens", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
+    fig.legend(fontsize=7, loc="lower center", ncol=2, frameon=False)
+    fig.tight_layout(rect=(0, 0.16, 1, 1))
     return fig
 
 
@@ -214,7 +213,7 @@ def draw_validation(results) -> Figure:
     the single-stream point each series was calibrated on filled. Panel titles carry the computed MAPE."""
     if not results:
         raise PerfModelError("validation figure: no results")
-    fig, axes = plt.subplots(1, len(results) + 1, figsize=(5.2 * (len(results) + 1), 4.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(results) + 1, figsize=(5.2 * (len(results) + 1), 6.4), squeeze=False)
     parity, panels = axes[0][0], axes[0][1:]
     lo, hi = 0.4, 2.6
     parity.plot([lo, hi], [lo, hi], color="grey", linewidth=1)
@@ -230,11 +229,14 @@ def draw_validation(results) -> Figure:
     parity.set_ylabel("predicted speedup")
     parity.set_title("predicted points only (calibration points left out)", fontsize=9)
     parity.grid(alpha=0.3)
-    parity.legend(fontsize=7, loc="upper left")
+    parity.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     for ax, src in zip(panels, results):
-        for s in src.series:
+        cmap = plt.get_cmap("turbo")  # one distinct colour per series (the default cycle repeats after 10)
+        colours = [matplotlib.colors.to_hex(cmap(0.05 + 0.9 * i / max(1, len(src.series) - 1)))
+                   for i in range(len(src.series))]
+        for s, colour in zip(src.series, colours):
             xs = [p.batch for p in s.points]
-            line, = ax.plot(xs, [p.predicted_speedup for p in s.points], linewidth=1)
+            line, = ax.plot(xs, [p.predicted_speedup for p in s.points], linewidth=1, color=colour)
             ax.plot(xs, [p.published_speedup for p in s.points], marker="o", markerfacecolor="none",
                     linestyle="none", color=line.get_color(), label=s.series)
             fitted = [p for p in s.points if p.role == "calibration"]
@@ -247,7 +249,7 @@ def draw_validation(results) -> Figure:
         ax.set_title(f"{src.source}: MAPE {src.mape_pct:.1f}% over {len(src.predicted_points)} predicted points, "
                      f"trends {src.trends_right}/{len(src.series)}", fontsize=9)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=5, ncol=2, loc="lower left")
+        ax.legend(fontsize=5, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     fig.suptitle("Cost model vs published speedup measurements (hollow = published, line = predicted, filled = "
                  "the single-stream point a series was calibrated on)", fontsize=9)
     fig.tight_layout()
@@ -287,53 +289,98 @@ def measured_points_from_bench(report, rate: str = "output") -> list[MeasuredPoi
 
 
 # ---------------------------------------------------------------------------------------------- all at once
-def incident_figures(out_dir: Optional[Path] = None, context_len: Optional[float] = None,
-                     measured: Sequence[MeasuredPoint] = ()) -> dict[str, Path]:
-    """The report's model figures for the incident's deployment (and the H200 comparison), written as PNGs.
+def incident_figure_objects(context_len: Optional[float] = None,
+                            measured: Sequence[MeasuredPoint] = ()) -> dict[str, Figure]:
+    """The report's model figures for the incident's deployment, as figures (``incident_figures`` writes them).
 
     ``measured`` points belong on this deployment only (a gpu-profile run); cpu-profile points go to
-    ``cpu_profile_figures``, which draws them against the tiny model on this machine.
+    ``cpu_profile_figures``, which draws them against the run's own deployment.
     """
 
     ctx = context_len or incident_setup().context_len
     spec = incident_spec()
-    pcie, nvlink = incident_deployment("rtx-pro-6000-blackwell", ctx), incident_deployment("h200", ctx)
+    pcie = incident_deployment("rtx-pro-6000-blackwell", ctx)
     pred = predict_incident(ctx)[0]
     return {
-        "step_breakdown": save_figure(draw_step_breakdown(
-            breakdown_cases([pcie, nvlink], spec),
-            f"Predicted decode pass time, {pcie.target.name}, context {ctx:g} (fixed overhead calibrated on the "
-            f"reported {incident.SINGLE_STREAM.value:g} tok/s)"), "report_step_breakdown", out_dir),
-        "speedup": save_figure(draw_speedup(pcie, spec, max_batch=pred.baseline_max_batch,
-                                            spec_max_batch=pred.spec_max_batch, measured=measured),
-                               f"report_speedup_{slug(pcie.hardware.name)}", out_dir),
-        "throughput": save_figure(draw_throughput(pcie, spec, pred.baseline_max_batch, pred.spec_max_batch,
-                                                  measured=measured, show_reported=True),
-                                  f"report_throughput_{slug(pcie.hardware.name)}", out_dir),
+        "step_breakdown": draw_step_breakdown(
+            breakdown_cases([pcie], spec),
+            f"Predicted decode pass time, {pcie.target.name} on {pcie.tp}x {pcie.hardware.name}, context {ctx:g}\n"
+            f"(fixed overhead calibrated on the reported {incident.SINGLE_STREAM.value:g} tok/s)"),
+        "speedup": draw_speedup(pcie, spec, max_batch=pred.baseline_max_batch, spec_max_batch=pred.spec_max_batch,
+                                measured=measured),
+        "throughput": draw_throughput(pcie, spec, pred.baseline_max_batch, pred.spec_max_batch, measured=measured,
+                                      show_reported=True),
     }
 
 
-def cpu_profile_figures(report, out_dir: Optional[Path] = None,
+def incident_figures(out_dir: Optional[Path] = None, context_len: Optional[float] = None,
+                     measured: Sequence[MeasuredPoint] = ()) -> dict[str, Path]:
+    """The incident's model figures written as PNGs (names fixed: the report links them)."""
+    hardware = slug(hardware_name())
+    names = {"step_breakdown": "report_step_breakdown", "speedup": f"report_speedup_{hardware}",
+             "throughput": f"report_throughput_{hardware}"}
+    return {kind: save_figure(fig, names[kind], out_dir)
+            for kind, fig in incident_figure_objects(context_len, measured).items()}
+
+
+def hardware_name() -> str:
+    return incident_deployment("rtx-pro-6000-blackwell", incident_setup().context_len).hardware.name
+
+
+def draw_run_throughput(dep: Deployment, spec: SpeculativeFlags, measured: Sequence[MeasuredPoint],
+                        title: str) -> Figure:
+    """A measured run against the model calibrated on it, decode-only rates (the rate the run check table prints):
+    plain decoding predicted (line) and measured (filled squares); EAGLE-3 predicted from each point's measured
+    acceptance (hollow diamonds) and measured (filled diamonds). Predicted values are computed at exactly the
+    measured concurrencies, so the figure and the table agree to the printed precision."""
+    base = sorted((p for p in measured if p.arm == "baseline"), key=lambda p: p.batch)
+    eagle = sorted((p for p in measured if p.arm == "eagle3" and p.accept_length is not None), key=lambda p: p.batch)
+    if not base:
+        raise PerfModelError("run figure: no measured baseline point")
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    top = max(p.batch for p in measured)
+    grid = sorted({1, 2, 4, 8, 16, 32, 64, top} & set(range(1, top + 1)) | {p.batch for p in measured})
+    ax.plot(grid, [plain_tok_s(dep, b) for b in grid], color="black", label="plain decoding, predicted")
+    ax.plot([p.batch for p in base], [p.tok_s for p in base], **MEASURED_STYLE, label=f"plain, {base[0].label}")
+    if eagle:
+        ax.plot([p.batch for p in eagle], [spec_tok_s(dep, spec, p.batch, p.accept_length) for p in eagle],
+                marker="D", markersize=9, markerfacecolor="none", markeredgewidth=1.5, linestyle="--",
+                color="tab:blue", label="EAGLE-3, predicted from the measured acceptance")
+        ax.plot([p.batch for p in eagle], [p.tok_s for p in eagle], **{**MEASURED_STYLE, "marker": "D",
+                                                                        "color": "tab:blue"},
+                label=f"EAGLE-3, {eagle[0].label}")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(grid, [str(b) for b in grid])
+    ax.set_xlabel("concurrent requests")
+    ax.set_ylabel("decode tokens/s (all requests)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    fig.legend(fontsize=7, loc="lower center", ncol=2, frameon=False)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    return fig
+
+
+def cpu_profile_figures(report, profile, out_dir: Optional[Path] = None,
                         mem_bandwidth: Optional[float] = None) -> dict[str, Path]:
-    """The cpu profile's measured baseline against the cost model calibrated on it (tiny model, this machine)."""
+    """The cpu profile's measured run against the cost model calibrated on it, for the run's own deployment
+    (``run_model.run_deployment``: the profile's depth and dtype, the same deployment as the run check table)."""
 
     step = single_stream_step_s(report)
     if step is None:
         raise PerfModelError(f"cpu figures: bench report of '{report.profile}' has no measured baseline point at "
                              "concurrency 1; include 1 in bench_concurrency")
-    sweep = next((a.sweep for a in report.arms if a.sweep), None) or {}
-    ctx = float(sweep.get("input_len", 32)) + float(sweep.get("output_len", 32)) / 2
-    target = tiny_kimi()
-    dep = Deployment(target, eagle3_drafter(target), cpu_hardware(mem_bandwidth), 1, sglang_engine(), ctx)
-    dep = calibrate_baseline(dep, 1.0 / step, f"profile {report.profile}, {report.date}")
-    measured = [p for p in measured_points_from_bench(report, rate="decode") if p.arm == "baseline"]
-    top = max([p.batch for p in measured] + [1])
-    spec = speculative_flags(3, 1, 4)
+    dep, calibrated = run_deployment(profile, report, mem_bandwidth)
+    spec = SpeculativeSpec.from_profile(profile, profile.draft_model)
+    measured = measured_points_from_bench(report, rate="decode")
+    top = max(p.batch for p in measured if p.arm == "baseline")
+    where = f"{dep.target.name} on {dep.hardware.name}, context {dep.context:g} tokens"
     return {
         "step_breakdown": save_figure(draw_step_breakdown(
-            [(f"{dep.hardware.name}\nplain, {b} req", plain_step(dep, b).target) for b in sorted({1, top})],
-            f"{target.name}: predicted step time, overhead calibrated on the measured {step * 1e3:.1f} ms"),
+            [(f"plain, {b} req", plain_step(dep, b).target) for b in sorted({1, top})],
+            f"{where}:\npredicted decode step, overhead calibrated on the measured {step * 1e3:.2f} ms"),
             f"report_step_breakdown_{slug(report.profile)}", out_dir),
-        "throughput": save_figure(draw_throughput(dep, spec, top, top, accept_taus=(), measured=measured),
-                                  f"report_throughput_{slug(report.profile)}", out_dir),
+        "throughput": save_figure(draw_run_throughput(
+            dep, spec, measured, f"{where}, {spec.num_steps} steps, topk {spec.eagle_topk}, "
+                                 f"{spec.num_draft_tokens} draft tokens\nmodel calibrated on {calibrated}"),
+            f"report_throughput_{slug(report.profile)}", out_dir),
     }

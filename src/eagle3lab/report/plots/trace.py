@@ -40,6 +40,10 @@ def conformance_matrix(conf: dict[str, Any], path: Path) -> Path:
     ax.set_yticks([i + 0.5 for i in range(len(names))], [r["entry"] for r in names], fontsize=7)
     ax.xaxis.tick_top()
     ax.set_title(f"EAGLE-3 contract of wrapper models, sglang {conf['sglang_version']}", fontsize=9, pad=24)
+    shown = sorted({row["status"][m] for row in names for m in members})
+    ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=_COLORS.get(st, "#999999")) for st in shown], labels=shown,
+              title="cell colour: status", fontsize=7, title_fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1),
+              frameon=False)
     fig.tight_layout()
     save_figure_atomic(fig, path, dpi=110)
     plt.close(fig)
