@@ -24,7 +24,8 @@ from eagle3lab.runtime.gpuinfo import Gpu, GpuInventory
 from eagle3lab.runtime.profiles import load_profile
 
 CHECKS = ["GPUs", "GPU architecture", "sglang", "target checkpoint", "draft checkpoint", "GPU memory", "free disk",
-          "server flags (baseline)", "server flags (EAGLE-3)", "drafter aux layers", "interconnect"]
+          "server flags (baseline)", "server flags (EAGLE-3)", "sglang check_server_args (baseline)",
+          "sglang check_server_args (EAGLE-3)", "drafter aux layers", "interconnect"]
 
 # Constructed in the format `nvidia-smi topo -m` prints (8 GPUs on two PCIe roots, no NVLink); not a capture.
 PCIE_TOPOLOGY = "\n".join(
@@ -88,6 +89,9 @@ def test_preflight_json_lists_every_check_and_its_outcome(tmp_path):
     assert outcomes["server flags (baseline)"] == outcomes["server flags (EAGLE-3)"] == "ok"
     eagle3 = next(c for c in data["checks"] if c["name"] == "server flags (EAGLE-3)")
     assert "--speculative-algorithm" in eagle3["data"]["argv"] and eagle3["data"]["parsed"] is True
+    full = next(c for c in data["checks"] if c["name"] == "sglang check_server_args (EAGLE-3)")
+    assert full["outcome"] == "ok" and full["data"]["checked"] is True, full["detail"]
+    assert full["data"]["launch_env_sglang"] == {"SGLANG_DISABLE_CUDNN_CHECK": "1"}
 
 
 def test_the_report_of_the_gpu_profile_stops_before_any_notebook(tmp_path):
@@ -114,6 +118,8 @@ def test_blackwell_8x_passes_with_eight_96gb_gpus_mocked_gpu(offline_hub, tiny_m
         assert check.outcome == "ok" and check.data["validated"] is True, check.detail
         assert "set by sglang" in check.detail
     assert result.check("server flags (EAGLE-3)").data["chosen"]["speculative_algorithm"] == "EAGLE3"
+    full = result.check("sglang check_server_args (EAGLE-3)")
+    assert full.outcome == "ok" and full.data["stand_in_models"] is False, full.detail
     assert result.check("interconnect").detail.endswith("no NVLink: all-reduce goes over PCIe")
     layers = result.check("drafter aux layers")
     # the tiny drafter (ids i, depth L): eager forwards capture [i + 1]; sglang's CUDA-graph runner calls the hook

@@ -12,8 +12,10 @@ The ``cpu`` profile (tiny models generated here, no GPU) is passed over. A profi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,7 +26,7 @@ from eagle3lab.errors import Eagle3LabError, PreflightFailed
 from eagle3lab.paths import repo_dir
 from eagle3lab.runtime import checkpoints, deployment, envinfo, gpuinfo, modelinfo
 from eagle3lab.runtime.checkpoints import Checkpoint
-from eagle3lab.runtime.profiles import Profile
+from eagle3lab.runtime.profiles import Profile, load_profile
 from eagle3lab.package import patching
 from eagle3lab.runtime.sglang_args import parse_launches
 from eagle3lab.trace import audit, sources
@@ -251,7 +253,8 @@ def check_server_flags(profile: Profile, models: deployment.Models, validate: bo
     specs = {"baseline": deployment.server_spec(profile, models, speculative=False),
              "EAGLE-3": deployment.server_spec(profile, models, speculative=True)}
     try:
-        parsed = parse_launches({k: s.argv() for k, s in specs.items()}, specs["baseline"].env, validate=validate)
+        parsed = parse_launches({k: s.argv() for k, s in specs.items()}, specs["baseline"].env, validate=validate,
+                                check=False)
     except Eagle3LabError as exc:
         return [Check(f"{SLOW} ({label})", "fail", str(exc), "make setup") for label in specs]
     out = []
@@ -278,6 +281,50 @@ def check_server_flags(profile: Profile, models: deployment.Models, validate: bo
                                          f"{sized}), chunked_prefill_size {chosen.get('chunked_prefill_size')}, "
                                          f"cuda_graph_max_bs {chosen.get('cuda_graph_max_bs')}, max_running_requests "
                                          f"{chosen.get('max_running_requests')}", data=data))
+    return out
+
+
+FULL_CHECK = "sglang check_server_args"
+
+
+def check_full_server_args(profile: Profile, models: deployment.Models, present: bool) -> list[Check]:
+    """Both launches through sglang's full ``check_server_args()`` (what its engine runs before any model code,
+    ``engine.py:1026``), in a child with the launch's own environment. Needs a model config on disk: when the
+    profile's models are not fetched, the tiny Kimi-K2.5-shaped checkpoints (same ``KimiK25ForConditionalGeneration``
+    class, multimodal, which is what the cuDNN refusal keys on) stand in and the row says so."""
+    stand_in = None
+    if not present:
+        try:
+            with contextlib.redirect_stdout(sys.stderr):  # stdout may be preflight's --json answer
+                stand_in = deployment.resolve_models(load_profile("cpu"))
+        except Eagle3LabError as exc:
+            return [Check(f"{FULL_CHECK} ({label})", "skipped", f"models not on disk and no stand-in: {exc}")
+                    for label in ("baseline", "EAGLE-3")]
+    used = stand_in or models
+    specs = {"baseline": deployment.server_spec(profile, used, speculative=False),
+             "EAGLE-3": deployment.server_spec(profile, used, speculative=True)}
+    try:
+        parsed = parse_launches({k: s.argv() for k, s in specs.items()}, specs["baseline"].env, check=True)
+    except Eagle3LabError as exc:
+        return [Check(f"{FULL_CHECK} ({label})", "fail", str(exc), "make setup") for label in specs]
+    note = (" (model paths: the tiny Kimi-K2.5-shaped checkpoints stand in for the unfetched models)"
+            if stand_in else "")
+    env_keys = sorted(k for k in specs["baseline"].env if k.startswith("SGLANG_"))
+    out = []
+    for label, result in parsed.items():
+        name = f"{FULL_CHECK} ({label})"
+        data = {"argv": specs[label].argv(), "launch_env_sglang": {k: specs[label].env[k] for k in env_keys},
+                "stand_in_models": stand_in is not None, **result.to_dict()}
+        if result.checked:
+            out.append(Check(name, "ok", f"passes sglang's full check_server_args() with the launch environment "
+                                         f"({', '.join(f'{k}=1' for k in env_keys) or 'no SGLANG_ variables'})"
+                                         + note, data=data))
+        elif result.checked is False:
+            out.append(Check(name, "fail", f"sglang's check_server_args() refuses it: {result.check_error}" + note,
+                             "see runtime/launch_env.py for the launch environment", data))
+        else:
+            out.append(Check(name, "fail", f"the command line failed before the full check: {result.error}" + note,
+                             "fix the profile (see the detail)", data))
     return out
 
 
@@ -365,9 +412,13 @@ def run_preflight(profile: Profile, *, quick: bool = False,
         result.checks += [Check(f"{SLOW} ({label})", "skipped", "not run: an earlier check failed",
                                 f"python -m eagle3lab preflight --profile {profile.name} runs every check")
                           for label in ("baseline", "EAGLE-3")]
+        result.checks += [Check(f"{FULL_CHECK} ({label})", "skipped", "not run: an earlier check failed",
+                                f"python -m eagle3lab preflight --profile {profile.name} runs every check")
+                          for label in ("baseline", "EAGLE-3")]
     else:
         result.checks += check_server_flags(profile, models, validate=target.present and draft.present,
                                             gpus=inv.count if inv else 0)
+        result.checks += check_full_server_args(profile, models, target.present and draft.present)
     result.checks += [check_layers(profile), check_interconnect(inv)]
     result.seconds = round(time.monotonic() - started, 2)
     return result
