@@ -314,6 +314,9 @@ class LosslessRecord(Record):
 
     lossless: bool
     required_concurrency: int
+    mode: str = "exact"  # "exact" (fp32 profiles) or "agreement" (bf16: matched-prefix agreement vs threshold)
+    min_agreement: Optional[float] = None  # the profile's lossless_min_agreement in agreement mode
+    passed: Optional[bool] = None  # the verdict the notebook enforces (exact: == lossless)
     comparisons: list[dict[str, Any]] = Field(default_factory=list)
 
 
@@ -372,6 +375,9 @@ class PatchBenchSidecar(Sidecar):
     sampling: Optional[SamplingRecord] = None
     verify_dispatch_gap: Optional[DispatchGapRecord] = None
     timings: dict[str, float] = Field(default_factory=dict)  # seconds per part of the notebook, measured
+    # False while notebook 03 is still measuring (written after each arm, notebook.patch_and_bench.PartialSidecar);
+    # a sidecar left with False is a run that stopped after the arms it lists
+    complete: bool = True
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -53,6 +53,12 @@ class Profile(BaseModel):
     bench_input_len: int = Field(gt=0, description="prompt tokens per benchmark request")
     bench_output_len: int = Field(gt=0, description="completion tokens per benchmark request (ignore_eos)")
     bench_num_prompts: int = Field(gt=0, description="requests per sweep point")
+    lossless_min_agreement: Optional[float] = Field(
+        default=None, ge=0.0, le=1.0,
+        description="lossless check outside fp32 (bench.lossless): the smallest fraction of compared tokens that "
+                    "must match before each prompt's first divergence at the required concurrency; below it is "
+                    "gross divergence and fails the run. Ignored (exact equality) when dtype is float32; required "
+                    "otherwise")
 
     @property
     def uses_tiny_model(self) -> bool:
