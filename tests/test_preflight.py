@@ -25,7 +25,7 @@ from eagle3lab.runtime.profiles import load_profile
 
 CHECKS = ["GPUs", "GPU architecture", "sglang", "target checkpoint", "draft checkpoint", "GPU memory", "free disk",
           "server flags (baseline)", "server flags (EAGLE-3)", "sglang check_server_args (baseline)",
-          "sglang check_server_args (EAGLE-3)", "drafter aux layers", "interconnect"]
+          "sglang check_server_args (EAGLE-3)", "drafter aux layers", "capture order", "interconnect"]
 
 # Constructed in the format `nvidia-smi topo -m` prints (8 GPUs on two PCIe roots, no NVLink); not a capture.
 PCIE_TOPOLOGY = "\n".join(
@@ -92,6 +92,9 @@ def test_preflight_json_lists_every_check_and_its_outcome(tmp_path):
     full = next(c for c in data["checks"] if c["name"] == "sglang check_server_args (EAGLE-3)")
     assert full["outcome"] == "ok" and full["data"]["checked"] is True, full["detail"]
     assert full["data"]["launch_env_sglang"] == {"SGLANG_DISABLE_CUDNN_CHECK": "1"}
+    order = next(c for c in data["checks"] if c["name"] == "capture order")
+    assert order["outcome"] == "warn" and order["data"]["order"]["defect"] is True, order["detail"]
+    assert "cuda_graph_runner.py:365" in order["detail"] and "sglang-eagle3-capture-order.patch" in order["fix"]
 
 
 def test_the_report_of_the_gpu_profile_stops_before_any_notebook(tmp_path):
@@ -194,3 +197,20 @@ def test_torch_is_asked_in_a_child_process_when_a_driver_might_exist(monkeypatch
     found = gpuinfo.inventory()
     assert found.count == 0 and found.gpus == [] and found.error is None
     assert found.torch_version and found.torch_version.startswith("2.9.1")
+
+
+def test_gpu_1x_capture_order_warns_graphs_2_4_5_against_eager_3_5_6():
+    """sglang 0.5.9 installed (pristine), CUDA graphs on, the gpu-1x drafter's ids on its 8-layer tiny target."""
+    from eagle3lab.runtime.modelinfo import LayerSetup
+
+    setup = LayerSetup(deployment="gpu-1x", startup="gpu", device="cuda", cuda_graphs=True, status="read", depth=8,
+                       aux_layer_ids=[2, 4, 5])
+    check = preflight.check_capture_order(load_profile("gpu-1x"), setup)
+    assert check.outcome == "warn", check.detail
+    assert (check.data["layers"]["cuda_graph_layers"], check.data["layers"]["eager_layers"]) == ([2, 4, 5], [3, 5, 6])
+    assert "patch apply patches/sglang-eagle3-capture-order.patch" in check.fix
+
+
+def test_capture_order_is_ok_with_cuda_graphs_off():
+    check = preflight.check_capture_order(load_profile("gpu-1x", {"disable_cuda_graph": True}))
+    assert check.outcome == "ok" and "CUDA graphs off" in check.detail

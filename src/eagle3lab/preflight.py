@@ -29,7 +29,9 @@ from eagle3lab.runtime.checkpoints import Checkpoint
 from eagle3lab.runtime.profiles import Profile, load_profile
 from eagle3lab.package import patching
 from eagle3lab.runtime.sglang_args import parse_launches
-from eagle3lab.trace import audit, sources
+from eagle3lab.fix import capture_order_fix
+from eagle3lab.sidecars import InterfaceTraceSidecar, read_if_present
+from eagle3lab.trace import audit, capture_order, sources
 from eagle3lab.trace.startup import StartupProfile
 
 Outcome = Literal["ok", "warn", "fail", "skipped", "info"]
@@ -374,6 +376,50 @@ def _traced_capture(setup: modelinfo.LayerSetup) -> dict[str, Any]:
                              setup.aux_layer_ids, startup)
 
 
+def check_capture_order(profile: Profile, setup: modelinfo.LayerSetup | None = None) -> Check:
+    """sglang's second EAGLE-3 defect for this launch: does the installed sglang capture CUDA graphs before the
+    drafter's ids are set (``trace.capture_order``), and do this drafter's ids make graphs and eager differ?"""
+    name = "capture order"
+    src = sources.open_source("installed")  # as installed: an applied capture-order patch counts
+    order = capture_order.trace_capture_order(src)
+    data: dict[str, Any] = {"order": order.to_dict(), "fix_pr": capture_order.FIX_PR,
+                            "patch": f"patches/{capture_order_fix.PATCH_NAME}.patch"}
+    first_fixed = _first_fixed(profile)
+    upgrade = (f"upgrade sglang to {first_fixed} or newer" if first_fixed
+               else f"upgrade to an sglang release with {capture_order.FIX_PR}")
+    fix = (f"{upgrade}, or apply the patch: python -m eagle3lab patch apply "
+           f"patches/{capture_order_fix.PATCH_NAME}.patch")
+    where = ", ".join(c.where for c in order.graph_resets) or "no graph-runner reset"
+    if profile.device != "cuda" or profile.disable_cuda_graph:
+        return Check(name, "ok", f"CUDA graphs off: every forward is eager (sglang {src.version}, defect in this "
+                                 f"release: {'yes' if order.defect else 'no'})", data=data)
+    if not order.defect:
+        return Check(name, "ok", f"sglang {src.version} sets the drafter's ids before graph capture ({where})",
+                     data=data)
+    setup = setup or deployment.layer_setup(profile)
+    if not setup.usable or setup.depth is None:
+        return Check(name, "warn", f"sglang {src.version} captures CUDA graphs with the model's default layers "
+                                   f"before the drafter's ids are set ({where}); the drafter's config is not on "
+                                   "disk, so whether its ids differ from the default is not known yet", fix, data)
+    layers = order.layers(setup.depth, setup.aux_layer_ids)
+    data["layers"] = layers
+    detail = (f"sglang {src.version}, CUDA graphs on, drafter ids {setup.aux_layer_ids} on {setup.depth} layers: "
+              f"graph replays capture {layers['cuda_graph_layers']}, eager forwards {layers['eager_layers']} "
+              f"({where})")
+    if layers["mismatch"]:
+        return Check(name, "warn", detail + ": decode and verify read other layers than prefill", fix, data)
+    return Check(name, "ok", detail, data=data)
+
+
+def _first_fixed(profile: Profile) -> str | None:
+    """The release notebook 02 bisected as the first with the order fixed, if it has run."""
+    try:
+        trace = read_if_present(InterfaceTraceSidecar, profile.name)
+    except Eagle3LabError:
+        return None
+    return trace.capture_order.first_fixed if trace and trace.capture_order else None
+
+
 def check_interconnect(inv: gpuinfo.GpuInventory | None) -> Check:
     name = "interconnect"
     if inv is None or inv.count == 0:
@@ -419,7 +465,7 @@ def run_preflight(profile: Profile, *, quick: bool = False,
         result.checks += check_server_flags(profile, models, validate=target.present and draft.present,
                                             gpus=inv.count if inv else 0)
         result.checks += check_full_server_args(profile, models, target.present and draft.present)
-    result.checks += [check_layers(profile), check_interconnect(inv)]
+    result.checks += [check_layers(profile), check_capture_order(profile), check_interconnect(inv)]
     result.seconds = round(time.monotonic() - started, 2)
     return result
 

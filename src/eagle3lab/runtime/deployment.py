@@ -51,7 +51,7 @@ def locate_models(profile: Profile) -> tuple[Checkpoint, Checkpoint, str | None]
     tiny_dirs: dict[str, str] = {}
     if TINY in (profile.target_model, profile.draft_model):
 
-        tiny = build_tiny_models(num_layers=profile.model_num_layers)
+        tiny = build_tiny_models(num_layers=profile.model_num_layers, aux_layer_ids=profile.tiny_aux_layer_ids)
         cache_key = tiny.cache_key
         tiny_dirs = {"target": str(tiny.target_dir), "draft": str(tiny.draft_dir)}
 

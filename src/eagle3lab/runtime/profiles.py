@@ -32,6 +32,9 @@ class Profile(BaseModel):
     target_model: str = Field(description="target model path or hub id; 'tiny' builds the tiny Kimi-K2.5 model")
     draft_model: str = Field(description="EAGLE-3 drafter path or hub id; 'tiny' builds the tiny drafter")
     model_num_layers: int = Field(gt=0, description="decoder layers of the target (tiny: generated depth)")
+    tiny_aux_layer_ids: Optional[list[int]] = Field(
+        default=None, description="tiny drafter's eagle_aux_hidden_state_layer_ids; null: the real drafter's ids "
+                                  "scaled to model_num_layers (tinymodel.configs.scale_aux_layer_ids)")
     tp_size: int = Field(gt=0, description="tensor-parallel degree")
     dtype: str = Field(description="--dtype for the server")
     trust_remote_code: bool = Field(description="pass --trust-remote-code")
