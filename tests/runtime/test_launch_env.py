@@ -73,3 +73,12 @@ def test_the_cpu_profile_keeps_its_harness_and_gpu_profiles_only_the_cudnn_varia
     assert cpu["SGLANG_USE_CPU_ENGINE"] == "1" and cpu[CUDNN_CHECK_ENV] == "1"
     assert gpu[CUDNN_CHECK_ENV] == "1" and not any(key in gpu for key in HARNESS_KEYS)
     assert gpu["HF_HUB_OFFLINE"] == "1"
+
+
+@pytest.mark.parametrize("profile", GPU_PROFILES)
+def test_both_arms_run_under_the_same_request_cap_as_sglang_resolves_it(checked, profile):
+    """sglang resets an unset cap to 48 for speculative servers only; the profiles set it for both arms."""
+    _, _, results, _ = checked
+    baseline, eagle3 = results[f"{profile} baseline"].chosen, results[f"{profile} eagle3"].chosen
+    assert baseline["max_running_requests"] == eagle3["max_running_requests"] is not None
+    assert not any("reset to" in w for w in results[f"{profile} eagle3"].warnings)

@@ -28,8 +28,11 @@ class SweepConfig:
     concurrency: list[int]
     input_len: int
     output_len: int
-    num_prompts: int
+    num_prompts: int  # measured requests per point (the floor when prompts_per_concurrency is set)
     seed: int = 0
+    # measured requests per point grow with concurrency: max(num_prompts, prompts_per_concurrency * c), so a point
+    # at concurrency c keeps its slots busy for several rounds and concurrency 1 does not dominate the run
+    prompts_per_concurrency: int | None = None
     prompt_kind: Literal["ids", "text"] = "ids"
     vocab_size: int = 1024
     token_id_low: int = TOKEN_ID_LOW  # skip the lowest ids, where tokenizers keep their special tokens
@@ -57,10 +60,18 @@ class SweepConfig:
             raise BenchError(f"prompt_kind must be 'ids' or 'text', got {self.prompt_kind!r}")
         if self.prompt_kind == "text" and not self.tokenizer_dir:
             raise BenchError("text prompts need tokenizer_dir (the model directory) to turn token ids into text")
+        if self.prompts_per_concurrency is not None and self.prompts_per_concurrency < 1:
+            raise BenchError(f"prompts_per_concurrency must be >= 1 or None, got {self.prompts_per_concurrency!r}")
         if self.warmup_requests is not None and self.warmup_requests < 0:
             raise BenchError(f"warmup_requests must be >= 0 or None, got {self.warmup_requests!r}")
         if self.request_timeout_s <= 0 or self.stall_timeout_s <= 0 or self.read_bufsize < 64 * 1024:
             raise BenchError("request_timeout_s and stall_timeout_s must be > 0 and read_bufsize at least 64 KiB")
+
+    def prompts_for(self, concurrency: int) -> int:
+        """Measured requests at one point: ``num_prompts``, or more when the profile scales them with concurrency."""
+        if self.prompts_per_concurrency is None:
+            return self.num_prompts
+        return max(self.num_prompts, self.prompts_per_concurrency * concurrency)
 
     def warmup_count(self, concurrency: int) -> int:
         """Warm-up requests for one point: at least the concurrency, so every slot has compiled its path."""
@@ -81,6 +92,7 @@ class SweepConfig:
             input_len=profile.bench_input_len,
             output_len=profile.bench_output_len,
             num_prompts=profile.bench_num_prompts,
+            prompts_per_concurrency=profile.bench_prompts_per_concurrency,
         )
         values.update(overrides)
         return cls(**values)

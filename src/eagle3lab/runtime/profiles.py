@@ -55,7 +55,11 @@ class Profile(BaseModel):
     bench_concurrency: list[PositiveInt] = Field(min_length=1, description="concurrency sweep of the benchmark")
     bench_input_len: int = Field(gt=0, description="prompt tokens per benchmark request")
     bench_output_len: int = Field(gt=0, description="completion tokens per benchmark request (ignore_eos)")
-    bench_num_prompts: int = Field(gt=0, description="requests per sweep point")
+    bench_num_prompts: int = Field(gt=0, description="requests per sweep point (the floor when "
+                                                      "bench_prompts_per_concurrency is set)")
+    bench_prompts_per_concurrency: Optional[int] = Field(
+        default=None, gt=0, description="measured requests per point = max(bench_num_prompts, this x concurrency); "
+                                        "null: bench_num_prompts at every point")
     lossless_min_agreement: Optional[float] = Field(
         default=None, ge=0.0, le=1.0,
         description="lossless check outside fp32 (bench.lossless): the smallest fraction of compared tokens that "
