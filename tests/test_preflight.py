@@ -25,7 +25,8 @@ from eagle3lab.runtime.profiles import load_profile
 
 CHECKS = ["GPUs", "GPU architecture", "sglang", "target checkpoint", "draft checkpoint", "GPU memory", "free disk",
           "server flags (baseline)", "server flags (EAGLE-3)", "sglang check_server_args (baseline)",
-          "sglang check_server_args (EAGLE-3)", "drafter aux layers", "capture order", "interconnect"]
+          "sglang check_server_args (EAGLE-3)", "drafter aux layers", "capture order", "NVIDIA driver", "cuDNN",
+          "sgl-kernel", "GPUs idle", "interconnect"]
 
 # Constructed in the format `nvidia-smi topo -m` prints (8 GPUs on two PCIe roots, no NVLink); not a capture.
 PCIE_TOPOLOGY = "\n".join(
@@ -37,7 +38,8 @@ PCIE_TOPOLOGY = "\n".join(
 
 def blackwells(count: int = 8, arch: tuple[str, ...] = ("sm_90", "sm_100", "sm_120")) -> GpuInventory:
     gpus = [Gpu(i, "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", (12, 0), 96 * 2**30) for i in range(count)]
-    return GpuInventory(count, gpus, list(arch), "2.9.1+cu128", "12.8", "580.65.06", PCIE_TOPOLOGY)
+    return GpuInventory(count, gpus, list(arch), "2.9.1+cu128", "12.8", "580.65.06", PCIE_TOPOLOGY,
+                        cudnn_version=91002, used_mib=[3] * count)
 
 
 def test_the_cpu_profile_is_passed_over():
@@ -214,3 +216,45 @@ def test_gpu_1x_capture_order_warns_graphs_2_4_5_against_eager_3_5_6():
 def test_capture_order_is_ok_with_cuda_graphs_off():
     check = preflight.check_capture_order(load_profile("gpu-1x", {"disable_cuda_graph": True}))
     assert check.outcome == "ok" and "CUDA graphs off" in check.detail
+
+
+def test_an_old_driver_for_torchs_cuda_fails_mocked_gpu():
+    inv = blackwells()
+    inv.driver = "550.54.14"
+    check = preflight.check_driver(inv)
+    assert check.outcome == "fail" and "570.26" in check.fix
+    assert preflight.check_driver(blackwells()).outcome == "ok"
+
+
+def test_cudnn_910_with_torch_291_is_answered_by_the_launch_environment_mocked_gpu():
+    check = preflight.check_cudnn(load_profile("blackwell-8x"), blackwells())
+    assert check.outcome == "ok" and "SGLANG_DISABLE_CUDNN_CHECK=1" in check.detail
+    assert check.data["launch_env"] == {"SGLANG_DISABLE_CUDNN_CHECK": "1"}
+
+
+def test_sgl_kernel_without_an_sm120_library_warns_on_blackwell_mocked_gpu():
+    """The installed sgl-kernel's own folders are read; the GPUs are constructed."""
+    check = preflight.check_sgl_kernel(blackwells(), 8)
+    assert check.data["gpus"] == ["sm120"] and "sm120" not in check.data["shipped"]
+    assert check.outcome == "warn" and "not sm120" in check.detail
+
+
+def test_a_busy_gpu_fails_the_idle_check_mocked_gpu():
+    inv = blackwells()
+    inv.used_mib = [3, 3, 40000, 3, 3, 3, 3, 3]
+    check = preflight.check_idle(inv, 8)
+    assert check.outcome == "fail" and "GPU 2 40000 MiB" in check.detail
+    assert preflight.check_idle(blackwells(), 8).outcome == "ok"
+
+
+def test_weights_within_the_gpu_but_over_sglangs_pool_fail_mocked_gpu(offline_hub):
+    """Weights at 90% of each GPU pass the old check and fail against a 0.85 static pool."""
+    from eagle3lab.runtime.checkpoints import Checkpoint
+
+    per_gpu = int(0.9 * 96 * 2**30)
+    ckpts = [Checkpoint("target", "t", "local", "/t", bytes=per_gpu * 8),
+             Checkpoint("draft", "d", "local", "/d", bytes=0)]
+    profile = load_profile("blackwell-8x")
+    assert preflight.check_gpu_memory(profile, blackwells(), ckpts).outcome == "ok"
+    check = preflight.check_gpu_memory(profile, blackwells(), ckpts, mem_fraction=0.85)
+    assert check.outcome == "fail" and "mem_fraction_static 0.850" in check.detail

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shutil
 import sys
 import time
@@ -26,6 +27,8 @@ from eagle3lab.errors import Eagle3LabError, PreflightFailed
 from eagle3lab.paths import repo_dir
 from eagle3lab.runtime import checkpoints, deployment, envinfo, gpuinfo, modelinfo
 from eagle3lab.runtime.checkpoints import Checkpoint
+from eagle3lab.runtime.launch_env import (CUDNN_CHECK_ENV, CUDNN_CHECK_REASON, CUDNN_CHECK_SITE,
+                                          launch_environment)
 from eagle3lab.runtime.profiles import Profile, load_profile
 from eagle3lab.package import patching
 from eagle3lab.runtime.sglang_args import parse_launches
@@ -215,7 +218,10 @@ def check_checkpoint(profile: Profile, ckpt: Checkpoint) -> Check:
     return Check(name, "ok", f"{summary}; complete ({ckpt.checked})", data=ckpt.to_dict())
 
 
-def check_gpu_memory(profile: Profile, inv: gpuinfo.GpuInventory | None, ckpts: list[Checkpoint]) -> Check:
+def check_gpu_memory(profile: Profile, inv: gpuinfo.GpuInventory | None, ckpts: list[Checkpoint],
+                     mem_fraction: float | None = None) -> Check:
+    """Weights per GPU against sglang's static pool, ``mem_fraction_static`` x GPU memory (the fraction sglang
+    resolves for this launch; the weights and the KV cache share that pool)."""
     name = "GPU memory"
     if inv is None or inv.count < profile.tp_size or not inv.gpus:
         return Check(name, "skipped", "needs the GPUs")
@@ -228,10 +234,102 @@ def check_gpu_memory(profile: Profile, inv: gpuinfo.GpuInventory | None, ckpts: 
     detail = (f"weights {weights / 1e9:.1f} GB / tp_size {profile.tp_size} = {per_gpu / 2**30:.1f} GiB per GPU, "
               f"{share:.0%} of {smallest / 2**30:.1f} GiB (checkpoint file sizes; the rest holds KV cache, "
               "activations and CUDA graphs)")
-    data = {"weights_bytes": weights, "per_gpu_bytes": per_gpu, "gpu_memory_bytes": smallest, "share": share}
+    data = {"weights_bytes": weights, "per_gpu_bytes": per_gpu, "gpu_memory_bytes": smallest, "share": share,
+            "mem_fraction_static": mem_fraction}
     if share >= 1:
         return Check(name, "fail", "the weights do not fit: " + detail, "raise tp_size or use larger GPUs", data)
+    if mem_fraction is not None and share >= mem_fraction:
+        return Check(name, "fail", f"the weights do not fit sglang's static pool: {share:.0%} of the GPU against "
+                                   f"mem_fraction_static {mem_fraction:.3f} (" + detail + ")",
+                     "raise tp_size, use larger GPUs, or raise mem_fraction_static (--set mem_fraction_static=...)",
+                     data)
+    if mem_fraction is not None:
+        detail += f"; sglang's static pool is {mem_fraction:.3f} of the GPU, {mem_fraction - share:.0%} left for KV"
     return Check(name, "ok", detail, data=data)
+
+
+# CUDA toolkit -> the oldest Linux driver that runs it (NVIDIA CUDA Toolkit release notes, table "CUDA Toolkit and
+# Corresponding Driver Versions": https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html)
+MIN_DRIVER = {"12.4": "550.54.14", "12.6": "560.28.03", "12.8": "570.26", "12.9": "575.51.03"}
+CUDNN_MIN = 91500  # sglang 0.5.9 refuses torch 2.9.1 with cuDNN < 9.15 (server_args.py:5263-5298)
+IDLE_MIB = 1024  # a GPU with more than this in use before launch holds someone else's process
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text))
+
+
+def check_driver(inv: gpuinfo.GpuInventory | None) -> Check:
+    """The NVIDIA driver against the CUDA version torch was built with."""
+    name = "NVIDIA driver"
+    if inv is None or inv.count == 0:
+        return Check(name, "skipped", "no CUDA GPU")
+    cuda = ".".join((inv.torch_cuda or "").split(".")[:2])
+    need = MIN_DRIVER.get(cuda)
+    data = {"driver": inv.driver, "torch_cuda": inv.torch_cuda, "min_driver": need,
+            "source": "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html"}
+    if not inv.driver:
+        return Check(name, "warn", "nvidia-smi did not report the driver version", "install nvidia-smi", data)
+    if need is None:
+        return Check(name, "info", f"driver {inv.driver}; torch CUDA {inv.torch_cuda} not in the table", data=data)
+    if _version_tuple(inv.driver) < _version_tuple(need):
+        return Check(name, "fail", f"driver {inv.driver} is older than {need}, which CUDA {cuda} (torch "
+                                   f"{inv.torch_version}) needs", f"upgrade the NVIDIA driver to {need} or newer",
+                     data)
+    return Check(name, "ok", f"driver {inv.driver} runs CUDA {cuda} (needs {need} or newer)", data=data)
+
+
+def check_cudnn(profile: Profile, inv: gpuinfo.GpuInventory | None) -> Check:
+    """torch's cuDNN against sglang's torch 2.9.1 check, and whether the launch environment answers it."""
+    name = "cuDNN"
+    if inv is None:
+        return Check(name, "skipped", f"profile {profile.name} runs on {profile.device}")
+    env = launch_environment(profile)
+    data = {"cudnn_version": inv.cudnn_version, "torch": inv.torch_version, "launch_env": {
+        CUDNN_CHECK_ENV: env.get(CUDNN_CHECK_ENV)}, "site": CUDNN_CHECK_SITE}
+    old = (inv.torch_version or "").startswith("2.9.1") and (inv.cudnn_version or 0) < CUDNN_MIN
+    if not old:
+        return Check(name, "ok", f"cuDNN {inv.cudnn_version} with torch {inv.torch_version}: sglang's check passes",
+                     data=data)
+    if env.get(CUDNN_CHECK_ENV) == "1":
+        return Check(name, "ok", f"cuDNN {inv.cudnn_version} with torch {inv.torch_version}: sglang would refuse "
+                                 f"the multimodal target ({CUDNN_CHECK_SITE}); the launch sets {CUDNN_CHECK_ENV}=1 "
+                                 f"on purpose: {CUDNN_CHECK_REASON}", data=data)
+    return Check(name, "fail", f"cuDNN {inv.cudnn_version} with torch {inv.torch_version}: sglang refuses the "
+                               f"multimodal target at start-up ({CUDNN_CHECK_SITE})",
+                 "pip install nvidia-cudnn-cu12==9.16.0.29, or set SGLANG_DISABLE_CUDNN_CHECK=1", data)
+
+
+def check_sgl_kernel(inv: gpuinfo.GpuInventory | None, tp_size: int) -> Check:
+    """Which architecture op libraries the installed sgl-kernel ships, against the GPUs' architecture."""
+    name = "sgl-kernel"
+    if inv is None or inv.count == 0:
+        return Check(name, "skipped", "no CUDA GPU")
+    shipped = envinfo.sgl_kernel_arch_dirs()
+    sms = sorted({f"sm{g.capability[0]}{g.capability[1]}" for g in inv.gpus[:tp_size]})
+    data = {"shipped": shipped, "gpus": sms, "version": envinfo.package_version("sgl-kernel")}
+    missing = [sm for sm in sms if sm not in shipped]
+    if not missing:
+        return Check(name, "ok", f"sgl-kernel {data['version']} ships {', '.join(shipped)} op libraries", data=data)
+    return Check(name, "warn", f"sgl-kernel {data['version']} ships op libraries for {', '.join(shipped) or 'none'}, "
+                               f"not {', '.join(missing)}: on these GPUs it loads another architecture's build "
+                               "(sgl_kernel/load_utils.py), so a kernel without code for them fails at first use",
+                 "install an sgl-kernel build for this architecture, or expect a first-use kernel error", data)
+
+
+def check_idle(inv: gpuinfo.GpuInventory | None, tp_size: int) -> Check:
+    """Memory in use on the GPUs the launch takes, before it starts (another process would shrink its pool)."""
+    name = "GPUs idle"
+    if inv is None or inv.count == 0:
+        return Check(name, "skipped", "no CUDA GPU")
+    if inv.used_mib is None:
+        return Check(name, "warn", "nvidia-smi did not report memory in use", "install nvidia-smi")
+    busy = {i: mib for i, mib in enumerate(inv.used_mib[:tp_size]) if mib > IDLE_MIB}
+    data = {"used_mib": inv.used_mib, "threshold_mib": IDLE_MIB}
+    if busy:
+        return Check(name, "fail", "GPUs in use before launch: " + ", ".join(f"GPU {i} {m} MiB" for i, m in busy.items()),
+                     "stop the other processes (nvidia-smi lists them)", data)
+    return Check(name, "ok", f"{min(tp_size, len(inv.used_mib))} GPUs with at most {IDLE_MIB} MiB in use", data=data)
 
 
 def check_disk(ckpts: list[Checkpoint]) -> Check:
@@ -420,6 +518,14 @@ def _first_fixed(profile: Profile) -> str | None:
     return trace.capture_order.first_fixed if trace and trace.capture_order else None
 
 
+def _mem_fraction(result: Preflight) -> float | None:
+    """The smaller ``mem_fraction_static`` sglang resolved for the two launches (server flags rows), if any."""
+    values = [c.data.get("chosen", {}).get("mem_fraction_static") for c in result.checks
+              if c.name.startswith(SLOW) and c.data.get("validated")]
+    values = [v for v in values if isinstance(v, (int, float))]
+    return min(values) if values else None
+
+
 def check_interconnect(inv: gpuinfo.GpuInventory | None) -> Check:
     name = "interconnect"
     if inv is None or inv.count == 0:
@@ -451,7 +557,8 @@ def run_preflight(profile: Profile, *, quick: bool = False,
     result.checks += [check_gpu_count(profile, inv), check_capability(inv, profile.tp_size), check_sglang(profile)]
     target, draft, _ = deployment.locate_models(profile)
     result.checks += [check_checkpoint(profile, target), check_checkpoint(profile, draft)]
-    result.checks += [check_gpu_memory(profile, inv, [target, draft]), check_disk([target, draft])]
+    memory_at = len(result.checks)
+    result.checks += [check_disk([target, draft])]
     models = deployment.Models(target.path or target.source, draft.path or draft.source,
                                trust_remote_code=profile.trust_remote_code)
     if quick and result.failures:
@@ -465,7 +572,10 @@ def run_preflight(profile: Profile, *, quick: bool = False,
         result.checks += check_server_flags(profile, models, validate=target.present and draft.present,
                                             gpus=inv.count if inv else 0)
         result.checks += check_full_server_args(profile, models, target.present and draft.present)
-    result.checks += [check_layers(profile), check_capture_order(profile), check_interconnect(inv)]
+    result.checks.insert(memory_at, check_gpu_memory(profile, inv, [target, draft], _mem_fraction(result)))
+    result.checks += [check_layers(profile), check_capture_order(profile), check_driver(inv),
+                      check_cudnn(profile, inv), check_sgl_kernel(inv, profile.tp_size),
+                      check_idle(inv, profile.tp_size), check_interconnect(inv)]
     result.seconds = round(time.monotonic() - started, 2)
     return result
 

@@ -7,6 +7,8 @@ a different code base than the profile claims.
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
+from pathlib import Path
 import os
 import platform
 import subprocess
@@ -26,6 +28,17 @@ def package_version(name: str) -> str | None:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def sgl_kernel_arch_dirs() -> list[str]:
+    """The per-architecture op libraries the installed sgl-kernel ships (``sm90``, ``sm100``, ...), found on disk
+    without importing it (its import loads CUDA libraries)."""
+    spec = importlib.util.find_spec("sgl_kernel")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    root = Path(list(spec.submodule_search_locations)[0])
+    return sorted((d.name for d in root.iterdir() if d.is_dir() and d.name.startswith("sm")
+                   and any(d.glob("common_ops*"))), key=lambda n: int("".join(filter(str.isdigit, n)) or 0))
 
 
 def check_sglang(expected: str) -> str:
