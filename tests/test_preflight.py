@@ -25,7 +25,7 @@ from eagle3lab.runtime.profiles import load_profile
 
 CHECKS = ["GPUs", "GPU architecture", "sglang", "target checkpoint", "draft checkpoint", "GPU memory", "free disk",
           "server flags (baseline)", "server flags (EAGLE-3)", "sglang check_server_args (baseline)",
-          "sglang check_server_args (EAGLE-3)", "drafter aux layers", "capture order", "NVIDIA driver", "cuDNN",
+          "sglang check_server_args (EAGLE-3)", "drafter aux layers", "first raise", "capture order", "NVIDIA driver", "cuDNN",
           "sgl-kernel", "GPUs idle", "interconnect"]
 
 # Constructed in the format `nvidia-smi topo -m` prints (8 GPUs on two PCIe roots, no NVLink); not a capture.
@@ -125,6 +125,8 @@ def test_blackwell_8x_passes_with_eight_96gb_gpus_mocked_gpu(offline_hub, tiny_m
     assert result.check("server flags (EAGLE-3)").data["chosen"]["speculative_algorithm"] == "EAGLE3"
     full = result.check("sglang check_server_args (EAGLE-3)")
     assert full.outcome == "ok" and full.data["stand_in_models"] is False, full.detail
+    first = result.check("first raise")
+    assert first.data["capability"] == (12, 0) and first.data["first_raise"]["certain"] is True, first.detail
     assert result.check("interconnect").detail.endswith("no NVLink: all-reduce goes over PCIe")
     layers = result.check("drafter aux layers")
     # the tiny drafter (ids i, depth L): eager forwards capture [i + 1]; sglang's CUDA-graph runner calls the hook

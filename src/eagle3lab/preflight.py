@@ -518,6 +518,37 @@ def _first_fixed(profile: Profile) -> str | None:
     return trace.capture_order.first_fixed if trace and trace.capture_order else None
 
 
+def check_first_raise(profile: Profile, result: Preflight, inv: gpuinfo.GpuInventory | None,
+                      entry_class: str = "KimiK25ForConditionalGeneration") -> Check:
+    """Where an unpatched EAGLE-3 launch raises first, decided from sglang's resolved ServerArgs for this launch
+    (the EAGLE-3 server flags row) and the GPU's compute capability (``trace.startup.StartupProfile.resolved``)."""
+    name = "first raise"
+    row = next((c for c in result.checks if c.name == f"{SLOW} (EAGLE-3)"), None)
+    chosen = row.data.get("chosen") if row is not None and row.data.get("validated") else None
+    if not chosen:
+        return Check(name, "skipped", "needs sglang's resolved ServerArgs, which need the models' configs on disk")
+    capability = inv.gpus[0].capability if inv is not None and inv.gpus else None
+    if chosen.get("device") == "cuda" and capability is None:
+        return Check(name, "skipped", "needs the GPU's compute capability (no CUDA GPU here)", data={"chosen": chosen})
+    src = sources.open_source("installed")
+    if src.modified:
+        src = sources.open_source(src.version)
+    startup = StartupProfile.resolved(chosen, capability)
+    try:
+        first = audit.verdict(src, entry_class, profiles=(startup,))["first_raise"][startup.name]
+    except Eagle3LabError as exc:
+        return Check(name, "warn", f"could not be traced: {exc}")
+    data = {"first_raise": first, "capability": capability, "server_args": chosen}
+    if not first.get("member"):
+        return Check(name, "ok", f"sglang {src.version}: the entry class lacks nothing the start-up reaches",
+                     data=data)
+    return Check(name, "info", f"unpatched, sglang {src.version} raises first at {first['where']} "
+                               f"({first['member']} in {first.get('function')}; certain: "
+                               f"{'yes' if first.get('certain') else 'no'}), decided from moe_runner_backend "
+                               f"{chosen.get('moe_runner_backend')} on sm_{capability[0]}{capability[1]}"
+                 if capability else f"unpatched, sglang {src.version} raises first at {first['where']}", data=data)
+
+
 def _mem_fraction(result: Preflight) -> float | None:
     """The smaller ``mem_fraction_static`` sglang resolved for the two launches (server flags rows), if any."""
     values = [c.data.get("chosen", {}).get("mem_fraction_static") for c in result.checks
@@ -573,7 +604,8 @@ def run_preflight(profile: Profile, *, quick: bool = False,
                                             gpus=inv.count if inv else 0)
         result.checks += check_full_server_args(profile, models, target.present and draft.present)
     result.checks.insert(memory_at, check_gpu_memory(profile, inv, [target, draft], _mem_fraction(result)))
-    result.checks += [check_layers(profile), check_capture_order(profile), check_driver(inv),
+    result.checks += [check_layers(profile), check_first_raise(profile, result, inv), check_capture_order(profile),
+                      check_driver(inv),
                       check_cudnn(profile, inv), check_sgl_kernel(inv, profile.tp_size),
                       check_idle(inv, profile.tp_size), check_interconnect(inv)]
     result.seconds = round(time.monotonic() - started, 2)

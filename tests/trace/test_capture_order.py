@@ -94,3 +94,20 @@ def test_explicit_tiny_ids_outside_the_target_are_refused_in_one_line():
 
     with pytest.raises(TinyModelError, match=r"tiny_aux_layer_ids \[2, 4, 7\] .* within 0..6"):
         tiny_model_inputs(num_layers=8, aux_layer_ids=[2, 4, 7])
+
+
+def test_the_gpu_first_raise_is_decided_by_resolved_server_args_and_capability(release_059):
+    """Kimi INT4 on sm_120: moe_runner_backend stays auto, so FlashInfer autotune (and its _dummy_run at
+    model_runner.py:1906) does not run, and the CUDA-graph runner's no-id call raises first."""
+    from eagle3lab.trace import audit
+    from eagle3lab.trace.startup import StartupProfile
+
+    generic = audit.verdict(release_059)["first_raise"]["gpu"]
+    assert generic["where"] == "srt/model_executor/model_runner.py:1906" and generic["certain"] is False
+    chosen = {"device": "cuda", "disable_cuda_graph": False, "moe_runner_backend": "auto",
+              "disable_flashinfer_autotune": False}
+    decided = audit.verdict(release_059, profiles=(StartupProfile.resolved(chosen, (12, 0)),))["first_raise"]["gpu"]
+    assert decided["where"] == "srt/model_executor/cuda_graph_runner.py:365" and decided["certain"] is True
+    trtllm = {**chosen, "moe_runner_backend": "flashinfer_trtllm"}
+    hopper = audit.verdict(release_059, profiles=(StartupProfile.resolved(trtllm, (9, 0)),))["first_raise"]["gpu"]
+    assert hopper["where"] == "srt/model_executor/model_runner.py:1906" and hopper["certain"] is True

@@ -30,7 +30,8 @@ LAUNCH_MODULE = ("-m", "sglang.launch_server")
 CHOSEN_KEYS = ("mem_fraction_static", "chunked_prefill_size", "cuda_graph_max_bs", "max_running_requests",
                "max_total_tokens", "attention_backend", "disable_cuda_graph", "page_size", "context_length",
                "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
-               "speculative_num_draft_tokens", "tp_size", "device")
+               "speculative_num_draft_tokens", "tp_size", "device", "moe_runner_backend",
+               "disable_flashinfer_autotune", "quantization")
 
 
 @dataclass
