@@ -18,7 +18,7 @@ from eagle3lab.bench.lossless import REQUIRED_CONCURRENCY, LosslessReport, lossl
 from eagle3lab.bench.sweep import (ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_CONTROL,
                                    ARM_KIND_EAGLE3_SHIFTED, ArmResult, BenchReport, load_requests, not_runnable_arm,
                                    point_rows, run_arm, save_arm)
-from eagle3lab.bench.workload import SweepConfig, model_vocab_size
+from eagle3lab.bench.workload import SweepConfig, model_vocab_size, special_id_floor
 from eagle3lab.errors import BenchError, ExpectationError
 from eagle3lab.package import patching
 from eagle3lab.fix.relaunch import StepResult, patched_server, serving_server, stop_serving
@@ -58,7 +58,8 @@ def sweep_config(profile: Profile, models: Models, prompt_kind: str) -> SweepCon
     """The profile's sweep on this model's vocabulary (text prompts need its tokenizer); ``models.target`` is the
     local directory (a hub id is resolved to its snapshot by ``deployment.resolve_models``)."""
     return SweepConfig.from_profile(profile, vocab_size=model_vocab_size(models.target), prompt_kind=prompt_kind,
-                                    tokenizer_dir=models.target, trust_remote_code=profile.trust_remote_code)
+                                    tokenizer_dir=models.target, trust_remote_code=profile.trust_remote_code,
+                                    token_id_high=special_id_floor(models.target))
 
 
 def run_server_arm(name: str, profile: Profile, models: Models, config: SweepConfig, out_dir: Path,
