@@ -43,7 +43,7 @@ nbparams.begin(globals())
 profile: str = "cpu"  # parameter profile: params/<profile>.yaml (cpu or blackwell-8x)
 overrides: dict = {}  # profile keys to override, e.g. {"bench_concurrency": [1, 2]}; keys may also be passed directly
 patch: str = "kimi_k25-eagle3-delegation"  # the fix: a name in patches/ or a path; the one-method patch is always shown too
-prompt_kind: str = "ids"  # benchmark prompts: "ids" (token ids) or "text"
+prompt_kind: str = "profile"  # benchmark prompts: "ids" (token ids), "text", "chat" (bundled questions, chat template) or "profile" (its bench_prompt_kind)
 capture: bool = True  # run the in-process capture check (cpu profile only)
 bench: bool = True  # run the benchmark arms
 cross_check_with_bench_serving: bool = True  # also run sglang.bench_serving on the baseline server
@@ -52,6 +52,7 @@ experiment_concurrency: list = [1]  # concurrencies of the EAGLE-3 experiment ar
 # %%
 params = nbparams.resolve(globals())
 P = params.profile
+prompt_kind = patchbench.prompt_kind_for(P, prompt_kind)
 logs_dir = repo_dir("artifacts") / "logs"
 bench_dir = repo_dir("artifacts") / f"03_bench.{P.name}"
 models = deployment.resolve_models(P)
@@ -156,7 +157,8 @@ show.table(config.to_dict())
 
 # %%
 partial = patchbench.PartialSidecar(sidecars.PatchBenchSidecar(
-    profile=P.name, parameters=params.values, profile_values=P.model_dump(), models=vars(eagle3_models),
+    profile=P.name, parameters={**params.values, "prompt_kind": prompt_kind}, profile_values=P.model_dump(),
+    models=vars(eagle3_models),
     environment=envinfo.environment_table(), patch=patch, delegated_members=delegated,
     chain=[step.record() for step in chain], story=story, spec_arms=[plan.to_dict() for plan in plans],
     capture={str(key): result.to_dict() for key, result in captures.items()},
@@ -315,7 +317,8 @@ show.table(perfmodel.context_sensitivity())
 
 # %%
 sidecars.write(sidecars.PatchBenchSidecar(
-    profile=P.name, parameters=params.values, profile_values=P.model_dump(), models=vars(eagle3_models),
+    profile=P.name, parameters={**params.values, "prompt_kind": prompt_kind}, profile_values=P.model_dump(),
+    models=vars(eagle3_models),
     environment=envinfo.environment_table(), patch=patch, delegated_members=delegated,
     chain=[step.record() for step in chain], story=story,
     capture={str(key): result.to_dict() for key, result in captures.items()},

@@ -54,6 +54,11 @@ def expect_patch_covers_trace(patch_name: str, missing_members: Sequence[str]) -
     return added
 
 
+def prompt_kind_for(profile: Profile, requested: str) -> str:
+    """The notebook's ``prompt_kind`` parameter, or the profile's ``bench_prompt_kind`` when it says "profile"."""
+    return profile.bench_prompt_kind if requested == "profile" else requested
+
+
 def sweep_config(profile: Profile, models: Models, prompt_kind: str) -> SweepConfig:
     """The profile's sweep on this model's vocabulary (text prompts need its tokenizer); ``models.target`` is the
     local directory (a hub id is resolved to its snapshot by ``deployment.resolve_models``)."""
@@ -79,8 +84,22 @@ def run_server_arm(name: str, profile: Profile, models: Models, config: SweepCon
         save_arm(arm, out_dir)
         measured = arm.measured_points()
         if with_cross_check and measured:
-            check = cross_check(measured[-1].metrics, spec.base_url, models.target, config, out_dir)
+            check = _cross_check(measured[-1], spec.base_url, models.target, config, out_dir)
     return arm, check
+
+
+def _cross_check(point: Any, base_url: str, tokenizer_dir: str, config: SweepConfig, out_dir: Path) -> CrossCheck:
+    """bench_serving against our harness on the same prompts. bench_serving's ``random-ids`` dataset is the
+    random-id workload, so a sweep on chat or text prompts is cross-checked on its random-id control: our harness
+    first measures that control at the same concurrency, then bench_serving, then ours again."""
+    if config.prompt_kind == "ids":
+        return cross_check(point.metrics, base_url, tokenizer_dir, config, out_dir)
+    control = dataclasses.replace(config, prompt_kind="ids", concurrency=[point.concurrency])
+    ours = run_arm("crosscheck_ids_control", base_url, control, out_dir, kind=ARM_KIND_BASELINE,
+                   log=lambda line: None).points[0]
+    if not ours.measured or ours.metrics is None:
+        raise BenchError(f"the random-id control before bench_serving failed: {ours.reason}")
+    return cross_check(ours.metrics, base_url, tokenizer_dir, control, out_dir)
 
 
 def check_greedy(profile: Profile, config: SweepConfig) -> None:

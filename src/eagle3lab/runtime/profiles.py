@@ -60,6 +60,10 @@ class Profile(BaseModel):
     bench_prompts_per_concurrency: Optional[int] = Field(
         default=None, gt=0, description="measured requests per point = max(bench_num_prompts, this x concurrency); "
                                         "null: bench_num_prompts at every point")
+    bench_prompt_kind: Literal["ids", "text", "chat"] = Field(
+        default="ids", description="the headline workload: random token ids, their decoded text, or the bundled "
+                                   "chat questions in the model's chat template (bench.workload); notebook 03's "
+                                   "prompt_kind parameter overrides it")
     lossless_min_agreement: Optional[float] = Field(
         default=None, ge=0.0, le=1.0,
         description="lossless check outside fp32 (bench.lossless): the smallest fraction of compared tokens that "
