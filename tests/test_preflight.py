@@ -260,3 +260,8 @@ def test_weights_within_the_gpu_but_over_sglangs_pool_fail_mocked_gpu(offline_hu
     assert preflight.check_gpu_memory(profile, blackwells(), ckpts).outcome == "ok"
     check = preflight.check_gpu_memory(profile, blackwells(), ckpts, mem_fraction=0.85)
     assert check.outcome == "fail" and "mem_fraction_static 0.850" in check.detail
+
+
+def test_cudnn_is_skipped_not_passed_when_torch_was_not_asked():
+    check = preflight.check_cudnn(load_profile("blackwell-8x"), GpuInventory(0, error="no NVIDIA driver"))
+    assert check.outcome == "skipped" and "SGLANG_DISABLE_CUDNN_CHECK=1" in check.detail

@@ -287,7 +287,10 @@ def check_cudnn(profile: Profile, inv: gpuinfo.GpuInventory | None) -> Check:
     env = launch_environment(profile)
     data = {"cudnn_version": inv.cudnn_version, "torch": inv.torch_version, "launch_env": {
         CUDNN_CHECK_ENV: env.get(CUDNN_CHECK_ENV)}, "site": CUDNN_CHECK_SITE}
-    old = (inv.torch_version or "").startswith("2.9.1") and (inv.cudnn_version or 0) < CUDNN_MIN
+    if inv.cudnn_version is None or inv.torch_version is None:
+        return Check(name, "skipped", f"torch was not asked ({inv.error or 'no CUDA GPU'}); the launch environment "
+                                      f"sets {CUDNN_CHECK_ENV}={env.get(CUDNN_CHECK_ENV)} either way", data=data)
+    old = inv.torch_version.startswith("2.9.1") and inv.cudnn_version < CUDNN_MIN
     if not old:
         return Check(name, "ok", f"cuDNN {inv.cudnn_version} with torch {inv.torch_version}: sglang's check passes",
                      data=data)
