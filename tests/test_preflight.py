@@ -97,6 +97,8 @@ def test_preflight_json_lists_every_check_and_its_outcome(tmp_path):
     order = next(c for c in data["checks"] if c["name"] == "capture order")
     assert order["outcome"] == "warn" and order["data"]["order"]["defect"] is True, order["detail"]
     assert "cuda_graph_runner.py:365" in order["detail"] and "sglang-eagle3-capture-order.patch" in order["fix"]
+    quoted = order["data"]["quoted_layers"]
+    assert (quoted["cuda_graph_layers"], quoted["eager_layers"]) == ([2, 30, 58], [3, 31, 59])
 
 
 def test_the_report_of_the_gpu_profile_stops_before_any_notebook(tmp_path):

@@ -30,6 +30,7 @@ from eagle3lab.runtime.checkpoints import Checkpoint
 from eagle3lab.runtime.launch_env import (CUDNN_CHECK_ENV, CUDNN_CHECK_REASON, CUDNN_CHECK_SITE,
                                           launch_environment)
 from eagle3lab.runtime.profiles import Profile, load_profile
+from eagle3lab.runtime.tinymodel.configs import REAL_AUX_LAYER_IDS, REAL_NUM_LAYERS
 from eagle3lab.package import patching
 from eagle3lab.runtime.sglang_args import parse_launches
 from eagle3lab.fix import capture_order_fix
@@ -499,9 +500,16 @@ def check_capture_order(profile: Profile, setup: modelinfo.LayerSetup | None = N
                      data=data)
     setup = setup or deployment.layer_setup(profile)
     if not setup.usable or setup.depth is None:
+        quoted = ""
+        if profile.model_num_layers == REAL_NUM_LAYERS and not profile.uses_tiny_model:
+            layers = order.layers(REAL_NUM_LAYERS, list(REAL_AUX_LAYER_IDS))
+            data["quoted_layers"] = {**layers, "ids_source": "AQ-MedAI/Kimi-K25-eagle3's config as the engineer's "
+                                                             "write-up quotes it (not read here)"}
+            quoted = (f"; with the ids the engineer's write-up quotes for the drafter, {list(REAL_AUX_LAYER_IDS)}: "
+                      f"graph replays {layers['cuda_graph_layers']}, eager forwards {layers['eager_layers']}")
         return Check(name, "warn", f"sglang {src.version} captures CUDA graphs with the model's default layers "
                                    f"before the drafter's ids are set ({where}); the drafter's config is not on "
-                                   "disk, so whether its ids differ from the default is not known yet", fix, data)
+                                   f"disk, so its own ids are not known yet{quoted}", fix, data)
     layers = order.layers(setup.depth, setup.aux_layer_ids)
     data["layers"] = layers
     detail = (f"sglang {src.version}, CUDA graphs on, drafter ids {setup.aux_layer_ids} on {setup.depth} layers: "
