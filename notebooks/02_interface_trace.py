@@ -141,6 +141,21 @@ show.table(tracebook.lacking_rows(conf_newest))
 show.table(conf_newest["unresolved"], ["entry", "file", "kind", "reason"])
 
 # %% [markdown]
+# ## 7b. The second EAGLE-3 defect: CUDA graphs captured before the drafter's layer ids are set
+# Read from each release's syntax tree: a graph runner that calls `set_eagle3_layers_to_capture()` with no ids
+# before it captures records the model's default layers; the runner sets the drafter's ids (+1) only after
+# `init_device_graphs()`, for eager forwards. Shown for this release and the newest with the Kimi drafter's ids
+# (as the engineer's write-up quotes the AQ-MedAI/Kimi-K25-eagle3 config) on 61 layers, and for each profile's
+# own drafter; the first release with the order fixed is bisected. Upstream fix: sglang PR #22836.
+
+# %%
+capture_order = tracebook.capture_order_record(src, newest_src, versions, layer_setups)
+print(tracebook.capture_order_text(capture_order))
+
+# %%
+show.table(tracebook.capture_order_rows(capture_order))
+
+# %% [markdown]
 # ## 8. Generated fixes for every lacking wrapper, and their checks
 # One Kimi-shaped delegation patch per class that assigns a lacking wrapper's inner model (`patches/upstream/<release>/`,
 # regenerate with `python -m eagle3lab upstream-fixes --sglang VERSION --write`). Each is applied with exact context
@@ -191,6 +206,7 @@ sidecar_file = sidecars.write(sidecars.InterfaceTraceSidecar(
     conformance={"traced": conf_here, "newest": conf_newest},
     fixes=fixbook.stored(fix_results, verification),
     bisect=bisect,
+    capture_order=capture_order,
     timings={"verdict_seconds": verdict_seconds, "audit_seconds_one_release": conf_here["seconds"],
              "bisect_seconds_warm_cache": bisect["seconds"], "bisect_releases": len(versions)},
     figures=[p.name for p in figure_paths],

@@ -45,7 +45,7 @@ nbparams.begin(globals())
 profile: str = "cpu"  # parameter profile: params/<profile>.yaml (cpu or blackwell-8x)
 overrides: dict = {}  # profile keys to override, e.g. {"bench_concurrency": [1, 2]}; keys may also be passed directly
 patch: str = "kimi_k25-eagle3-delegation"  # the fix: a name in patches/ or a path; the one-method patch is always shown too
-prompt_kind: str = "ids"  # benchmark prompts: "ids" (token ids) or "text"
+prompt_kind: str = "profile"  # benchmark prompts: "ids" (token ids), "text", "chat" (bundled questions, chat template) or "profile" (its bench_prompt_kind)
 capture: bool = True  # run the in-process capture check (cpu profile only)
 bench: bool = True  # run the benchmark arms
 cross_check_with_bench_serving: bool = True  # also run sglang.bench_serving on the baseline server
@@ -54,6 +54,7 @@ experiment_concurrency: list = [1]  # concurrencies of the EAGLE-3 experiment ar
 # %%
 params = nbparams.resolve(globals())
 P = params.profile
+prompt_kind = patchbench.prompt_kind_for(P, prompt_kind)
 logs_dir = repo_dir("artifacts") / "logs"
 bench_dir = repo_dir("artifacts") / f"03_bench.{P.name}"
 models = deployment.resolve_models(P)
@@ -160,13 +161,29 @@ print("\n".join(story))
 config = patchbench.sweep_config(P, models, prompt_kind)
 show.table(config.to_dict())
 
+# %% [markdown]
+# The sidecar is written after each arm (`complete` false until the last cell), so a failure after the benchmark
+# keeps every arm already measured.
+
+# %%
+partial = patchbench.PartialSidecar(sidecars.PatchBenchSidecar(
+    profile=P.name, parameters={**params.values, "prompt_kind": prompt_kind}, profile_values=P.model_dump(),
+    models=vars(eagle3_models),
+    environment=envinfo.environment_table(), patch=patch, delegated_members=delegated,
+    chain=[step.record() for step in chain], story=story, spec_arms=[plan.to_dict() for plan in plans],
+    capture={str(key): result.to_dict() for key, result in captures.items()},
+    agreement=[row.to_dict() for row in agreement]))
+
 # %%
 if bench:
-    eagle3 = patchbench.measure_chain_server(chain, plans[0], config, bench_dir, relaunch.not_runnable_reason(chain))
+    eagle3 = partial.add_arm(patchbench.measure_chain_server(chain, plans[0], config, bench_dir,
+                                                             relaunch.not_runnable_reason(chain)))
     baseline, crosscheck = patchbench.run_server_arm(
         "baseline", P, models, config, bench_dir, logs_dir, kind=ARM_KIND_BASELINE, speculative=False,
         shims=CONTROL_SHIMS if P.cpu_harness else (), with_cross_check=cross_check_with_bench_serving)
-    experiments = [patchbench.run_experiment_arm(plan, P, models, config, bench_dir, logs_dir, patch, shims)
+    partial.add_arm(baseline, crosscheck)
+    experiments = [partial.add_arm(patchbench.run_experiment_arm(plan, P, models, config, bench_dir, logs_dir,
+                                                                 patch, shims))
                    for plan in plans[1:]] if eagle3.measured_points() else []
     report = BenchReport.create(P.name, [baseline, eagle3, *experiments], crosscheck.to_dict() if crosscheck else None)
     report.save(bench_dir / "bench_report.json")
@@ -189,16 +206,20 @@ show.images([cycle_figure]) if cycle_figure else "no cycle figure"
 # %% [markdown]
 # ### Lossless: speculative output must equal the baseline's greedy output, token for token
 # Every prompt, every speculative arm, against the baseline at the same concurrency. Concurrency 1 is required
-# (one request per batch in both arms); other levels are shown. This cell fails the notebook on any difference.
+# (one request per batch in both arms); other levels are shown. A profile that runs fp32 fails the notebook on any
+# difference; a bf16 profile records per prompt where the outputs part and fails only below its
+# `lossless_min_agreement` (verify and decode do not give bit-identical bf16 logits; see `bench/lossless.py`).
 
 # %%
-lossless_result = patchbench.lossless_check(report.arms, bench_dir) if bench and eagle3.measured_points() else None
+lossless_result = patchbench.lossless_check(report.arms, bench_dir, P) if bench and eagle3.measured_points() else None
+partial.update(lossless=lossless_result.to_dict()) if lossless_result else None
 show.table(lossless_result.rows()) if lossless_result else "no speculative arm measured"
 
 # %%
 if lossless_result:
     lossless.expect_lossless(lossless_result)
-print("lossless:", lossless_result.lossless if lossless_result else None)
+print("lossless:", lossless_result.lossless if lossless_result else None,
+      "| passed:", lossless_result.passed if lossless_result else None)
 
 # %% [markdown]
 # ### Acceptance, three ways
@@ -320,7 +341,8 @@ show.table(perfmodel.context_sensitivity())
 
 # %%
 sidecars.write(sidecars.PatchBenchSidecar(
-    profile=P.name, parameters=params.values, profile_values=P.model_dump(), models=vars(eagle3_models),
+    profile=P.name, parameters={**params.values, "prompt_kind": prompt_kind}, profile_values=P.model_dump(),
+    models=vars(eagle3_models),
     environment=envinfo.environment_table(), patch=patch, delegated_members=delegated,
     chain=[step.record() for step in chain], story=story,
     capture={str(key): result.to_dict() for key, result in captures.items()},

@@ -24,7 +24,9 @@ from eagle3lab.runtime.gpuinfo import Gpu, GpuInventory
 from eagle3lab.runtime.profiles import load_profile
 
 CHECKS = ["GPUs", "GPU architecture", "sglang", "target checkpoint", "draft checkpoint", "GPU memory", "free disk",
-          "server flags (baseline)", "server flags (EAGLE-3)", "drafter aux layers", "interconnect"]
+          "server flags (baseline)", "server flags (EAGLE-3)", "sglang check_server_args (baseline)",
+          "sglang check_server_args (EAGLE-3)", "drafter aux layers", "first raise", "capture order", "NVIDIA driver", "cuDNN",
+          "sgl-kernel", "GPUs idle", "interconnect"]
 
 # Constructed in the format `nvidia-smi topo -m` prints (8 GPUs on two PCIe roots, no NVLink); not a capture.
 PCIE_TOPOLOGY = "\n".join(
@@ -36,7 +38,8 @@ PCIE_TOPOLOGY = "\n".join(
 
 def blackwells(count: int = 8, arch: tuple[str, ...] = ("sm_90", "sm_100", "sm_120")) -> GpuInventory:
     gpus = [Gpu(i, "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", (12, 0), 96 * 2**30) for i in range(count)]
-    return GpuInventory(count, gpus, list(arch), "2.9.1+cu128", "12.8", "580.65.06", PCIE_TOPOLOGY)
+    return GpuInventory(count, gpus, list(arch), "2.9.1+cu128", "12.8", "580.65.06", PCIE_TOPOLOGY,
+                        cudnn_version=91002, used_mib=[3] * count)
 
 
 def test_the_cpu_profile_is_passed_over():
@@ -88,6 +91,14 @@ def test_preflight_json_lists_every_check_and_its_outcome(tmp_path):
     assert outcomes["server flags (baseline)"] == outcomes["server flags (EAGLE-3)"] == "ok"
     eagle3 = next(c for c in data["checks"] if c["name"] == "server flags (EAGLE-3)")
     assert "--speculative-algorithm" in eagle3["data"]["argv"] and eagle3["data"]["parsed"] is True
+    full = next(c for c in data["checks"] if c["name"] == "sglang check_server_args (EAGLE-3)")
+    assert full["outcome"] == "ok" and full["data"]["checked"] is True, full["detail"]
+    assert full["data"]["launch_env_sglang"] == {"SGLANG_DISABLE_CUDNN_CHECK": "1"}
+    order = next(c for c in data["checks"] if c["name"] == "capture order")
+    assert order["outcome"] == "warn" and order["data"]["order"]["defect"] is True, order["detail"]
+    assert "cuda_graph_runner.py:365" in order["detail"] and "sglang-eagle3-capture-order.patch" in order["fix"]
+    quoted = order["data"]["quoted_layers"]
+    assert (quoted["cuda_graph_layers"], quoted["eager_layers"]) == ([2, 30, 58], [3, 31, 59])
 
 
 def test_the_report_of_the_gpu_profile_stops_before_any_notebook(tmp_path):
@@ -114,6 +125,10 @@ def test_blackwell_8x_passes_with_eight_96gb_gpus_mocked_gpu(offline_hub, tiny_m
         assert check.outcome == "ok" and check.data["validated"] is True, check.detail
         assert "set by sglang" in check.detail
     assert result.check("server flags (EAGLE-3)").data["chosen"]["speculative_algorithm"] == "EAGLE3"
+    full = result.check("sglang check_server_args (EAGLE-3)")
+    assert full.outcome == "ok" and full.data["stand_in_models"] is False, full.detail
+    first = result.check("first raise")
+    assert first.data["capability"] == (12, 0) and first.data["first_raise"]["certain"] is True, first.detail
     assert result.check("interconnect").detail.endswith("no NVLink: all-reduce goes over PCIe")
     layers = result.check("drafter aux layers")
     # the tiny drafter (ids i, depth L): eager forwards capture [i + 1]; sglang's CUDA-graph runner calls the hook
@@ -188,3 +203,67 @@ def test_torch_is_asked_in_a_child_process_when_a_driver_might_exist(monkeypatch
     found = gpuinfo.inventory()
     assert found.count == 0 and found.gpus == [] and found.error is None
     assert found.torch_version and found.torch_version.startswith("2.9.1")
+
+
+def test_gpu_1x_capture_order_warns_graphs_2_4_5_against_eager_3_5_6():
+    """sglang 0.5.9 installed (pristine), CUDA graphs on, the gpu-1x drafter's ids on its 8-layer tiny target."""
+    from eagle3lab.runtime.modelinfo import LayerSetup
+
+    setup = LayerSetup(deployment="gpu-1x", startup="gpu", device="cuda", cuda_graphs=True, status="read", depth=8,
+                       aux_layer_ids=[2, 4, 5])
+    check = preflight.check_capture_order(load_profile("gpu-1x"), setup)
+    assert check.outcome == "warn", check.detail
+    assert (check.data["layers"]["cuda_graph_layers"], check.data["layers"]["eager_layers"]) == ([2, 4, 5], [3, 5, 6])
+    assert "patch apply patches/sglang-eagle3-capture-order.patch" in check.fix
+
+
+def test_capture_order_is_ok_with_cuda_graphs_off():
+    check = preflight.check_capture_order(load_profile("gpu-1x", {"disable_cuda_graph": True}))
+    assert check.outcome == "ok" and "CUDA graphs off" in check.detail
+
+
+def test_an_old_driver_for_torchs_cuda_fails_mocked_gpu():
+    inv = blackwells()
+    inv.driver = "550.54.14"
+    check = preflight.check_driver(inv)
+    assert check.outcome == "fail" and "570.26" in check.fix
+    assert preflight.check_driver(blackwells()).outcome == "ok"
+
+
+def test_cudnn_910_with_torch_291_is_answered_by_the_launch_environment_mocked_gpu():
+    check = preflight.check_cudnn(load_profile("blackwell-8x"), blackwells())
+    assert check.outcome == "ok" and "SGLANG_DISABLE_CUDNN_CHECK=1" in check.detail
+    assert check.data["launch_env"] == {"SGLANG_DISABLE_CUDNN_CHECK": "1"}
+
+
+def test_sgl_kernel_without_an_sm120_library_warns_on_blackwell_mocked_gpu():
+    """The installed sgl-kernel's own folders are read; the GPUs are constructed."""
+    check = preflight.check_sgl_kernel(blackwells(), 8)
+    assert check.data["gpus"] == ["sm120"] and "sm120" not in check.data["shipped"]
+    assert check.outcome == "warn" and "not sm120" in check.detail
+
+
+def test_a_busy_gpu_fails_the_idle_check_mocked_gpu():
+    inv = blackwells()
+    inv.used_mib = [3, 3, 40000, 3, 3, 3, 3, 3]
+    check = preflight.check_idle(inv, 8)
+    assert check.outcome == "fail" and "GPU 2 40000 MiB" in check.detail
+    assert preflight.check_idle(blackwells(), 8).outcome == "ok"
+
+
+def test_weights_within_the_gpu_but_over_sglangs_pool_fail_mocked_gpu(offline_hub):
+    """Weights at 90% of each GPU pass the old check and fail against a 0.85 static pool."""
+    from eagle3lab.runtime.checkpoints import Checkpoint
+
+    per_gpu = int(0.9 * 96 * 2**30)
+    ckpts = [Checkpoint("target", "t", "local", "/t", bytes=per_gpu * 8),
+             Checkpoint("draft", "d", "local", "/d", bytes=0)]
+    profile = load_profile("blackwell-8x")
+    assert preflight.check_gpu_memory(profile, blackwells(), ckpts).outcome == "ok"
+    check = preflight.check_gpu_memory(profile, blackwells(), ckpts, mem_fraction=0.85)
+    assert check.outcome == "fail" and "mem_fraction_static 0.850" in check.detail
+
+
+def test_cudnn_is_skipped_not_passed_when_torch_was_not_asked():
+    check = preflight.check_cudnn(load_profile("blackwell-8x"), GpuInventory(0, error="no NVIDIA driver"))
+    assert check.outcome == "skipped" and "SGLANG_DISABLE_CUDNN_CHECK=1" in check.detail

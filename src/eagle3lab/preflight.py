@@ -12,8 +12,11 @@ The ``cpu`` profile (tiny models generated here, no GPU) is passed over. A profi
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import shutil
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,10 +27,15 @@ from eagle3lab.errors import Eagle3LabError, PreflightFailed
 from eagle3lab.paths import repo_dir
 from eagle3lab.runtime import checkpoints, deployment, envinfo, gpuinfo, modelinfo
 from eagle3lab.runtime.checkpoints import Checkpoint
-from eagle3lab.runtime.profiles import Profile
+from eagle3lab.runtime.launch_env import (CUDNN_CHECK_ENV, CUDNN_CHECK_REASON, CUDNN_CHECK_SITE,
+                                          launch_environment)
+from eagle3lab.runtime.profiles import Profile, load_profile
+from eagle3lab.runtime.tinymodel.configs import REAL_AUX_LAYER_IDS, REAL_NUM_LAYERS
 from eagle3lab.package import patching
 from eagle3lab.runtime.sglang_args import parse_launches
-from eagle3lab.trace import audit, sources
+from eagle3lab.fix import capture_order_fix
+from eagle3lab.sidecars import InterfaceTraceSidecar, read_if_present
+from eagle3lab.trace import audit, capture_order, sources
 from eagle3lab.trace.startup import StartupProfile
 
 Outcome = Literal["ok", "warn", "fail", "skipped", "info"]
@@ -211,7 +219,10 @@ def check_checkpoint(profile: Profile, ckpt: Checkpoint) -> Check:
     return Check(name, "ok", f"{summary}; complete ({ckpt.checked})", data=ckpt.to_dict())
 
 
-def check_gpu_memory(profile: Profile, inv: gpuinfo.GpuInventory | None, ckpts: list[Checkpoint]) -> Check:
+def check_gpu_memory(profile: Profile, inv: gpuinfo.GpuInventory | None, ckpts: list[Checkpoint],
+                     mem_fraction: float | None = None) -> Check:
+    """Weights per GPU against sglang's static pool, ``mem_fraction_static`` x GPU memory (the fraction sglang
+    resolves for this launch; the weights and the KV cache share that pool)."""
     name = "GPU memory"
     if inv is None or inv.count < profile.tp_size or not inv.gpus:
         return Check(name, "skipped", "needs the GPUs")
@@ -224,10 +235,105 @@ def check_gpu_memory(profile: Profile, inv: gpuinfo.GpuInventory | None, ckpts: 
     detail = (f"weights {weights / 1e9:.1f} GB / tp_size {profile.tp_size} = {per_gpu / 2**30:.1f} GiB per GPU, "
               f"{share:.0%} of {smallest / 2**30:.1f} GiB (checkpoint file sizes; the rest holds KV cache, "
               "activations and CUDA graphs)")
-    data = {"weights_bytes": weights, "per_gpu_bytes": per_gpu, "gpu_memory_bytes": smallest, "share": share}
+    data = {"weights_bytes": weights, "per_gpu_bytes": per_gpu, "gpu_memory_bytes": smallest, "share": share,
+            "mem_fraction_static": mem_fraction}
     if share >= 1:
         return Check(name, "fail", "the weights do not fit: " + detail, "raise tp_size or use larger GPUs", data)
+    if mem_fraction is not None and share >= mem_fraction:
+        return Check(name, "fail", f"the weights do not fit sglang's static pool: {share:.0%} of the GPU against "
+                                   f"mem_fraction_static {mem_fraction:.3f} (" + detail + ")",
+                     "raise tp_size, use larger GPUs, or raise mem_fraction_static (--set mem_fraction_static=...)",
+                     data)
+    if mem_fraction is not None:
+        detail += f"; sglang's static pool is {mem_fraction:.3f} of the GPU, {mem_fraction - share:.0%} left for KV"
     return Check(name, "ok", detail, data=data)
+
+
+# CUDA toolkit -> the oldest Linux driver that runs it (NVIDIA CUDA Toolkit release notes, table "CUDA Toolkit and
+# Corresponding Driver Versions": https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html)
+MIN_DRIVER = {"12.4": "550.54.14", "12.6": "560.28.03", "12.8": "570.26", "12.9": "575.51.03"}
+CUDNN_MIN = 91500  # sglang 0.5.9 refuses torch 2.9.1 with cuDNN < 9.15 (server_args.py:5263-5298)
+IDLE_MIB = 1024  # a GPU with more than this in use before launch holds someone else's process
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text))
+
+
+def check_driver(inv: gpuinfo.GpuInventory | None) -> Check:
+    """The NVIDIA driver against the CUDA version torch was built with."""
+    name = "NVIDIA driver"
+    if inv is None or inv.count == 0:
+        return Check(name, "skipped", "no CUDA GPU")
+    cuda = ".".join((inv.torch_cuda or "").split(".")[:2])
+    need = MIN_DRIVER.get(cuda)
+    data = {"driver": inv.driver, "torch_cuda": inv.torch_cuda, "min_driver": need,
+            "source": "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html"}
+    if not inv.driver:
+        return Check(name, "warn", "nvidia-smi did not report the driver version", "install nvidia-smi", data)
+    if need is None:
+        return Check(name, "info", f"driver {inv.driver}; torch CUDA {inv.torch_cuda} not in the table", data=data)
+    if _version_tuple(inv.driver) < _version_tuple(need):
+        return Check(name, "fail", f"driver {inv.driver} is older than {need}, which CUDA {cuda} (torch "
+                                   f"{inv.torch_version}) needs", f"upgrade the NVIDIA driver to {need} or newer",
+                     data)
+    return Check(name, "ok", f"driver {inv.driver} runs CUDA {cuda} (needs {need} or newer)", data=data)
+
+
+def check_cudnn(profile: Profile, inv: gpuinfo.GpuInventory | None) -> Check:
+    """torch's cuDNN against sglang's torch 2.9.1 check, and whether the launch environment answers it."""
+    name = "cuDNN"
+    if inv is None:
+        return Check(name, "skipped", f"profile {profile.name} runs on {profile.device}")
+    env = launch_environment(profile)
+    data = {"cudnn_version": inv.cudnn_version, "torch": inv.torch_version, "launch_env": {
+        CUDNN_CHECK_ENV: env.get(CUDNN_CHECK_ENV)}, "site": CUDNN_CHECK_SITE}
+    if inv.cudnn_version is None or inv.torch_version is None:
+        return Check(name, "skipped", f"torch was not asked ({inv.error or 'no CUDA GPU'}); the launch environment "
+                                      f"sets {CUDNN_CHECK_ENV}={env.get(CUDNN_CHECK_ENV)} either way", data=data)
+    old = inv.torch_version.startswith("2.9.1") and inv.cudnn_version < CUDNN_MIN
+    if not old:
+        return Check(name, "ok", f"cuDNN {inv.cudnn_version} with torch {inv.torch_version}: sglang's check passes",
+                     data=data)
+    if env.get(CUDNN_CHECK_ENV) == "1":
+        return Check(name, "ok", f"cuDNN {inv.cudnn_version} with torch {inv.torch_version}: sglang would refuse "
+                                 f"the multimodal target ({CUDNN_CHECK_SITE}); the launch sets {CUDNN_CHECK_ENV}=1 "
+                                 f"on purpose: {CUDNN_CHECK_REASON}", data=data)
+    return Check(name, "fail", f"cuDNN {inv.cudnn_version} with torch {inv.torch_version}: sglang refuses the "
+                               f"multimodal target at start-up ({CUDNN_CHECK_SITE})",
+                 "pip install nvidia-cudnn-cu12==9.16.0.29, or set SGLANG_DISABLE_CUDNN_CHECK=1", data)
+
+
+def check_sgl_kernel(inv: gpuinfo.GpuInventory | None, tp_size: int) -> Check:
+    """Which architecture op libraries the installed sgl-kernel ships, against the GPUs' architecture."""
+    name = "sgl-kernel"
+    if inv is None or inv.count == 0:
+        return Check(name, "skipped", "no CUDA GPU")
+    shipped = envinfo.sgl_kernel_arch_dirs()
+    sms = sorted({f"sm{g.capability[0]}{g.capability[1]}" for g in inv.gpus[:tp_size]})
+    data = {"shipped": shipped, "gpus": sms, "version": envinfo.package_version("sgl-kernel")}
+    missing = [sm for sm in sms if sm not in shipped]
+    if not missing:
+        return Check(name, "ok", f"sgl-kernel {data['version']} ships {', '.join(shipped)} op libraries", data=data)
+    return Check(name, "warn", f"sgl-kernel {data['version']} ships op libraries for {', '.join(shipped) or 'none'}, "
+                               f"not {', '.join(missing)}: on these GPUs it loads another architecture's build "
+                               "(sgl_kernel/load_utils.py), so a kernel without code for them fails at first use",
+                 "install an sgl-kernel build for this architecture, or expect a first-use kernel error", data)
+
+
+def check_idle(inv: gpuinfo.GpuInventory | None, tp_size: int) -> Check:
+    """Memory in use on the GPUs the launch takes, before it starts (another process would shrink its pool)."""
+    name = "GPUs idle"
+    if inv is None or inv.count == 0:
+        return Check(name, "skipped", "no CUDA GPU")
+    if inv.used_mib is None:
+        return Check(name, "warn", "nvidia-smi did not report memory in use", "install nvidia-smi")
+    busy = {i: mib for i, mib in enumerate(inv.used_mib[:tp_size]) if mib > IDLE_MIB}
+    data = {"used_mib": inv.used_mib, "threshold_mib": IDLE_MIB}
+    if busy:
+        return Check(name, "fail", "GPUs in use before launch: " + ", ".join(f"GPU {i} {m} MiB" for i, m in busy.items()),
+                     "stop the other processes (nvidia-smi lists them)", data)
+    return Check(name, "ok", f"{min(tp_size, len(inv.used_mib))} GPUs with at most {IDLE_MIB} MiB in use", data=data)
 
 
 def check_disk(ckpts: list[Checkpoint]) -> Check:
@@ -251,7 +357,8 @@ def check_server_flags(profile: Profile, models: deployment.Models, validate: bo
     specs = {"baseline": deployment.server_spec(profile, models, speculative=False),
              "EAGLE-3": deployment.server_spec(profile, models, speculative=True)}
     try:
-        parsed = parse_launches({k: s.argv() for k, s in specs.items()}, specs["baseline"].env, validate=validate)
+        parsed = parse_launches({k: s.argv() for k, s in specs.items()}, specs["baseline"].env, validate=validate,
+                                check=False)
     except Eagle3LabError as exc:
         return [Check(f"{SLOW} ({label})", "fail", str(exc), "make setup") for label in specs]
     out = []
@@ -278,6 +385,50 @@ def check_server_flags(profile: Profile, models: deployment.Models, validate: bo
                                          f"{sized}), chunked_prefill_size {chosen.get('chunked_prefill_size')}, "
                                          f"cuda_graph_max_bs {chosen.get('cuda_graph_max_bs')}, max_running_requests "
                                          f"{chosen.get('max_running_requests')}", data=data))
+    return out
+
+
+FULL_CHECK = "sglang check_server_args"
+
+
+def check_full_server_args(profile: Profile, models: deployment.Models, present: bool) -> list[Check]:
+    """Both launches through sglang's full ``check_server_args()`` (what its engine runs before any model code,
+    ``engine.py:1026``), in a child with the launch's own environment. Needs a model config on disk: when the
+    profile's models are not fetched, the tiny Kimi-K2.5-shaped checkpoints (same ``KimiK25ForConditionalGeneration``
+    class, multimodal, which is what the cuDNN refusal keys on) stand in and the row says so."""
+    stand_in = None
+    if not present:
+        try:
+            with contextlib.redirect_stdout(sys.stderr):  # stdout may be preflight's --json answer
+                stand_in = deployment.resolve_models(load_profile("cpu"))
+        except Eagle3LabError as exc:
+            return [Check(f"{FULL_CHECK} ({label})", "skipped", f"models not on disk and no stand-in: {exc}")
+                    for label in ("baseline", "EAGLE-3")]
+    used = stand_in or models
+    specs = {"baseline": deployment.server_spec(profile, used, speculative=False),
+             "EAGLE-3": deployment.server_spec(profile, used, speculative=True)}
+    try:
+        parsed = parse_launches({k: s.argv() for k, s in specs.items()}, specs["baseline"].env, check=True)
+    except Eagle3LabError as exc:
+        return [Check(f"{FULL_CHECK} ({label})", "fail", str(exc), "make setup") for label in specs]
+    note = (" (model paths: the tiny Kimi-K2.5-shaped checkpoints stand in for the unfetched models)"
+            if stand_in else "")
+    env_keys = sorted(k for k in specs["baseline"].env if k.startswith("SGLANG_"))
+    out = []
+    for label, result in parsed.items():
+        name = f"{FULL_CHECK} ({label})"
+        data = {"argv": specs[label].argv(), "launch_env_sglang": {k: specs[label].env[k] for k in env_keys},
+                "stand_in_models": stand_in is not None, **result.to_dict()}
+        if result.checked:
+            out.append(Check(name, "ok", f"passes sglang's full check_server_args() with the launch environment "
+                                         f"({', '.join(f'{k}=1' for k in env_keys) or 'no SGLANG_ variables'})"
+                                         + note, data=data))
+        elif result.checked is False:
+            out.append(Check(name, "fail", f"sglang's check_server_args() refuses it: {result.check_error}" + note,
+                             "see runtime/launch_env.py for the launch environment", data))
+        else:
+            out.append(Check(name, "fail", f"the command line failed before the full check: {result.error}" + note,
+                             "fix the profile (see the detail)", data))
     return out
 
 
@@ -327,6 +478,96 @@ def _traced_capture(setup: modelinfo.LayerSetup) -> dict[str, Any]:
                              setup.aux_layer_ids, startup)
 
 
+def check_capture_order(profile: Profile, setup: modelinfo.LayerSetup | None = None) -> Check:
+    """sglang's second EAGLE-3 defect for this launch: does the installed sglang capture CUDA graphs before the
+    drafter's ids are set (``trace.capture_order``), and do this drafter's ids make graphs and eager differ?"""
+    name = "capture order"
+    src = sources.open_source("installed")  # as installed: an applied capture-order patch counts
+    order = capture_order.trace_capture_order(src)
+    data: dict[str, Any] = {"order": order.to_dict(), "fix_pr": capture_order.FIX_PR,
+                            "patch": f"patches/{capture_order_fix.PATCH_NAME}.patch"}
+    first_fixed = _first_fixed(profile)
+    upgrade = (f"upgrade sglang to {first_fixed} or newer" if first_fixed
+               else f"upgrade to an sglang release with {capture_order.FIX_PR}")
+    fix = (f"{upgrade}, or apply the patch: python -m eagle3lab patch apply "
+           f"patches/{capture_order_fix.PATCH_NAME}.patch")
+    where = ", ".join(c.where for c in order.graph_resets) or "no graph-runner reset"
+    if profile.device != "cuda" or profile.disable_cuda_graph:
+        return Check(name, "ok", f"CUDA graphs off: every forward is eager (sglang {src.version}, defect in this "
+                                 f"release: {'yes' if order.defect else 'no'})", data=data)
+    if not order.defect:
+        return Check(name, "ok", f"sglang {src.version} sets the drafter's ids before graph capture ({where})",
+                     data=data)
+    setup = setup or deployment.layer_setup(profile)
+    if not setup.usable or setup.depth is None:
+        quoted = ""
+        if profile.model_num_layers == REAL_NUM_LAYERS and not profile.uses_tiny_model:
+            layers = order.layers(REAL_NUM_LAYERS, list(REAL_AUX_LAYER_IDS))
+            data["quoted_layers"] = {**layers, "ids_source": "AQ-MedAI/Kimi-K25-eagle3's config as the engineer's "
+                                                             "write-up quotes it (not read here)"}
+            quoted = (f"; with the ids the engineer's write-up quotes for the drafter, {list(REAL_AUX_LAYER_IDS)}: "
+                      f"graph replays {layers['cuda_graph_layers']}, eager forwards {layers['eager_layers']}")
+        return Check(name, "warn", f"sglang {src.version} captures CUDA graphs with the model's default layers "
+                                   f"before the drafter's ids are set ({where}); the drafter's config is not on "
+                                   f"disk, so its own ids are not known yet{quoted}", fix, data)
+    layers = order.layers(setup.depth, setup.aux_layer_ids)
+    data["layers"] = layers
+    detail = (f"sglang {src.version}, CUDA graphs on, drafter ids {setup.aux_layer_ids} on {setup.depth} layers: "
+              f"graph replays capture {layers['cuda_graph_layers']}, eager forwards {layers['eager_layers']} "
+              f"({where})")
+    if layers["mismatch"]:
+        return Check(name, "warn", detail + ": decode and verify read other layers than prefill", fix, data)
+    return Check(name, "ok", detail, data=data)
+
+
+def _first_fixed(profile: Profile) -> str | None:
+    """The release notebook 02 bisected as the first with the order fixed, if it has run."""
+    try:
+        trace = read_if_present(InterfaceTraceSidecar, profile.name)
+    except Eagle3LabError:
+        return None
+    return trace.capture_order.first_fixed if trace and trace.capture_order else None
+
+
+def check_first_raise(profile: Profile, result: Preflight, inv: gpuinfo.GpuInventory | None,
+                      entry_class: str = "KimiK25ForConditionalGeneration") -> Check:
+    """Where an unpatched EAGLE-3 launch raises first, decided from sglang's resolved ServerArgs for this launch
+    (the EAGLE-3 server flags row) and the GPU's compute capability (``trace.startup.StartupProfile.resolved``)."""
+    name = "first raise"
+    row = next((c for c in result.checks if c.name == f"{SLOW} (EAGLE-3)"), None)
+    chosen = row.data.get("chosen") if row is not None and row.data.get("validated") else None
+    if not chosen:
+        return Check(name, "skipped", "needs sglang's resolved ServerArgs, which need the models' configs on disk")
+    capability = inv.gpus[0].capability if inv is not None and inv.gpus else None
+    if chosen.get("device") == "cuda" and capability is None:
+        return Check(name, "skipped", "needs the GPU's compute capability (no CUDA GPU here)", data={"chosen": chosen})
+    src = sources.open_source("installed")
+    if src.modified:
+        src = sources.open_source(src.version)
+    startup = StartupProfile.resolved(chosen, capability)
+    try:
+        first = audit.verdict(src, entry_class, profiles=(startup,))["first_raise"][startup.name]
+    except Eagle3LabError as exc:
+        return Check(name, "warn", f"could not be traced: {exc}")
+    data = {"first_raise": first, "capability": capability, "server_args": chosen}
+    if not first.get("member"):
+        return Check(name, "ok", f"sglang {src.version}: the entry class lacks nothing the start-up reaches",
+                     data=data)
+    return Check(name, "info", f"unpatched, sglang {src.version} raises first at {first['where']} "
+                               f"({first['member']} in {first.get('function')}; certain: "
+                               f"{'yes' if first.get('certain') else 'no'}), decided from moe_runner_backend "
+                               f"{chosen.get('moe_runner_backend')} on sm_{capability[0]}{capability[1]}"
+                 if capability else f"unpatched, sglang {src.version} raises first at {first['where']}", data=data)
+
+
+def _mem_fraction(result: Preflight) -> float | None:
+    """The smaller ``mem_fraction_static`` sglang resolved for the two launches (server flags rows), if any."""
+    values = [c.data.get("chosen", {}).get("mem_fraction_static") for c in result.checks
+              if c.name.startswith(SLOW) and c.data.get("validated")]
+    values = [v for v in values if isinstance(v, (int, float))]
+    return min(values) if values else None
+
+
 def check_interconnect(inv: gpuinfo.GpuInventory | None) -> Check:
     name = "interconnect"
     if inv is None or inv.count == 0:
@@ -358,17 +599,26 @@ def run_preflight(profile: Profile, *, quick: bool = False,
     result.checks += [check_gpu_count(profile, inv), check_capability(inv, profile.tp_size), check_sglang(profile)]
     target, draft, _ = deployment.locate_models(profile)
     result.checks += [check_checkpoint(profile, target), check_checkpoint(profile, draft)]
-    result.checks += [check_gpu_memory(profile, inv, [target, draft]), check_disk([target, draft])]
+    memory_at = len(result.checks)
+    result.checks += [check_disk([target, draft])]
     models = deployment.Models(target.path or target.source, draft.path or draft.source,
                                trust_remote_code=profile.trust_remote_code)
     if quick and result.failures:
         result.checks += [Check(f"{SLOW} ({label})", "skipped", "not run: an earlier check failed",
                                 f"python -m eagle3lab preflight --profile {profile.name} runs every check")
                           for label in ("baseline", "EAGLE-3")]
+        result.checks += [Check(f"{FULL_CHECK} ({label})", "skipped", "not run: an earlier check failed",
+                                f"python -m eagle3lab preflight --profile {profile.name} runs every check")
+                          for label in ("baseline", "EAGLE-3")]
     else:
         result.checks += check_server_flags(profile, models, validate=target.present and draft.present,
                                             gpus=inv.count if inv else 0)
-    result.checks += [check_layers(profile), check_interconnect(inv)]
+        result.checks += check_full_server_args(profile, models, target.present and draft.present)
+    result.checks.insert(memory_at, check_gpu_memory(profile, inv, [target, draft], _mem_fraction(result)))
+    result.checks += [check_layers(profile), check_first_raise(profile, result, inv), check_capture_order(profile),
+                      check_driver(inv),
+                      check_cudnn(profile, inv), check_sgl_kernel(inv, profile.tp_size),
+                      check_idle(inv, profile.tp_size), check_interconnect(inv)]
     result.seconds = round(time.monotonic() - started, 2)
     return result
 

@@ -248,6 +248,19 @@ class TraceTimings(Record):
     bisect_releases: Optional[int] = None
 
 
+class CaptureOrderRecord(Record):
+    """``trace.capture_order``: graph vs eager capture layers per release, and the release that fixed the order."""
+
+    drafter_ids: list[int]  # the Kimi drafter's ids (as quoted; see ids_source)
+    depth: int
+    ids_source: str
+    releases: list[dict[str, Any]] = Field(default_factory=list)  # CaptureOrder.to_dict per release (evidence)
+    layers: list[dict[str, Any]] = Field(default_factory=list)  # CaptureOrder.layers rows (graphs, eager, mismatch)
+    first_fixed: Optional[str] = None  # the first release without the defect (bisected)
+    fix_pr: str = ""
+    bisect_rows: list[dict[str, Any]] = Field(default_factory=list)
+
+
 class InterfaceTraceSidecar(Sidecar):
     NOTEBOOK: ClassVar[str] = "02_interface_trace"
 
@@ -261,6 +274,7 @@ class InterfaceTraceSidecar(Sidecar):
     conformance: dict[str, ConformanceRecord] = Field(default_factory=dict)
     fixes: FixesRecord = Field(default_factory=FixesRecord)
     bisect: BisectRecord = Field(default_factory=BisectRecord)
+    capture_order: Optional[CaptureOrderRecord] = None  # sglang's second EAGLE-3 defect (trace.capture_order)
     timings: TraceTimings = Field(default_factory=TraceTimings)
     figures: list[str] = Field(default_factory=list)
 
@@ -314,6 +328,9 @@ class LosslessRecord(Record):
 
     lossless: bool
     required_concurrency: int
+    mode: str = "exact"  # "exact" (fp32 profiles) or "agreement" (bf16: matched-prefix agreement vs threshold)
+    min_agreement: Optional[float] = None  # the profile's lossless_min_agreement in agreement mode
+    passed: Optional[bool] = None  # the verdict the notebook enforces (exact: == lossless)
     comparisons: list[dict[str, Any]] = Field(default_factory=list)
 
 
@@ -426,6 +443,9 @@ class PatchBenchSidecar(Sidecar):
     verify_dispatch_gap: Optional[DispatchGapRecord] = None
     timings: dict[str, float] = Field(default_factory=dict)  # seconds per part of the notebook, measured
     cycle_components: Optional[CycleComponentsRecord] = None  # bench.cycle: the cycle by component, measured
+    # False while notebook 03 is still measuring (written after each arm, notebook.patch_and_bench.PartialSidecar);
+    # a sidecar left with False is a run that stopped after the arms it lists
+    complete: bool = True
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eagle3lab.bench.lossless import compare_outputs, expect_lossless, lossless_report
+from eagle3lab.bench.lossless import compare_outputs, expect_lossless, lossless_policy, lossless_report
 from eagle3lab.bench.metrics import RequestRecord
 from eagle3lab.errors import BenchError, ExpectationError
 
@@ -62,3 +62,34 @@ def test_no_required_level_or_old_records_fail_in_one_line():
     old = [RequestRecord("x", 1, "measure", True, 0.0)]
     with pytest.raises(BenchError, match="predate the lossless check"):
         compare_outputs(old, old, 1, reference_arm="b", candidate_arm="s")
+
+
+def test_bf16_agreement_records_each_prompt_and_passes_a_late_near_tie_flip():
+    """A bf16 profile: prompt 1 flips at its last token (a near-tie), prompt 0 is identical; agreement 5/6."""
+    spec = [_out(1, 0, [5, 6, 7]), _out(1, 1, [8, 9, 11])]
+    mode, threshold = lossless_policy("bfloat16", 0.5)
+    report = lossless_report(("baseline", BASE), [("eagle3", spec)], mode=mode, min_agreement=threshold)
+    comparison = report.comparisons[0]
+    assert [(p.prompt_index, p.identical, p.first_divergence, p.tokens_matched) for p in comparison.per_prompt] \
+        == [(0, True, None, 3), (1, False, 2, 2)]
+    assert comparison.tokens_matched == 5 and comparison.agreement == pytest.approx(5 / 6)
+    assert not report.lossless and report.passed
+    data = report.to_dict()
+    assert data["mode"] == "agreement" and data["min_agreement"] == 0.5 and data["passed"] is True
+    assert report.rows()[0]["threshold"] == 0.5
+    expect_lossless(report)
+
+
+def test_bf16_gross_divergence_fails_with_its_agreement_and_threshold():
+    spec = [_out(1, 0, [1, 6, 7]), _out(1, 1, [8, 2, 10])]
+    report = lossless_report(("baseline", BASE), [("eagle3", spec)], mode="agreement", min_agreement=0.5)
+    assert report.comparisons[0].agreement == pytest.approx(1 / 6) and not report.passed
+    with pytest.raises(ExpectationError, match=r"matched 1/6 tokens .* below the profile's lossless_min_agreement 0.5"):
+        expect_lossless(report)
+
+
+def test_fp32_profiles_need_exact_equality_and_bf16_ones_a_threshold():
+    assert lossless_policy("float32", 0.9) == ("exact", None)
+    assert lossless_policy("bfloat16", 0.7) == ("agreement", 0.7)
+    with pytest.raises(ExpectationError, match="needs lossless_min_agreement"):
+        lossless_policy("auto", None)

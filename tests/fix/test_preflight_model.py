@@ -105,3 +105,24 @@ def test_unknown_release_is_one_line():
 def test_missing_arguments_are_one_line():
     proc = _cli("--sglang", "0.5.9")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--config" in proc.stderr
+
+
+def test_capture_order_warns_for_kimi_ids_on_0_5_9_with_graphs_and_names_the_fix(tmp_path: Path):
+    """The Kimi target's depth (61) and the drafter ids [2, 30, 58] (as the engineer's write-up quotes them)."""
+    target, draft = tmp_path / "target", tmp_path / "draft"
+    target.mkdir(), draft.mkdir()
+    (target / "config.json").write_text(json.dumps({"architectures": ["KimiK25ForConditionalGeneration"],
+                                                    "text_config": {"num_hidden_layers": 61}}))
+    (draft / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"],
+                                                   "eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 30, 58]}}))
+    proc = _cli("--config", str(target), "--draft-config", str(draft / "config.json"), "--sglang", "0.5.9", "--json")
+    assert proc.returncode == 0, proc.stderr
+    order = json.loads(proc.stdout)["capture_order"]
+    assert order["defect"] and order["warn"]
+    assert (order["layers"]["cuda_graph_layers"], order["layers"]["eager_layers"]) == ([2, 30, 58], [3, 31, 59])
+    assert "patches/sglang-eagle3-capture-order.patch" in order["fix"] and "22836" in order["fix"]
+    plain = _cli("--config", str(target), "--draft-config", str(draft), "--sglang", "0.5.9")
+    assert "WARNING capture order" in plain.stdout
+    off = _cli("--config", str(target), "--draft-config", str(draft), "--sglang", "0.5.9", "--no-cuda-graph",
+               "--json")
+    assert json.loads(off.stdout)["capture_order"]["warn"] is False

@@ -122,6 +122,23 @@ def test_an_interrupted_download_in_the_cache_is_reported(monkeypatch, tmp_path,
     assert found.problems == ["1 interrupted downloads in the cache (resumable)"]
 
 
+def test_a_stale_partial_blob_of_another_revision_does_not_mark_a_complete_snapshot(monkeypatch, tmp_path,
+                                                                                    tiny_models):
+    """The fetch manifest shows this snapshot complete; the *.incomplete blob belongs to another download."""
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("EAGLE3LAB_CACHE", str(tmp_path / "e3l"))
+    snapshot = seed_hub_cache(tmp_path / "hf" / "hub", "org/model", tiny_models.draft)
+    listed = {p.name: p.stat().st_size for p in snapshot.iterdir()}
+    checkpoints.manifest_path("org/model", TINY_COMMIT).write_text(json.dumps({"files": listed}))
+    (checkpoints.repo_folder("org/model") / "blobs" / "abc.incomplete").write_bytes(b"partial")
+    assert examine(locate("draft", "org/model")).problems == []
+    listed["tokenizer.model"] = 1234  # now the snapshot itself is incomplete: the partial blob may be its own
+    checkpoints.manifest_path("org/model", TINY_COMMIT).write_text(json.dumps({"files": listed}))
+    found = examine(locate("draft", "org/model"))
+    assert "1 interrupted downloads in the cache (resumable)" in found.problems
+
+
 def test_a_broken_snapshot_link_counts_as_missing(monkeypatch, tmp_path, tiny_models):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)

@@ -178,3 +178,29 @@ def test_tiny_profiles_have_nothing_to_fetch():
     assert fetch.hub_repos(load_profile("cpu")) == [] and fetch.hub_repos(load_profile("gpu-1x")) == []
     assert fetch.hub_repos(load_profile("blackwell-8x")) == [("target", HUB_IDS["target"]),
                                                              ("draft", HUB_IDS["draft"])]
+
+
+def test_only_what_serving_needs_is_fetched_mocked_hub(fresh_cache, tmp_path, tiny_models):
+    """A drafter repo that also carries an optimizer state: it is left out, named, and the snapshot is complete."""
+    import shutil
+
+    draft = tmp_path / "draft_repo"
+    shutil.copytree(tiny_models.draft, draft)
+    (draft / "training_state.pt").write_bytes(b"\0" * 4096)
+    server = Mirror({HUB_IDS["target"]: Path(tiny_models.target), HUB_IDS["draft"]: draft})
+    try:
+        lines: list[str] = []
+        fetch.fetch_models(load_profile("blackwell-8x"), endpoint=server.url, echo=lines.append)
+        got = [r[1] for r in server.requests if r[0] == "GET" and "/resolve/" in r[1]]
+    finally:
+        server.close()
+    assert not any(path.endswith("training_state.pt") for path in got)
+    assert any(path.endswith(".safetensors") for path in got)
+    assert "left out: training_state.pt" in lines[1]
+    check = preflight.check_checkpoint(load_profile("blackwell-8x"), checkpoints.locate("draft", HUB_IDS["draft"]))
+    assert check.outcome == "ok", check.detail
+
+
+def test_serving_patterns_prefer_safetensors_and_fall_back_to_bin():
+    assert fetch.serving_patterns(["model.safetensors", "pytorch_model.bin"])[-1] == "*.safetensors"
+    assert fetch.serving_patterns(["pytorch_model.bin", "config.json"])[-1] == "*.bin"

@@ -2,7 +2,8 @@
 
 import pytest
 
-from eagle3lab.runtime.deployment import OFFLINE_ENV, Models, server_spec
+from eagle3lab.runtime.deployment import Models, server_spec
+from eagle3lab.runtime.launch_env import OFFLINE_ENV, gpu_environment
 from eagle3lab.errors import EnvironmentProblem
 from eagle3lab.runtime import envinfo
 from eagle3lab.runtime.profiles import load_profile
@@ -27,7 +28,8 @@ def test_gpu_profile_argv_has_the_incident_flags():
     assert "--mem-fraction-static" not in argv, "sglang sizes the memory fraction unless the user sets it"
     assert "--trust-remote-code" in argv and "--disable-cuda-graph" not in argv
     assert flag(argv, "--host") == "127.0.0.1"
-    assert spec.env == OFFLINE_ENV, "the gpu profile never gets the CPU harness, and launches never download"
+    assert spec.env == {**gpu_environment(), **OFFLINE_ENV}, \
+        "the gpu profile never gets the CPU harness, gets the cuDNN-check variable, and launches never download"
 
 
 def test_a_memory_fraction_the_user_sets_is_passed_on():

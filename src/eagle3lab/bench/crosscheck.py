@@ -72,7 +72,7 @@ def bench_serving_argv(base_url: str, tokenizer_dir: str, config: SweepConfig, c
     return [python, "-m", "sglang.bench_serving", "--backend", "sglang", "--base-url", base_url,
             "--dataset-name", "random-ids", "--random-input-len", str(config.input_len),
             "--random-output-len", str(config.output_len), "--random-range-ratio", "1",
-            "--num-prompts", str(config.num_prompts), "--max-concurrency", str(concurrency),
+            "--num-prompts", str(config.prompts_for(concurrency)), "--max-concurrency", str(concurrency),
             "--tokenizer", tokenizer_dir, "--tokenize-prompt", "--flush-cache",
             "--warmup-requests", str(config.warmup_count(concurrency)), "--seed", str(config.seed + 1),
             "--disable-tqdm", "--output-file", str(output_file)]
@@ -147,4 +147,4 @@ def cross_check(ours: PointMetrics, base_url: str, tokenizer_dir: str, config: S
                     log=lambda line: None).points[0]
     if not again.measured or again.metrics is None:
         raise BenchError(f"our re-measurement after bench_serving failed: {again.reason}")
-    return compare([ours, again.metrics], run, config.num_prompts)
+    return compare([ours, again.metrics], run, config.prompts_for(ours.concurrency))

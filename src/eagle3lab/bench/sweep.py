@@ -211,7 +211,8 @@ async def _run_point(base_url: str, config: SweepConfig, concurrency: int, sink:
 
     server = cpuload.server_processes(base_url)
     cpu_before = cpuload.snapshot(server)
-    measure = await run_phase(base_url, make_prompts(config, "measure"), concurrency=concurrency,
+    measure = await run_phase(base_url, make_prompts(config, "measure", config.prompts_for(concurrency)),
+                              concurrency=concurrency,
                               phase="measure", config=config, sink=sink, on_done=tick, watch=watch)
     used = cpuload.shares(cpu_before, cpuload.snapshot(server))
     if used is not None:
@@ -248,7 +249,7 @@ async def run_sweep(base_url: str, config: SweepConfig, sink: JsonlSink, label: 
                     on_point: Callable[[PointResult], None] = lambda p: None,
                     watch: DeathWatch | None = None) -> list[PointResult]:
     """Every concurrency of ``config`` in order; stops after the first failed point."""
-    total = sum(config.warmup_count(c) + config.num_prompts for c in config.concurrency)
+    total = sum(config.warmup_count(c) + config.prompts_for(c) for c in config.concurrency)
     points: list[PointResult] = []
     with progress_bar(total=total, desc=label, unit="req") as bar:
         for concurrency in config.concurrency:

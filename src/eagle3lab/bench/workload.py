@@ -8,12 +8,15 @@ prefix with measured prompts (the radix cache would otherwise turn prefill into 
 from __future__ import annotations
 
 import json
+import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from eagle3lab.errors import BenchError
 from eagle3lab.runtime.prompts import TOKEN_ID_LOW, random_token_ids
+
+CHAT_QUESTIONS = Path(__file__).resolve().parent / "data" / "chat_questions.json"
 
 if TYPE_CHECKING:
     from eagle3lab.runtime.profiles import Profile
@@ -28,11 +31,17 @@ class SweepConfig:
     concurrency: list[int]
     input_len: int
     output_len: int
-    num_prompts: int
+    num_prompts: int  # measured requests per point (the floor when prompts_per_concurrency is set)
     seed: int = 0
-    prompt_kind: Literal["ids", "text"] = "ids"
+    # measured requests per point grow with concurrency: max(num_prompts, prompts_per_concurrency * c), so a point
+    # at concurrency c keeps its slots busy for several rounds and concurrency 1 does not dominate the run
+    prompts_per_concurrency: int | None = None
+    prompt_kind: Literal["ids", "text", "chat"] = "ids"  # chat: bundled questions in the model's chat template
     vocab_size: int = 1024
     token_id_low: int = TOKEN_ID_LOW  # skip the lowest ids, where tokenizers keep their special tokens
+    # random ids stay below this (the first special id above token_id_low, e.g. Kimi's reserved ids from 163584);
+    # None: the vocabulary size
+    token_id_high: int | None = None
     tokenizer_dir: str | None = None  # needed only for text prompts (ids are decoded to text); a local directory
     trust_remote_code: bool = False  # the profile's: Kimi's tokenizer is custom code
     warmup_requests: int | None = None  # per point; None = the point's concurrency (never fewer)
@@ -53,14 +62,24 @@ class SweepConfig:
                 f"token ids are drawn from [{self.token_id_low}, {self.vocab_size}); "
                 "set token_id_low below vocab_size"
             )
-        if self.prompt_kind not in ("ids", "text"):
-            raise BenchError(f"prompt_kind must be 'ids' or 'text', got {self.prompt_kind!r}")
-        if self.prompt_kind == "text" and not self.tokenizer_dir:
-            raise BenchError("text prompts need tokenizer_dir (the model directory) to turn token ids into text")
+        if self.prompt_kind not in ("ids", "text", "chat"):
+            raise BenchError(f"prompt_kind must be 'ids', 'text' or 'chat', got {self.prompt_kind!r}")
+        if self.prompt_kind in ("text", "chat") and not self.tokenizer_dir:
+            raise BenchError(f"{self.prompt_kind} prompts need tokenizer_dir (the model directory) for its tokenizer")
+        if self.token_id_high is not None and not self.token_id_low < self.token_id_high <= self.vocab_size:
+            raise BenchError(f"token_id_high {self.token_id_high} must lie in ({self.token_id_low}, {self.vocab_size}]")
+        if self.prompts_per_concurrency is not None and self.prompts_per_concurrency < 1:
+            raise BenchError(f"prompts_per_concurrency must be >= 1 or None, got {self.prompts_per_concurrency!r}")
         if self.warmup_requests is not None and self.warmup_requests < 0:
             raise BenchError(f"warmup_requests must be >= 0 or None, got {self.warmup_requests!r}")
         if self.request_timeout_s <= 0 or self.stall_timeout_s <= 0 or self.read_bufsize < 64 * 1024:
             raise BenchError("request_timeout_s and stall_timeout_s must be > 0 and read_bufsize at least 64 KiB")
+
+    def prompts_for(self, concurrency: int) -> int:
+        """Measured requests at one point: ``num_prompts``, or more when the profile scales them with concurrency."""
+        if self.prompts_per_concurrency is None:
+            return self.num_prompts
+        return max(self.num_prompts, self.prompts_per_concurrency * concurrency)
 
     def warmup_count(self, concurrency: int) -> int:
         """Warm-up requests for one point: at least the concurrency, so every slot has compiled its path."""
@@ -81,13 +100,54 @@ class SweepConfig:
             input_len=profile.bench_input_len,
             output_len=profile.bench_output_len,
             num_prompts=profile.bench_num_prompts,
+            prompts_per_concurrency=profile.bench_prompts_per_concurrency,
         )
         values.update(overrides)
         return cls(**values)
 
 
 def _token_ids(config: SweepConfig, stream: str, count: int) -> list[list[int]]:
-    return random_token_ids(config.seed, stream, count, config.input_len, config.token_id_low, config.vocab_size)
+    high = config.token_id_high or config.vocab_size
+    return random_token_ids(config.seed, stream, count, config.input_len, config.token_id_low, high)
+
+
+def chat_questions() -> list[dict[str, str]]:
+    """The bundled MT-Bench-style questions (``bench/data/chat_questions.json``, written for this project)."""
+    data = json.loads(CHAT_QUESTIONS.read_text(encoding="utf-8"))
+    return list(data["questions"])
+
+
+def _chat_prompts(config: SweepConfig, stream: str, count: int) -> list[list[int]]:
+    """``count`` single-turn questions rendered with the model's own chat template (generation prompt added),
+    as token ids. The order is shuffled per stream; a point asking for more prompts than there are questions
+    repeats them (the radix cache then serves a repeated question's prefill)."""
+    from transformers import AutoTokenizer  # only chat prompts need it; importing it costs seconds
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(config.tokenizer_dir, trust_remote_code=config.trust_remote_code)
+    except (OSError, ValueError) as exc:
+        raise BenchError(f"cannot load a tokenizer from {config.tokenizer_dir} ({type(exc).__name__}); "
+                         "point tokenizer_dir at the model directory") from None
+    if not getattr(tokenizer, "chat_template", None):
+        raise BenchError(f"the tokenizer in {config.tokenizer_dir} has no chat template; use prompt_kind 'ids'")
+    questions = chat_questions()
+    order = list(range(len(questions)))
+    random.Random(f"eagle3lab:{config.seed}:chat:{stream}").shuffle(order)
+    picked = [questions[order[i % len(order)]]["text"] for i in range(count)]
+    return [list(tokenizer.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True,
+                                               tokenize=True)) for q in picked]
+
+
+def special_id_floor(tokenizer_dir: str | Path, low: int = TOKEN_ID_LOW) -> int | None:
+    """The smallest special token id at or above ``low`` in a tokenizer's ``tokenizer_config.json``
+    (``added_tokens_decoder``), so random-id prompts stay below the reserved ids; None if there is none."""
+    path = Path(tokenizer_dir) / "tokenizer_config.json"
+    try:
+        added = json.loads(path.read_text(encoding="utf-8")).get("added_tokens_decoder") or {}
+    except (OSError, json.JSONDecodeError):
+        return None
+    ids = [int(i) for i, tok in added.items() if isinstance(tok, dict) and tok.get("special") and int(i) >= low]
+    return min(ids) if ids else None
 
 
 def _as_text(config: SweepConfig, ids: list[list[int]]) -> list[str]:
@@ -103,7 +163,10 @@ def _as_text(config: SweepConfig, ids: list[list[int]]) -> list[str]:
 
 def make_prompts(config: SweepConfig, stream: str = "measure", count: int | None = None) -> list[Prompt]:
     """``count`` prompts (default ``num_prompts``) of ``input_len`` tokens from the named random stream."""
-    ids = _token_ids(config, stream, config.num_prompts if count is None else count)
+    count = config.num_prompts if count is None else count
+    if config.prompt_kind == "chat":
+        return _chat_prompts(config, stream, count)  # type: ignore[return-value]
+    ids = _token_ids(config, stream, count)
     return ids if config.prompt_kind == "ids" else _as_text(config, ids)  # type: ignore[return-value]
 
 

@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from eagle3lab.errors import EntryClassError, SourceError
+from eagle3lab.fix.capture_order_fix import PATCH_NAME as CAPTURE_PATCH
 from eagle3lab.fix.fixgen import patch_that_fixes
-from eagle3lab.trace import audit, registry, sources
+from eagle3lab.runtime import modelinfo
+from eagle3lab.trace import audit, capture_order, registry, sources
 from eagle3lab.trace.facts import release_facts
 from eagle3lab.trace.resolve import Resolver
 
@@ -63,8 +65,38 @@ def _site(row: dict) -> Optional[dict]:
     return out
 
 
+def capture_order_answer(src: sources.SglangSource, depth: Optional[int], ids: Optional[list[int]],
+                         cuda_graphs: bool = True) -> dict[str, Any]:
+    """sglang's capture-order defect for this release and, given the target depth and the drafter's ids, the
+    layers graph replays and eager forwards capture (``trace.capture_order``), with the fix when they differ."""
+    order = capture_order.trace_capture_order(src)
+    out: dict[str, Any] = {"defect": order.defect, "cuda_graphs": cuda_graphs,
+                           "graph_resets": [c.where for c in order.graph_resets], "fix_pr": capture_order.FIX_PR,
+                           "layers": None, "warn": False, "fix": None}
+    if depth is not None and ids is not None:
+        out["layers"] = order.layers(depth, ids)
+        out["warn"] = bool(cuda_graphs and out["layers"]["mismatch"])
+    elif order.defect and cuda_graphs:
+        out["warn"] = True  # the drafter's ids are not known: any that differ from the default are affected
+    if out["warn"]:
+        out["fix"] = (f"upgrade to an sglang release with {capture_order.FIX_PR}, or apply "
+                      f"patches/{CAPTURE_PATCH}.patch (python -m eagle3lab patch apply patches/{CAPTURE_PATCH}.patch)")
+    return out
+
+
+def drafter_inputs(config: Optional[str], draft_config: Optional[str]) -> tuple[Optional[int], Optional[list[int]]]:
+    """(target depth, drafter ids) from the target's and the drafter's config.json (each optional)."""
+    def folder(path: str) -> Path:
+        return Path(path).parent if Path(path).is_file() else Path(path)
+
+    depth = modelinfo.num_layers(modelinfo.read_config(folder(config))) if config else None
+    ids = modelinfo.drafter_aux_layer_ids(modelinfo.read_config(folder(draft_config))) if draft_config else None
+    return depth, ids
+
+
 def preflight(architectures: list[str], version: Optional[str] = None, with_patch: bool = True,
-              src: Optional[sources.SglangSource] = None) -> dict[str, Any]:
+              src: Optional[sources.SglangSource] = None, depth: Optional[int] = None,
+              drafter_ids: Optional[list[int]] = None, cuda_graphs: bool = True) -> dict[str, Any]:
     """The answer as plain data (the JSON of ``--json``); ``src`` overrides the release (tests)."""
     started = time.perf_counter()
     src = src or open_release(version)
@@ -101,6 +133,7 @@ def preflight(architectures: list[str], version: Optional[str] = None, with_patc
     }
     if with_patch and missing:
         answer["patch"] = patch_that_fixes(src, ref, missing)
+    answer["capture_order"] = capture_order_answer(src, depth, drafter_ids, cuda_graphs)
     answer["seconds"] = round(time.perf_counter() - started, 2)
     return answer
 
@@ -131,5 +164,17 @@ def text(answer: dict[str, Any]) -> str:
     else:
         lines.append("EAGLE-3 launch will not crash on a missing member: the entry class has every member "
                      "the runtime needs")
+    order = answer.get("capture_order") or {}
+    if order.get("warn"):
+        layers = order.get("layers")
+        what = (f"CUDA-graph replays capture {layers['cuda_graph_layers']}, eager forwards {layers['eager_layers']} "
+                f"for drafter ids {layers['drafter_ids']} on {layers['depth']} layers" if layers
+                else "the drafter's ids are unknown (pass --draft-config): any that differ from the default are hit")
+        lines.append(f"WARNING capture order: sglang {answer['sglang_version']} captures CUDA graphs before the "
+                     f"drafter's ids are set ({', '.join(order['graph_resets'])}); {what}")
+        lines.append(f"  fix: {order['fix']}")
+    elif order:
+        lines.append(f"capture order: {'no mismatch' if not order.get('defect') else 'mismatch not hit'} "
+                     f"(sglang {answer['sglang_version']})")
     lines.append(f"({answer['provenance']}; {answer['seconds']} s)")
     return "\n".join(lines)

@@ -7,13 +7,23 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
+from packaging.version import Version
+
 from eagle3lab.package import wheels
-from eagle3lab.trace import audit, contract, sources
+from eagle3lab.trace import audit, capture_order, contract, sources
 from eagle3lab.report.plots import trace as plots_trace
 from eagle3lab.paths import repo_dir
 from eagle3lab.trace.startup import StartupProfile
 from eagle3lab.runtime.deployment import layer_setup
 from eagle3lab.runtime.profiles import load_profile
+from eagle3lab.runtime.tinymodel.configs import REAL_AUX_LAYER_IDS, REAL_NUM_LAYERS
+
+# The incident's drafter and target: AQ-MedAI/Kimi-K25-eagle3's eagle_aux_hidden_state_layer_ids as the engineer's
+# write-up quotes its config (not read from the checkpoint here: it is not on this machine), and Kimi-K2.5's depth.
+KIMI_DRAFTER_IDS = tuple(REAL_AUX_LAYER_IDS)
+KIMI_DEPTH = REAL_NUM_LAYERS
+KIMI_IDS_SOURCE = ("AQ-MedAI/Kimi-K25-eagle3 config.json, as quoted in the engineer's write-up "
+                   "(https://huggingface.co/AQ-MedAI/Kimi-K25-eagle3)")
 
 FIRST_RELEASE = "0.5.6"
 T = TypeVar("T")
@@ -190,3 +200,38 @@ def lacking_rows(conf: dict[str, Any]) -> list[dict[str, Any]]:
                                         for o in r["inner_options"]),
              "via": " / ".join(r["via"]), "missing": r["missing"], "gaps": sorted(set(r["gaps"].values()))}
             for r in conf["lacking"]]
+
+
+def capture_order_record(src: sources.SglangSource, newest: sources.SglangSource, versions: list[str],
+                         setups: list[Any]) -> dict[str, Any]:
+    """The capture-order defect for the traced and the newest release: graph vs eager capture layers for the Kimi
+    drafter's ids (and each profile's own drafter), and the first release whose order is fixed (bisected)."""
+    orders = [capture_order.trace_capture_order(s) for s in (src, newest)]
+    layers = [o.layers(KIMI_DEPTH, KIMI_DRAFTER_IDS) | {"drafter": "Kimi-K2.5 + AQ-MedAI/Kimi-K25-eagle3"}
+              for o in orders]
+    for setup in setups:
+        if setup.usable and setup.depth:
+            layers += [o.layers(setup.depth, setup.aux_layer_ids) | {"drafter": f"profile {setup.deployment}"}
+                       for o in orders]
+    bisect = capture_order.bisect_fix(versions_from(src.version, versions), sources.open_source)
+    return {"drafter_ids": list(KIMI_DRAFTER_IDS), "depth": KIMI_DEPTH, "ids_source": KIMI_IDS_SOURCE,
+            "releases": [o.to_dict() for o in orders], "layers": layers, "first_fixed": bisect["first_fixed"],
+            "fix_pr": capture_order.FIX_PR, "bisect_rows": bisect["rows"]}
+
+
+def versions_from(first: str, versions: list[str]) -> list[str]:
+    """The bisected releases from ``first`` on (the capture-order bisect starts at the traced release)."""
+    start = Version(first.split("+")[0])
+    return [v for v in versions if Version(v) >= start] or versions
+
+
+def capture_order_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"release": r["release"], "drafter": r["drafter"], "depth": r["depth"], "drafter ids": r["drafter_ids"],
+             "CUDA-graph replays capture": r["cuda_graph_layers"], "eager forwards capture": r["eager_layers"],
+             "mismatch": r["mismatch"]} for r in record["layers"]]
+
+
+def capture_order_text(record: dict[str, Any]) -> str:
+    lines = [line for r in record["releases"] for line in r["evidence"]]
+    return "\n".join(lines + [f"first release with the order fixed (bisected): {record['first_fixed']} "
+                               f"(upstream fix: {record['fix_pr']}); Kimi ids from {record['ids_source']}"])

@@ -15,11 +15,11 @@ from typing import Any, Sequence
 
 from eagle3lab.bench import cycle
 from eagle3lab.bench.crosscheck import CrossCheck, cross_check
-from eagle3lab.bench.lossless import REQUIRED_CONCURRENCY, LosslessReport, lossless_report
+from eagle3lab.bench.lossless import REQUIRED_CONCURRENCY, LosslessReport, lossless_policy, lossless_report
 from eagle3lab.bench.sweep import (ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_CONTROL,
                                    ARM_KIND_EAGLE3_SHIFTED, ArmResult, BenchReport, load_requests, not_runnable_arm,
-                                   run_arm, save_arm)
-from eagle3lab.bench.workload import SweepConfig, model_vocab_size
+                                   point_rows, run_arm, save_arm)
+from eagle3lab.bench.workload import SweepConfig, model_vocab_size, special_id_floor
 from eagle3lab.errors import BenchError, ExpectationError
 from eagle3lab.package import patching
 from eagle3lab.fix.relaunch import StepResult, patched_server, serving_server, stop_serving
@@ -30,7 +30,7 @@ from eagle3lab.runtime.profiles import Profile
 from eagle3lab.errors import PerfModelError
 from eagle3lab.report.run_model import run_break_even
 from eagle3lab.bench.diagnostics import diagnose, evidence_from_artifacts, findings_table
-from eagle3lab.sidecars import InterfaceTraceSidecar, read_if_present
+from eagle3lab.sidecars import InterfaceTraceSidecar, PatchBenchSidecar, read_if_present, write as write_sidecar
 from eagle3lab.runtime.tinymodel.drafter_training import (shifted_drafter, shifted_ids_valid,
                                                           trained_drafter_for_profile)
 from eagle3lab.sidecars import CycleComponentsRecord
@@ -57,11 +57,17 @@ def expect_patch_covers_trace(patch_name: str, missing_members: Sequence[str]) -
     return added
 
 
+def prompt_kind_for(profile: Profile, requested: str) -> str:
+    """The notebook's ``prompt_kind`` parameter, or the profile's ``bench_prompt_kind`` when it says "profile"."""
+    return profile.bench_prompt_kind if requested == "profile" else requested
+
+
 def sweep_config(profile: Profile, models: Models, prompt_kind: str) -> SweepConfig:
     """The profile's sweep on this model's vocabulary (text prompts need its tokenizer); ``models.target`` is the
     local directory (a hub id is resolved to its snapshot by ``deployment.resolve_models``)."""
     return SweepConfig.from_profile(profile, vocab_size=model_vocab_size(models.target), prompt_kind=prompt_kind,
-                                    tokenizer_dir=models.target, trust_remote_code=profile.trust_remote_code)
+                                    tokenizer_dir=models.target, trust_remote_code=profile.trust_remote_code,
+                                    token_id_high=special_id_floor(models.target))
 
 
 def run_server_arm(name: str, profile: Profile, models: Models, config: SweepConfig, out_dir: Path,
@@ -81,8 +87,22 @@ def run_server_arm(name: str, profile: Profile, models: Models, config: SweepCon
         save_arm(arm, out_dir)
         measured = arm.measured_points()
         if with_cross_check and measured:
-            check = cross_check(measured[-1].metrics, spec.base_url, models.target, config, out_dir)
+            check = _cross_check(measured[-1], spec.base_url, models.target, config, out_dir)
     return arm, check
+
+
+def _cross_check(point: Any, base_url: str, tokenizer_dir: str, config: SweepConfig, out_dir: Path) -> CrossCheck:
+    """bench_serving against our harness on the same prompts. bench_serving's ``random-ids`` dataset is the
+    random-id workload, so a sweep on chat or text prompts is cross-checked on its random-id control: our harness
+    first measures that control at the same concurrency, then bench_serving, then ours again."""
+    if config.prompt_kind == "ids":
+        return cross_check(point.metrics, base_url, tokenizer_dir, config, out_dir)
+    control = dataclasses.replace(config, prompt_kind="ids", concurrency=[point.concurrency])
+    ours = run_arm("crosscheck_ids_control", base_url, control, out_dir, kind=ARM_KIND_BASELINE,
+                   log=lambda line: None).points[0]
+    if not ours.measured or ours.metrics is None:
+        raise BenchError(f"the random-id control before bench_serving failed: {ours.reason}")
+    return cross_check(ours.metrics, base_url, tokenizer_dir, control, out_dir)
 
 
 def check_greedy(profile: Profile, config: SweepConfig) -> None:
@@ -284,9 +304,12 @@ def eagle3_arm_plans(drafters: Drafters, experiment_concurrency: Sequence[int] =
     return plans
 
 
-def lossless_check(arms: Sequence[ArmResult], out_dir: Path,
+def lossless_check(arms: Sequence[ArmResult], out_dir: Path, profile: Profile | None = None,
                    required_concurrency: int = REQUIRED_CONCURRENCY) -> LosslessReport:
-    """Every measured speculative arm's outputs against the baseline's, prompt by prompt (see ``lossless``)."""
+    """Every measured speculative arm's outputs against the baseline's, prompt by prompt (see ``lossless``):
+    exact equality where ``profile`` runs fp32, agreement against its ``lossless_min_agreement`` otherwise
+    (no profile: exact)."""
+    mode, threshold = lossless_policy(profile.dtype, profile.lossless_min_agreement) if profile else ("exact", None)
     baseline = next((a for a in arms if a.kind == ARM_KIND_BASELINE and a.measured_points()), None)
     if baseline is None:
         raise BenchError("the lossless check needs a measured baseline arm")
@@ -297,7 +320,37 @@ def lossless_check(arms: Sequence[ArmResult], out_dir: Path,
         return load_requests(Path(out_dir) / arm.requests_file)
 
     candidates = [(a.name, records(a)) for a in arms if a.speculative and a.measured_points()]
-    return lossless_report((baseline.name, records(baseline)), candidates, required_concurrency)
+    return lossless_report((baseline.name, records(baseline)), candidates, required_concurrency, mode=mode,
+                           min_agreement=threshold)
+
+
+class PartialSidecar:
+    """Notebook 03's sidecar, rewritten (atomically) each time an arm finishes, with ``complete`` false.
+
+    A benchmark on 8 GPUs runs for hours; a failure after it (a lossless verdict, a figure, the cost model) must
+    not lose the arms already measured. The last cell writes the complete sidecar over it.
+    """
+
+    def __init__(self, base: PatchBenchSidecar) -> None:
+        self.sidecar = base.model_copy(update={"complete": False})
+        self.arms: list[ArmResult] = []
+
+    def add_arm(self, arm: ArmResult, crosscheck: CrossCheck | None = None) -> ArmResult:
+        """Record a finished arm (and the cross-check run beside it) and rewrite the sidecar; returns ``arm``."""
+        self.arms.append(arm)
+        update: dict[str, Any] = {"arms": point_rows(self.arms)}
+        if crosscheck is not None:
+            update["cross_check"] = crosscheck.to_dict()
+        return self._write(update, arm)
+
+    def update(self, **fields: Any) -> None:
+        """Any other finished part (for example ``lossless``), so a later failure keeps it."""
+        self._write(fields, None)
+
+    def _write(self, update: dict[str, Any], arm: ArmResult | None) -> Any:
+        self.sidecar = type(self.sidecar).model_validate({**self.sidecar.model_dump(), **update})
+        write_sidecar(self.sidecar)
+        return arm
 
 
 def timings(chain: Sequence[StepResult], captures: dict[Any, Any], report: BenchReport | None) -> dict[str, float]:

@@ -48,6 +48,7 @@ class CrashRun:
         return {"status": self.outcome.status, "seconds_to_outcome": self.outcome.seconds,
                 "returncode": self.outcome.returncode,
                 "peak_rss_gib": round(self.outcome.peak_rss_bytes / 2**30, 2),
+                "peak_pss_gib": round(self.outcome.peak_pss_bytes / 2**30, 2),
                 "category": self.report.category if self.report else None,
                 "signature": self.report.signature if self.report else None,
                 "call_site": str(self.report.call_site) if self.report and self.report.call_site else None,

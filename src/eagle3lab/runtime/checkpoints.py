@@ -185,12 +185,20 @@ def _manifest_problems(checkpoint: Checkpoint, root: Path) -> list[str]:
     return problems
 
 
-def _partial_downloads(checkpoint: Checkpoint) -> list[str]:
-    if checkpoint.kind != "hub":
+def _partial_downloads(checkpoint: Checkpoint, complete_by_manifest: bool = False) -> list[str]:
+    """Interrupted downloads in the repo's blob store, as a problem of *this* snapshot only when they can be its
+    own: blobs are shared by every revision of the repo, so a snapshot the fetch manifest shows complete (every
+    listed file present at the hub's size) is not made incomplete by a stale ``*.incomplete`` of another one."""
+    if checkpoint.kind != "hub" or complete_by_manifest:
         return []
     blobs = repo_folder(checkpoint.source) / "blobs"
     partial = list(blobs.glob("*.incomplete")) if blobs.is_dir() else []
     return [f"{len(partial)} interrupted downloads in the cache (resumable)"] if partial else []
+
+
+def _has_manifest(checkpoint: Checkpoint) -> bool:
+    return bool(checkpoint.kind == "hub" and checkpoint.revision
+                and manifest_path(checkpoint.source, checkpoint.revision).is_file())
 
 
 def examine(checkpoint: Checkpoint) -> Checkpoint:
@@ -205,7 +213,8 @@ def examine(checkpoint: Checkpoint) -> Checkpoint:
     if not (root / "config.json").is_file():
         problems.append("no config.json")
     weights, checked = _weights_problems(root)
-    problems += weights + _manifest_problems(checkpoint, root) + _partial_downloads(checkpoint)
+    listed = _manifest_problems(checkpoint, root)
+    problems += weights + listed + _partial_downloads(checkpoint, _has_manifest(checkpoint) and not listed)
     checkpoint.problems = [*checkpoint.problems, *problems]
     checkpoint.checked = checked
     return checkpoint

@@ -20,11 +20,9 @@ from eagle3lab.runtime.profiles import Profile
 from eagle3lab.runtime.server import ServerSpec
 from eagle3lab.runtime.speculative import SpeculativeSpec
 from eagle3lab.runtime.tinymodel import build_tiny_models
-from eagle3lab.runtime.cpu_harness import cpu_environment
+from eagle3lab.runtime.launch_env import launch_environment
 
 TINY = "tiny"
-# Every launch and every reader runs against what is on disk; nothing reaches the hub behind the user's back.
-OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
 class ModelsNotFetched(ModelPathError):
@@ -53,7 +51,7 @@ def locate_models(profile: Profile) -> tuple[Checkpoint, Checkpoint, str | None]
     tiny_dirs: dict[str, str] = {}
     if TINY in (profile.target_model, profile.draft_model):
 
-        tiny = build_tiny_models(num_layers=profile.model_num_layers)
+        tiny = build_tiny_models(num_layers=profile.model_num_layers, aux_layer_ids=profile.tiny_aux_layer_ids)
         cache_key = tiny.cache_key
         tiny_dirs = {"target": str(tiny.target_dir), "draft": str(tiny.draft_dir)}
 
@@ -94,15 +92,6 @@ def layer_setup(profile: Profile) -> modelinfo.LayerSetup:
     return modelinfo.layer_setup(profile, target.path, draft.path, fix)
 
 
-def harness_env(profile: Profile, shims: Sequence[str], speculative: bool = False) -> dict[str, str]:
-    """The CPU harness variables for the cpu profile (a speculative server also gets Triton's interpreter);
-    nothing for a GPU deployment."""
-    if not profile.cpu_harness:
-        return {}
-
-    return cpu_environment(shims=tuple(shims), speculative=speculative)
-
-
 def server_spec(profile: Profile, models: Models, *, speculative: bool, shims: Sequence[str] = (),
                 port: int | None = None) -> ServerSpec:
     """The launch for this profile, with or without EAGLE-3; checks the sglang release first."""
@@ -115,4 +104,4 @@ def server_spec(profile: Profile, models: Models, *, speculative: bool, shims: S
         context_length=profile.context_length, max_total_tokens=profile.max_total_tokens,
         max_running_requests=profile.max_running_requests, mem_fraction_static=profile.mem_fraction_static,
         speculative=spec, extra_args=tuple(profile.extra_server_args),
-        env={**harness_env(profile, shims, speculative), **OFFLINE_ENV})
+        env=launch_environment(profile, shims, speculative))

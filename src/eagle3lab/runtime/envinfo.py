@@ -7,6 +7,8 @@ a different code base than the profile claims.
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
+from pathlib import Path
 import os
 import platform
 import subprocess
@@ -15,6 +17,7 @@ import psutil
 
 from eagle3lab.errors import EnvironmentProblem, PatchError
 from eagle3lab.package.location import installed_root
+from eagle3lab.runtime import gpuinfo
 from eagle3lab.package.release import drift
 from eagle3lab.paths import REPO_ROOT
 
@@ -26,6 +29,17 @@ def package_version(name: str) -> str | None:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def sgl_kernel_arch_dirs() -> list[str]:
+    """The per-architecture op libraries the installed sgl-kernel ships (``sm90``, ``sm100``, ...), found on disk
+    without importing it (its import loads CUDA libraries)."""
+    spec = importlib.util.find_spec("sgl_kernel")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    root = Path(list(spec.submodule_search_locations)[0])
+    return sorted((d.name for d in root.iterdir() if d.is_dir() and d.name.startswith("sm")
+                   and any(d.glob("common_ops*"))), key=lambda n: int("".join(filter(str.isdigit, n)) or 0))
 
 
 def check_sglang(expected: str) -> str:
@@ -65,15 +79,12 @@ def git_revision() -> str | None:
 
 
 def accelerators() -> str:
-    """GPUs seen by torch, or 'none'. Importing torch here is fine: the notebook kernel never imports sglang."""
-    try:
-        import torch
-    except ImportError:
-        return "torch missing"
-    if not torch.cuda.is_available():
-        return "none"
-    names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    return f"{len(names)}x {names[0]}"
+    """GPUs seen by torch, or 'none', asked in a child process (``gpuinfo.inventory``): a process that touches
+    CUDA holds a context on every GPU, and the notebook kernel must not hold one while servers need the memory."""
+    inv = gpuinfo.inventory()
+    if inv.count == 0:
+        return "none" if not inv.error or "no NVIDIA driver" in inv.error else f"none ({inv.error})"
+    return f"{inv.count}x {inv.gpus[0].name}"
 
 
 def environment_table() -> dict[str, str]:

@@ -23,6 +23,19 @@ from eagle3lab.runtime import checkpoints, deployment
 from eagle3lab.runtime.profiles import Profile
 
 SMALL_FILES = ("*.json", "*.py", "*.model", "*.txt", "*.jinja", "*.tiktoken", "tokenizer*")
+# What serving reads besides the small files: the weights, in safetensors when the repo has them (sglang prefers
+# them), else PyTorch .bin files. Everything else a repo may carry (optimizer or training states such as
+# training_state.pt, logs, images) is never fetched.
+WEIGHTS_SAFETENSORS = ("*.safetensors",)
+WEIGHTS_BIN = ("*.bin",)
+
+
+def serving_patterns(names: Sequence[str]) -> tuple[str, ...]:
+    """The allow patterns for serving a repo with these files: the small files and one weight format."""
+    from fnmatch import fnmatch
+
+    has_safetensors = any(fnmatch(n, WEIGHTS_SAFETENSORS[0]) for n in names)
+    return SMALL_FILES + (WEIGHTS_SAFETENSORS if has_safetensors else WEIGHTS_BIN)
 
 
 @dataclass
@@ -32,8 +45,10 @@ class RepoPlan:
     role: str
     repo_id: str
     commit: str
-    files: dict[str, int | None]  # path in the repo -> size the hub reports
+    files: dict[str, int | None]  # path in the repo -> size the hub reports (only the files to fetch)
     cached_bytes: int = 0
+    patterns: tuple[str, ...] = ()  # allow patterns the files were chosen by
+    left_out: list[str] = field(default_factory=list)  # files the repo lists that serving does not need
 
     @property
     def total_bytes(self) -> int:
@@ -62,7 +77,8 @@ def hub_repos(profile: Profile) -> list[tuple[str, str]]:
 
 def plan(role: str, repo_id: str, *, endpoint: str | None = None, local_dir: Path | None = None,
          allow_patterns: Sequence[str] | None = None) -> RepoPlan:
-    """The hub's file list with sizes (one API call), and how much of it is already on disk."""
+    """The hub's file list with sizes (one API call), and how much of it is already on disk. Without
+    ``allow_patterns`` only what serving needs is planned (``serving_patterns``)."""
     from fnmatch import fnmatch
 
     from huggingface_hub import HfApi
@@ -75,12 +91,14 @@ def plan(role: str, repo_id: str, *, endpoint: str | None = None, local_dir: Pat
         raise FetchError(f"cannot list {repo_id} on {where} ({type(exc).__name__}: "
                          f"{(str(exc).splitlines() or [''])[0]}); check the network, the repo id, or set "
                          "HF_ENDPOINT / --endpoint to a mirror (gated repos need HF_TOKEN)") from None
-    files = {s.rfilename: s.size for s in info.siblings or []
-             if not allow_patterns or any(fnmatch(s.rfilename, p) for p in allow_patterns)}
+    listed = {s.rfilename: s.size for s in info.siblings or []}
+    patterns = tuple(allow_patterns) if allow_patterns else serving_patterns(list(listed))
+    files = {name: size for name, size in listed.items() if any(fnmatch(name, p) for p in patterns)}
     base = local_dir if local_dir is not None else checkpoints.repo_folder(repo_id) / "snapshots" / str(info.sha)
     cached = sum(min((base / name).stat().st_size, size or 0) for name, size in files.items()
                  if (base / name).is_file())
-    return RepoPlan(role, repo_id, str(info.sha), files, cached)
+    return RepoPlan(role, repo_id, str(info.sha), files, cached, patterns,
+                    sorted(name for name in listed if name not in files))
 
 
 def check_free_disk(plans: Sequence[RepoPlan], where: Path) -> None:
@@ -119,11 +137,13 @@ def fetch_models(profile: Profile, *, endpoint: str | None = None, local_dir: st
     plans = [plan(role, repo, endpoint=endpoint, local_dir=dirs[repo], allow_patterns=patterns) for role, repo in repos]
     for p in plans:
         echo(f"{p.role} {p.repo_id} @ {p.commit[:12]}: {len(p.files)} files, {p.total_bytes / 1e9:.2f} GB; "
-             f"{p.cached_bytes / 1e9:.2f} GB already here, {p.to_fetch_bytes / 1e9:.2f} GB to fetch")
+             f"{p.cached_bytes / 1e9:.2f} GB already here, {p.to_fetch_bytes / 1e9:.2f} GB to fetch"
+             + (f"; not needed for serving, left out: {', '.join(p.left_out[:5])}"
+                f"{' ...' if len(p.left_out) > 5 else ''}" if p.left_out else ""))
     check_free_disk(plans, Path(local_dir) if local_dir else checkpoints.hub_cache_dir())
     for p in plans:
         kwargs: dict[str, Any] = dict(revision=p.commit, endpoint=_endpoint(endpoint), max_workers=max_workers,
-                                      allow_patterns=patterns)
+                                      allow_patterns=list(p.patterns))
         if dirs[p.repo_id] is not None:
             kwargs["local_dir"] = str(dirs[p.repo_id])
         else:

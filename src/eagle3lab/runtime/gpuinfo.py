@@ -48,6 +48,8 @@ class GpuInventory:
     driver: str | None = None
     topology: str | None = None  # ``nvidia-smi topo -m`` verbatim
     error: str | None = None
+    cudnn_version: int | None = None  # torch.backends.cudnn.version(), e.g. 91002 for 9.10.2
+    used_mib: list[int] | None = None  # memory in use per GPU (nvidia-smi), before anything of ours runs
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -108,6 +110,12 @@ def inventory(python: str = sys.executable, timeout_s: float = 120.0) -> GpuInve
     if found.driver:
         found.driver = found.driver.splitlines()[0].strip()
     found.topology = _nvidia_smi("topo", "-m")
+    used = _nvidia_smi("--query-gpu=memory.used", "--format=csv,noheader,nounits")
+    if used:
+        try:
+            found.used_mib = [int(float(line.strip())) for line in used.splitlines() if line.strip()]
+        except ValueError:
+            found.used_mib = None
     return found
 
 
@@ -123,8 +131,12 @@ def _torch_inventory() -> GpuInventory:
     for index in range(count):
         props = torch.cuda.get_device_properties(index)
         gpus.append(Gpu(index, props.name, (props.major, props.minor), int(props.total_memory)))
+    try:
+        cudnn = torch.backends.cudnn.version()
+    except Exception:  # noqa: BLE001 -- no cuDNN library: the check reports None
+        cudnn = None
     return GpuInventory(count, gpus, list(torch.cuda.get_arch_list()) if count else [], torch.__version__,
-                        torch.version.cuda)
+                        torch.version.cuda, cudnn_version=cudnn)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -74,6 +74,41 @@ def tree(pid: int) -> list[psutil.Process]:
         return [root, *root.children(recursive=True)]
     except psutil.Error:
         return []
+
+
+@dataclass
+class TreeMemory:
+    """Memory of a process tree, counted two ways.
+
+    ``rss`` sums each process's resident set, so pages several processes share (the mmapped safetensors weights
+    every TP worker maps, CUDA/torch libraries) count once per process: with TP 8 the weights count eight times.
+    ``pss`` sums the proportional set size (each shared page divided among the processes that map it), so the
+    sum counts every page once: the tree's real footprint. ``per_process`` keeps both per pid."""
+
+    rss: int = 0
+    pss: int = 0
+    per_process: dict[int, dict[str, int]] = field(default_factory=dict)
+
+
+def tree_memory(pid: int) -> TreeMemory:
+    """RSS and PSS of ``pid`` and its descendants (PSS from /proc/<pid>/smaps_rollup via psutil; RSS where the
+    kernel does not give PSS)."""
+    out = TreeMemory()
+    for proc in tree(pid):
+        try:
+            info = proc.memory_full_info()
+            rss, pss = int(info.rss), int(getattr(info, "pss", info.rss))
+        except psutil.AccessDenied:
+            try:
+                rss = pss = int(proc.memory_info().rss)
+            except psutil.Error:
+                continue
+        except psutil.Error:
+            continue
+        out.rss += rss
+        out.pss += pss
+        out.per_process[proc.pid] = {"rss": rss, "pss": pss}
+    return out
 
 
 def alive(proc: psutil.Process) -> bool:

@@ -32,6 +32,9 @@ class Profile(BaseModel):
     target_model: str = Field(description="target model path or hub id; 'tiny' builds the tiny Kimi-K2.5 model")
     draft_model: str = Field(description="EAGLE-3 drafter path or hub id; 'tiny' builds the tiny drafter")
     model_num_layers: int = Field(gt=0, description="decoder layers of the target (tiny: generated depth)")
+    tiny_aux_layer_ids: Optional[list[int]] = Field(
+        default=None, description="tiny drafter's eagle_aux_hidden_state_layer_ids; null: the real drafter's ids "
+                                  "scaled to model_num_layers (tinymodel.configs.scale_aux_layer_ids)")
     tp_size: int = Field(gt=0, description="tensor-parallel degree")
     dtype: str = Field(description="--dtype for the server")
     trust_remote_code: bool = Field(description="pass --trust-remote-code")
@@ -52,7 +55,21 @@ class Profile(BaseModel):
     bench_concurrency: list[PositiveInt] = Field(min_length=1, description="concurrency sweep of the benchmark")
     bench_input_len: int = Field(gt=0, description="prompt tokens per benchmark request")
     bench_output_len: int = Field(gt=0, description="completion tokens per benchmark request (ignore_eos)")
-    bench_num_prompts: int = Field(gt=0, description="requests per sweep point")
+    bench_num_prompts: int = Field(gt=0, description="requests per sweep point (the floor when "
+                                                      "bench_prompts_per_concurrency is set)")
+    bench_prompts_per_concurrency: Optional[int] = Field(
+        default=None, gt=0, description="measured requests per point = max(bench_num_prompts, this x concurrency); "
+                                        "null: bench_num_prompts at every point")
+    bench_prompt_kind: Literal["ids", "text", "chat"] = Field(
+        default="ids", description="the headline workload: random token ids, their decoded text, or the bundled "
+                                   "chat questions in the model's chat template (bench.workload); notebook 03's "
+                                   "prompt_kind parameter overrides it")
+    lossless_min_agreement: Optional[float] = Field(
+        default=None, ge=0.0, le=1.0,
+        description="lossless check outside fp32 (bench.lossless): the smallest fraction of compared tokens that "
+                    "must match before each prompt's first divergence at the required concurrency; below it is "
+                    "gross divergence and fails the run. Ignored (exact equality) when dtype is float32; required "
+                    "otherwise")
 
     @property
     def uses_tiny_model(self) -> bool:

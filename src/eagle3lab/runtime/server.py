@@ -99,8 +99,9 @@ class LaunchOutcome:
     seconds: float
     returncode: int | None
     log_path: Path
-    peak_rss_bytes: int
+    peak_rss_bytes: int  # sum of RSS over the tree: shared (mmapped) pages counted once per process
     pid: int
+    peak_pss_bytes: int = 0  # sum of PSS over the tree: every page once (procwatch.TreeMemory)
 
     def log_text(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
@@ -198,6 +199,7 @@ class ServerProcess:
         self.proc: subprocess.Popen | None = None
         self.started_at = 0.0
         self.peak_rss_bytes = 0
+        self.peak_pss_bytes = 0
 
     def start(self) -> None:
         check_model_path(self.spec.model_path, "target model")
@@ -232,8 +234,16 @@ class ServerProcess:
     def elapsed(self) -> float:
         return time.monotonic() - self.started_at
 
+    def sample_memory(self) -> procwatch.TreeMemory:
+        """RSS and PSS of the tree now, and the peaks of both so far."""
+        memory = procwatch.tree_memory(self.proc.pid) if self.proc is not None else procwatch.TreeMemory()
+        self.peak_rss_bytes = max(self.peak_rss_bytes, memory.rss)
+        self.peak_pss_bytes = max(self.peak_pss_bytes, memory.pss)
+        return memory
+
     def tree_rss_bytes(self) -> int:
-        """Resident memory of the launcher and every descendant (scheduler, detokenizer, ...)."""
+        """Resident memory of the launcher and every descendant (scheduler, detokenizer, ...), summed per process
+        (shared pages counted once per process; ``sample_memory`` also gives PSS, which counts them once)."""
         if self.proc is None:
             return 0
         try:
@@ -267,7 +277,7 @@ class ServerProcess:
         status: Literal["ready", "died", "timeout", "interrupted"] = "timeout"
         try:
             while time.monotonic() < deadline:
-                self.peak_rss_bytes = max(self.peak_rss_bytes, self.tree_rss_bytes())
+                self.sample_memory()
                 if self.proc.poll() is not None:
                     status = "died"
                     break
@@ -281,7 +291,7 @@ class ServerProcess:
         if status != "ready":
             self._check_log_space_after(status)
         return LaunchOutcome(status, round(self.elapsed(), 2), self.proc.poll(), self.log_path,
-                             self.peak_rss_bytes, self.proc.pid)
+                             self.peak_rss_bytes, self.proc.pid, self.peak_pss_bytes)
 
     def _check_log_space_after(self, status: str) -> None:
         """A server that died or hung while the disk under its log is full: say that, not what the log lacks."""

@@ -31,7 +31,8 @@ LAUNCH_MODULE = ("-m", "sglang.launch_server")
 CHOSEN_KEYS = ("mem_fraction_static", "chunked_prefill_size", "cuda_graph_max_bs", "max_running_requests",
                "max_total_tokens", "attention_backend", "disable_cuda_graph", "page_size", "context_length",
                "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
-               "speculative_num_draft_tokens", "tp_size", "device")
+               "speculative_num_draft_tokens", "tp_size", "device", "moe_runner_backend",
+               "disable_flashinfer_autotune", "quantization")
 
 
 @dataclass
@@ -42,6 +43,10 @@ class ParsedLaunch:
     parsed: bool  # sglang's argparse accepted every flag
     validated: bool | None  # ServerArgs.__post_init__ ran through (None: not attempted)
     error: str | None = None
+    # ServerArgs.check_server_args() passed, the full check sglang's engine runs before any model code
+    # (engine.py:1026 in 0.5.9); None: not attempted (not asked, or the command line failed earlier)
+    checked: bool | None = None
+    check_error: str | None = None
     skipped_because: str | None = None
     chosen: dict[str, Any] = field(default_factory=dict)  # sglang's resolved values (after __post_init__)
     warnings: list[str] = field(default_factory=list)  # what sglang logged while resolving them
@@ -61,11 +66,16 @@ def launch_flags(argv: Sequence[str]) -> list[str]:
 
 
 def parse_launches(argvs: Mapping[str, Sequence[str]], env: Mapping[str, str] | None = None, *,
-                   validate: bool = True, python: str = sys.executable, timeout_s: float = 300.0
-                   ) -> dict[str, ParsedLaunch]:
-    """Each labelled command line through sglang's parser in one child process (the launch's environment)."""
+                   validate: bool = True, check: bool = True, python: str = sys.executable,
+                   timeout_s: float = 300.0) -> dict[str, ParsedLaunch]:
+    """Each labelled command line through sglang's parser in one child process (the launch's environment).
+
+    ``check`` also runs ``ServerArgs.check_server_args()`` on each validated command line: the check sglang's
+    engine runs at start-up (``engine.py:1026``) and ``from_cli_args`` never does, which holds, among others,
+    the torch 2.9.1 / cuDNN refusal (``server_args.py:5263-5298``). ``env`` must be the launch's own environment,
+    since that refusal reads ``SGLANG_DISABLE_CUDNN_CHECK``."""
     request = json.dumps({"launches": {label: launch_flags(argv) for label, argv in argvs.items()},
-                          "validate": validate})
+                          "validate": validate, "check": check})
     answer = ask_child("eagle3lab.runtime.sglang_args", stdin=request, env={**os.environ, **(env or {})},
                        timeout_s=timeout_s, python=python)
     if answer.timed_out:
@@ -174,7 +184,7 @@ def _jsonable(value: Any) -> Any:
         return str(value)
 
 
-def _parse_one(label: str, flags: list[str], validate: bool) -> ParsedLaunch:
+def _parse_one(label: str, flags: list[str], validate: bool, check: bool = False) -> ParsedLaunch:
     from sglang.srt.server_args import ServerArgs
 
     started = time.monotonic()
@@ -200,13 +210,32 @@ def _parse_one(label: str, flags: list[str], validate: bool) -> ParsedLaunch:
         os.environ.clear()
         os.environ.update(environ)
     chosen = {key: _jsonable(getattr(args, key, None)) for key in CHOSEN_KEYS}
+    checked, check_error = _full_check(args) if check else (None, None)
     return ParsedLaunch(label, parsed=True, validated=True, chosen=chosen, warnings=collect.messages,
-                        seconds=round(time.monotonic() - started, 2))
+                        seconds=round(time.monotonic() - started, 2), checked=checked, check_error=check_error)
+
+
+def _full_check(args: Any) -> tuple[bool, str | None]:
+    """sglang's own ``check_server_args()`` on resolved ServerArgs: (passed, its first error line)."""
+    environ = dict(os.environ)
+    try:
+        args.check_server_args()
+    except Exception as exc:  # noqa: BLE001 -- sglang's refusal is the result
+        lines = [line for line in _ANSI.sub("", str(exc)).splitlines() if line.strip().strip("-")]
+        return False, f"{type(exc).__name__}: {' / '.join(line.strip() for line in lines[:3])}"
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+    return True, None
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def main() -> int:
     request = json.loads(sys.stdin.read())
-    results = {label: _parse_one(label, list(flags), bool(request.get("validate", True))).to_dict()
+    results = {label: _parse_one(label, list(flags), bool(request.get("validate", True)),
+                                 bool(request.get("check", False))).to_dict()
                for label, flags in request["launches"].items()}
     emit(results)
     return 0

@@ -104,14 +104,18 @@ def _first_raise(order: list[dict], sites: list[contract_mod.Site], lacking: set
     return first
 
 
-def verdict(src: SglangSource, entry: str = "KimiK25ForConditionalGeneration") -> dict[str, Any]:
+def verdict(src: SglangSource, entry: str = "KimiK25ForConditionalGeneration",
+            profiles: Optional[tuple[StartupProfile, ...]] = None) -> dict[str, Any]:
     """The members the runtime needs unguarded that ``entry`` lacks, where each profile raises first, and
-    whether delegating one method would have been enough."""
+    whether delegating one method would have been enough. ``profiles`` (default: the generic cpu and gpu start-up)
+    may carry a launch's resolved server args and device capability, which decide branches such as FlashInfer
+    autotune (see ``StartupProfile``)."""
     res = Resolver(src)
-    return verdict_for(src, res, res.find(entry))
+    return verdict_for(src, res, res.find(entry), profiles)
 
 
-def verdict_for(src: SglangSource, res: Resolver, ref: ClassRef) -> dict[str, Any]:
+def verdict_for(src: SglangSource, res: Resolver, ref: ClassRef,
+                profiles: Optional[tuple[StartupProfile, ...]] = None) -> dict[str, Any]:
     """``verdict`` for a class already found (the preflight reaches it through the registry)."""
     con = Contract.of(src)
     entry = ref.name
@@ -120,7 +124,7 @@ def verdict_for(src: SglangSource, res: Resolver, ref: ClassRef) -> dict[str, An
     gaps = _gaps(rep, missing)
     first: dict[str, dict] = {}
     after_one: dict[str, dict] = {}
-    for profile in (StartupProfile.cpu(), StartupProfile.gpu()):
+    for profile in profiles or (StartupProfile.cpu(), StartupProfile.gpu()):
         order = startup(src, profile)
         first[profile.name] = _first_raise(order, con.sites, set(missing))
         hit = first[profile.name].get("member")

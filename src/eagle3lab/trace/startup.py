@@ -23,6 +23,7 @@ from eagle3lab.trace.contract import Provenance, Site, flag_provenance, runtime_
 from eagle3lab.trace.sources import SglangSource
 
 UNKNOWN = None
+_NOT_KNOWN = object()  # a value the profile does not know (distinct from None, which sglang values can be)
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,14 @@ class StartupProfile:
     device: str
     cuda_graphs: bool
     torch_compile: bool = False
+    # sglang's resolved ServerArgs values (runtime.sglang_args, after __post_init__) and the GPU's compute
+    # capability: with them, tests such as ``self._should_run_flashinfer_autotune()`` (moe_runner_backend,
+    # get_device_capability) are decided instead of taken both ways. Empty / None: not known.
+    server_args: tuple[tuple[str, Any], ...] = ()
+    capability: Optional[tuple[int, int]] = None
+
+    def server_arg(self, key: str) -> Any:
+        return dict(self.server_args).get(key, _NOT_KNOWN)
 
     @classmethod
     def cpu(cls) -> "StartupProfile":
@@ -41,6 +50,14 @@ class StartupProfile:
     @classmethod
     def gpu(cls) -> "StartupProfile":
         return cls("gpu", "cuda", cuda_graphs=True)
+
+    @classmethod
+    def resolved(cls, chosen: dict[str, Any], capability: Optional[tuple[int, int]]) -> "StartupProfile":
+        """The gpu/cpu start-up of one launch, from sglang's resolved ServerArgs values
+        (``runtime.sglang_args.ParsedLaunch.chosen``) and the GPU's compute capability."""
+        device = str(chosen.get("device") or "cuda")
+        return cls("gpu" if device == "cuda" else "cpu", device, cuda_graphs=not chosen.get("disable_cuda_graph"),
+                   server_args=tuple(sorted(chosen.items())), capability=capability)
 
 
 @dataclass
@@ -122,6 +139,7 @@ class _Walker:
         self.follow_objects = False  # the scheduler-driven walk of newer releases (see the module docstring)
         self.open_branches: list[dict[str, Any]] = []  # those branches, outermost first
         self.depends_on: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
+        self.cls_stack: list[str] = []  # the class whose method is being walked (for self.<predicate>() tests)
 
     # -- branch evaluation
     def truth(self, node: ast.expr, role: str) -> Optional[bool]:
@@ -141,6 +159,9 @@ class _Walker:
             return role == "draft"
         if isinstance(node, ast.Attribute) and self.prov.target_runner_only(("runner", last)):
             return role == "target"  # a flag the runtime only sets on the target runner (with EAGLE-3 on)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.args \
+                and ast.unparse(node.func.value) == "self" and self.cls_stack:
+            return self.method_truth(self.cls_stack[-1], node.func.attr, role)
         if last == "disable_cuda_graph":
             return not self.profile.cuda_graphs
         if last == "enable_torch_compile":
@@ -162,6 +183,81 @@ class _Walker:
                 return self.profile.device not in value
         return UNKNOWN
 
+    def method_truth(self, cls: str, name: str, role: str) -> Optional[bool]:
+        """What a predicate method of the runner returns, when its early returns are decided by the profile's
+        resolved server args and capability (``if <test>: return <value>`` in order, then a final return)."""
+        found = self.idx.method(cls, name)
+        if not found:
+            return UNKNOWN
+        env: dict[str, Any] = {}
+        for stmt in found[2].body:
+            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+                continue  # docstring
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+                value = self.value(stmt.value, env, role)
+                target = stmt.targets[0]
+                if isinstance(target, ast.Name):
+                    env[target.id] = value
+                elif isinstance(target, ast.Tuple) and isinstance(value, tuple) and len(value) == len(target.elts):
+                    env.update({t.id: v for t, v in zip(target.elts, value) if isinstance(t, ast.Name)})
+                else:
+                    return UNKNOWN
+                continue
+            if isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1 \
+                    and isinstance(stmt.body[0], ast.Return):
+                test = self.value(stmt.test, env, role)
+                if test is _NOT_KNOWN:
+                    return UNKNOWN
+                if test:
+                    result = self.value(stmt.body[0].value, env, role) if stmt.body[0].value else None
+                    return UNKNOWN if result is _NOT_KNOWN else bool(result)
+                continue
+            if isinstance(stmt, ast.Return):
+                result = self.value(stmt.value, env, role) if stmt.value else None
+                return UNKNOWN if result is _NOT_KNOWN else bool(result)
+            return UNKNOWN
+        return UNKNOWN
+
+    def value(self, node: ast.expr, env: dict[str, Any], role: str) -> Any:
+        """A small expression's value from the profile (server args, capability) or ``_NOT_KNOWN``."""
+        text = ast.unparse(node)
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            items = [self.value(e, env, role) for e in node.elts]
+            return _NOT_KNOWN if any(i is _NOT_KNOWN for i in items) else tuple(items)
+        if isinstance(node, ast.Name):
+            return env.get(node.id, _NOT_KNOWN)
+        if text.startswith("self.server_args.") and text.count(".") == 2:
+            return self.profile.server_arg(text.rsplit(".", 1)[-1])
+        if text.endswith("get_device_capability()"):
+            return self.profile.capability if self.profile.capability is not None else _NOT_KNOWN
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            inner = self.value(node.operand, env, role)
+            return _NOT_KNOWN if inner is _NOT_KNOWN else not inner
+        if isinstance(node, ast.BoolOp):
+            vals = [self.value(v, env, role) for v in node.values]
+            if isinstance(node.op, ast.And):
+                return False if any(v is not _NOT_KNOWN and not v for v in vals) else \
+                    (_NOT_KNOWN if any(v is _NOT_KNOWN for v in vals) else True)
+            return True if any(v is not _NOT_KNOWN and v for v in vals) else \
+                (_NOT_KNOWN if any(v is _NOT_KNOWN for v in vals) else False)
+        if isinstance(node, ast.Compare) and len(node.ops) == 1:
+            left, right = self.value(node.left, env, role), self.value(node.comparators[0], env, role)
+            if left is _NOT_KNOWN or right is _NOT_KNOWN:
+                return _NOT_KNOWN
+            ops = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.In: lambda a, b: a in b,
+                   ast.NotIn: lambda a, b: a not in b, ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b,
+                   ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b, ast.Is: lambda a, b: a is b,
+                   ast.IsNot: lambda a, b: a is not b}
+            op = ops.get(type(node.ops[0]))
+            try:
+                return op(left, right) if op else _NOT_KNOWN
+            except TypeError:
+                return _NOT_KNOWN
+        truth = self.truth(node, role)  # spec algorithm, draft worker, device, graphs
+        return _NOT_KNOWN if truth is None else truth
+
     # -- walking
     def walk_method(self, cls: str, name: str, role: str, depth: int = 0) -> None:
         found = self.idx.method(cls, name)
@@ -173,7 +269,11 @@ class _Walker:
         if key in self.visited:
             return
         self.visited.add(key)
-        self.stmts(func.body, path, owner, cls, role, depth)
+        self.cls_stack.append(cls)
+        try:
+            self.stmts(func.body, path, owner, cls, role, depth)
+        finally:
+            self.cls_stack.pop()
 
     def walk_function(self, name: str, role: str, depth: int) -> None:
         """A module-level helper the runtime calls by name (newer releases move start-up steps into them)."""

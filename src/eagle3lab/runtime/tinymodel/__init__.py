@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -55,7 +56,8 @@ def _installed(package: str) -> str:
         return "absent"
 
 
-def tiny_model_inputs(seed: int = 0, num_layers: int = 4) -> dict[str, Any]:
+def tiny_model_inputs(seed: int = 0, num_layers: int = 4, aux_layer_ids: Sequence[int] | None = None
+                      ) -> dict[str, Any]:
     """Everything that determines the generated files (hashed into the cache key)."""
     if not isinstance(seed, int) or seed < 0:
         raise TinyModelError(f"seed must be a non-negative integer, got {seed!r}")
@@ -63,7 +65,7 @@ def tiny_model_inputs(seed: int = 0, num_layers: int = 4) -> dict[str, Any]:
         "generator_version": GENERATOR_VERSION,
         "seed": seed,
         "target": target_config(num_layers),
-        "draft": draft_config(num_layers),
+        "draft": draft_config(num_layers, aux_layer_ids),
         "vocab_size": VOCAB_SIZE,
         "chat_template": CHAT_TEMPLATE,
         "sglang": _installed("sglang"),
@@ -152,13 +154,13 @@ def verify_cache(root: Path, manifest: dict[str, Any]) -> None:
 
 
 def build_tiny_models(cache_root: Path | None = None, seed: int = 0, num_layers: int = 4,
-                      force: bool = False) -> TinyModels:
+                      force: bool = False, aux_layer_ids: Sequence[int] | None = None) -> TinyModels:
     """Return the tiny target + drafter for these inputs, building them into the cache if they are not there.
 
     ``cache_root`` defaults to ``cache_dir("models")``; the pair lives in ``<cache_root>/<cache_key>/{target,draft}``.
     The build is atomic (a temporary folder renamed into place), so an interrupted build is never reused.
     """
-    inputs = tiny_model_inputs(seed=seed, num_layers=num_layers)
+    inputs = tiny_model_inputs(seed=seed, num_layers=num_layers, aux_layer_ids=aux_layer_ids)
     key = cache_key(inputs)
     base = Path(cache_root) if cache_root is not None else cache_dir("models")
     root = base / key

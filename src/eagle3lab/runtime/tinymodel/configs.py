@@ -150,8 +150,21 @@ def target_config(num_layers: int) -> dict[str, Any]:
     }
 
 
-def draft_config(num_layers: int) -> dict[str, Any]:
-    """config.json of the tiny ``LlamaForCausalLMEagle3`` drafter for a target of ``num_layers`` layers."""
+def check_aux_layer_ids(num_layers: int, ids: Sequence[int]) -> list[int]:
+    """Explicit drafter ids (a profile's ``tiny_aux_layer_ids``): distinct, sorted, each in ``0 .. num_layers - 2``
+    (sglang captures id ``i`` at the input of layer ``i + 1``)."""
+    ids = list(ids)
+    if len(set(ids)) != len(ids) or ids != sorted(ids) or not all(0 <= i <= num_layers - 2 for i in ids):
+        raise TinyModelError(f"tiny_aux_layer_ids {ids} must be distinct, ascending and within 0..{num_layers - 2} "
+                             f"for a {num_layers}-layer tiny target; fix the profile")
+    return ids
+
+
+def draft_config(num_layers: int, aux_layer_ids: Sequence[int] | None = None) -> dict[str, Any]:
+    """config.json of the tiny ``LlamaForCausalLMEagle3`` drafter for a target of ``num_layers`` layers; its aux
+    ids are ``aux_layer_ids`` when given (checked), else the real drafter's scaled to this depth."""
+    ids = check_aux_layer_ids(num_layers, aux_layer_ids) if aux_layer_ids is not None \
+        else scale_aux_layer_ids(num_layers)
     return {
         "architectures": ["LlamaForCausalLMEagle3"],
         "model_type": "llama",
@@ -173,7 +186,7 @@ def draft_config(num_layers: int) -> dict[str, Any]:
         "eos_token_id": EOS_ID,
         "torch_dtype": "bfloat16",
         "eagle_config": {
-            "eagle_aux_hidden_state_layer_ids": scale_aux_layer_ids(num_layers),
+            "eagle_aux_hidden_state_layer_ids": ids,
             "use_aux_hidden_state": True,
         },
     }
