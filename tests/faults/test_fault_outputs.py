@@ -20,7 +20,15 @@ import pytest
 from eagle3lab.atomic import write_text_atomic
 from eagle3lab.errors import OutputWriteError
 
-from .faultkit import cli, in_namespace, make_notebook, needs_namespace, one_line
+from .faultkit import (
+    cli,
+    default_signals,
+    in_namespace,
+    make_notebook,
+    needs_namespace,
+    one_line,
+    patience,
+)
 
 GOOD_REPORT = "# REPORT\n\nthe committed, good report\n" * 200
 
@@ -131,7 +139,7 @@ def test_report_md_on_a_full_disk_keeps_the_good_one(sandbox, tmp_path):
         print(target.read_text() == {GOOD_REPORT!r}, sorted(p.name for p in target.parent.iterdir()))
     """)
     result = subprocess.run(in_namespace(f"mount -t tmpfs -o size=200k tmpfs {disk}", [sys.executable, "-c", script]),
-                            capture_output=True, text=True, env=sandbox.env(), timeout=60)
+                            capture_output=True, text=True, env=sandbox.env(), timeout=patience(60), preexec_fn=default_signals)
     lines = result.stdout.strip().splitlines()
     assert result.returncode == 0, result.stderr
     assert lines[0] == f"no space left on the device while writing {disk / 'REPORT.md'}; free some space and rerun " \

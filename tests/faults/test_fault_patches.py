@@ -13,7 +13,16 @@ import pytest
 
 from eagle3lab.package import backups, patching
 
-from .faultkit import FULL, KIMI, cli, in_namespace, needs_namespace, one_line
+from .faultkit import (
+    FULL,
+    KIMI,
+    cli,
+    default_signals,
+    in_namespace,
+    needs_namespace,
+    one_line,
+    patience,
+)
 
 PATCH = patching.PATCHES_DIR / f"{FULL}.patch"
 
@@ -102,7 +111,7 @@ def test_lock_lives_beside_the_package_and_is_shared_across_caches(sandbox, tmp_
         assert released.exists(), "apply ran while a process with another cache held the lock"
         assert "waiting for another eagle3lab process" in result.stderr
     finally:
-        holder.wait(timeout=60)
+        holder.wait(timeout=patience(60))
     assert cli(sandbox, "patch", "restore", EAGLE3LAB_CACHE=str(tmp_path / "cache-b")).returncode == 0
     sandbox.assert_release()
 
@@ -126,7 +135,7 @@ def test_apply_on_a_read_only_models_folder_fails_once_in_one_line(sandbox, tmp_
     stat_before = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in models.iterdir() if p.is_file()}
     prefix, _ = read_only(models)
     result = subprocess.run([*prefix, sys.executable, "-m", "eagle3lab", "patch", "apply", FULL],
-                            capture_output=True, text=True, env=sandbox.env(), timeout=120)
+                            capture_output=True, text=True, env=sandbox.env(), timeout=patience(120), preexec_fn=default_signals)
     if not prefix:
         models.chmod(0o755)
     assert result.returncode == 2
@@ -143,7 +152,7 @@ def test_apply_with_a_full_cache_writes_nothing_to_the_package(sandbox, tmp_path
     mount = f"mount -t tmpfs -o size=64k tmpfs {sandbox.cache} && head -c 60000 /dev/zero > {sandbox.cache}/fill"
     sandbox.cache.mkdir()
     result = subprocess.run(in_namespace(mount, [sys.executable, "-m", "eagle3lab", "patch", "apply", FULL]),
-                            capture_output=True, text=True, env=sandbox.env(), timeout=120)
+                            capture_output=True, text=True, env=sandbox.env(), timeout=patience(120), preexec_fn=default_signals)
     assert result.returncode == 2
     line = one_line(result.stderr)
     assert "could not save the originals (no space left on the device" in line and "nothing was applied" in line
