@@ -51,7 +51,7 @@ def holding_notebook(path: Path, flag: Path, patch: str = FULL) -> Path:
 
 
 @pytest.mark.notebook
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
 def test_signal_to_run_while_the_kernel_holds_a_patch(sandbox, no_leftover_processes, tmp_path, sig):
     flag = tmp_path / "applied"
     notebook = holding_notebook(tmp_path / "hold.ipynb", flag)
@@ -128,7 +128,7 @@ with patching.patched(sys.argv[1]):
 """
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
 def test_signal_to_a_helper_holding_a_patch_reverts_it(sandbox, no_leftover_processes, tmp_path, sig):
     flag = tmp_path / "applied"
     helper = subprocess.Popen([sys.executable, "-c", HOLD_SCRIPT, ONE, str(flag)], env=sandbox.env(),
@@ -165,7 +165,7 @@ def test_trap_keeps_an_ignored_signal_ignored():
 
 
 @pytest.mark.server
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
 def test_signal_to_a_helper_holding_a_server_stops_its_tree(sandbox, no_leftover_processes, tmp_path, sig,
                                                              cpu_profile, tiny_models):
     from eagle3lab.runtime.server import check_port_free, free_port
