@@ -3,6 +3,10 @@ left behind."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+
 import pytest
 import yaml
 
@@ -10,7 +14,7 @@ from eagle3lab.errors import ProfileError
 from eagle3lab.paths import params_dir
 from eagle3lab.runtime.profiles import MAX_BENCH_CONCURRENCY, MAX_BENCH_NUM_PROMPTS, load_profile
 
-from .faultkit import cli, one_line
+from .faultkit import cli, default_signals, one_line, patience
 
 
 def cpu_yaml_with(tmp_path, text: str | None = None, **changes):
@@ -67,3 +71,29 @@ def test_a_huge_benchmark_override_fails_at_once_in_one_line(sandbox):
     assert result.returncode == 2
     assert "override: key 'bench_num_prompts': Input should be less than or equal to" in one_line(result.stderr)
     assert not (sandbox.work / "reports").exists()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# (10) the patch lock wait ends, and names the holder
+
+
+@pytest.mark.parametrize("command", [("patch", "check", "kimi_k25-one-method"), ("patch", "restore"), ("patch", "apply", "kimi_k25-one-method")])
+def test_a_stopped_lock_holder_is_named_and_the_wait_ends(sandbox, no_leftover_processes, command):
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import time; from eagle3lab.package import patching\n"
+         "with patching.held():\n    print('held', flush=True); time.sleep(600)\n"],
+        stdout=subprocess.PIPE, text=True, env=sandbox.env(), preexec_fn=default_signals)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        holder.send_signal(signal.SIGSTOP)  # hung: holds the lock, never releases it
+        result = cli(sandbox, *command, EAGLE3LAB_LOCK_TIMEOUT_S="2")
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        *waited, line = [x for x in result.stderr.splitlines() if x.startswith("eagle3lab:")]
+        assert all(f"eagle3lab: waiting for pid {holder.pid} (" in x for x in waited)  # if said, names the holder
+        assert f"still held after 2 s by pid {holder.pid}" in line and "stopped" in line, line
+    finally:
+        holder.send_signal(signal.SIGCONT)
+        holder.kill()
+        holder.wait(timeout=patience(30))
+    sandbox.assert_nothing_left()

@@ -99,7 +99,7 @@ def test_lock_lives_beside_the_package_and_is_shared_across_caches(sandbox, tmp_
     released = tmp_path / "released"
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; from pathlib import Path; from eagle3lab.fix import patching\n"
+         "import sys, time; from pathlib import Path; from eagle3lab.package import patching\n"
          "with patching.held():\n"
          "    print('held', flush=True); time.sleep(2); Path(sys.argv[1]).write_text('x')\n", str(released)],
         stdout=subprocess.PIPE, text=True, env=sandbox.env(EAGLE3LAB_CACHE=str(tmp_path / "cache-a")))
@@ -109,7 +109,7 @@ def test_lock_lives_beside_the_package_and_is_shared_across_caches(sandbox, tmp_
         result = cli(sandbox, "patch", "apply", FULL, EAGLE3LAB_CACHE=str(tmp_path / "cache-b"))
         assert result.returncode == 0, result.stderr
         assert released.exists(), "apply ran while a process with another cache held the lock"
-        assert "waiting for another eagle3lab process" in result.stderr
+        assert f"waiting for pid {holder.pid} (" in result.stderr  # the holder is named
     finally:
         holder.wait(timeout=patience(60))
     assert cli(sandbox, "patch", "restore", EAGLE3LAB_CACHE=str(tmp_path / "cache-b")).returncode == 0
@@ -192,7 +192,7 @@ def test_interrupt_during_apply_waits_until_the_files_are_consistent(sandbox, tm
     ``patched`` block then reverts it: never half a patch."""
     script = (
         "import os, signal, time\n"
-        "from eagle3lab.fix import patching\n"
+        "from eagle3lab.package import patching\n"
         "real = patching._write_atomic\n"
         "def slow(path, text):\n"
         "    os.kill(os.getpid(), signal.SIGTERM); time.sleep(0.2); real(path, text)\n"

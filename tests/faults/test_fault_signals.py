@@ -37,7 +37,7 @@ def holding_notebook(path: Path, flag: Path, patch: str = FULL) -> Path:
     """A notebook whose second cell holds a patch on the installed sglang (the sandbox's copy) and waits."""
     return make_notebook(
         path,
-        "import time\nfrom pathlib import Path\nfrom eagle3lab.fix import patching",
+        "import time\nfrom pathlib import Path\nfrom eagle3lab.package import patching",
         f"""
         with patching.patched({patch!r}):
             Path({str(flag)!r}).write_text("applied")
@@ -121,7 +121,7 @@ def test_sigterm_to_the_kernel_itself_reverts_its_patch(sandbox, no_leftover_pro
 HOLD_SCRIPT = """
 import sys, time
 from pathlib import Path
-from eagle3lab.fix import patching
+from eagle3lab.package import patching
 with patching.patched(sys.argv[1]):
     Path(sys.argv[2]).write_text("applied")
     time.sleep(600)

@@ -35,7 +35,7 @@ RESTORE = "run python -m eagle3lab patch restore"
 HOLD_SCRIPT = """
 import sys, time
 from pathlib import Path
-from eagle3lab.fix import patching
+from eagle3lab.package import patching
 with patching.patched(sys.argv[1]):
     Path(sys.argv[2]).write_text("applied")
     time.sleep(600)
