@@ -30,6 +30,7 @@ from eagle3lab.package.location import installed_root
 from eagle3lab.package import backups
 from eagle3lab.package.restore import restore, require_release
 from eagle3lab import preflight
+from eagle3lab import runguard
 
 KERNEL_NAME = "eagle3lab"
 NOTEBOOKS = ("01_crash_repro", "02_interface_trace", "03_patch_and_bench")
@@ -266,11 +267,16 @@ def run_all(profile: str = "cpu", names: Sequence[str] | None = None,
     """Run the given notebooks (default: every notebook that exists), in order, after the deployment's preflight
     (a GPU profile stops here, in seconds, instead of after loading its checkpoints) and on an unpatched sglang.
 
-    The profile and its overrides are validated first, so a bad value fails before any notebook starts.
+    The profile and its overrides are validated first, so a bad value fails before any notebook starts; then the
+    checkout's path, the output folders (writable) and the run lock (one run per checkout), before any server.
     """
 
-    preflight.require(load_profile(profile, overrides=profile_overrides(parameters)), quick=True)
-    root = _package_root()
-    if root is not None:
-        require_release(root, "running the notebooks")
-    return [run_notebook(name, profile, parameters) for name in (names or available_notebooks())]
+    checked = load_profile(profile, overrides=profile_overrides(parameters))
+    runguard.check_checkout_path()
+    runguard.check_writable(runguard.output_folders())
+    with runguard.run_lock("running the notebooks"):
+        preflight.require(checked, quick=True)
+        root = _package_root()
+        if root is not None:
+            require_release(root, "running the notebooks")
+        return [run_notebook(name, profile, parameters) for name in (names or available_notebooks())]

@@ -6,15 +6,17 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
 
-from eagle3lab.errors import ProfileError
+from eagle3lab import runguard
+from eagle3lab.errors import CheckoutPathError, ProfileError
 from eagle3lab.paths import params_dir
 from eagle3lab.runtime.profiles import MAX_BENCH_CONCURRENCY, MAX_BENCH_NUM_PROMPTS, load_profile
 
-from .faultkit import cli, default_signals, one_line, patience
+from .faultkit import cli, default_signals, in_namespace, needs_namespace, one_line, patience
 
 
 def cpu_yaml_with(tmp_path, text: str | None = None, **changes):
@@ -97,3 +99,71 @@ def test_a_stopped_lock_holder_is_named_and_the_wait_ends(sandbox, no_leftover_p
         holder.kill()
         holder.wait(timeout=patience(30))
     sandbox.assert_nothing_left()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# (4) one run per checkout
+
+
+def test_a_second_run_in_the_same_checkout_is_refused_naming_the_first(sandbox, no_leftover_processes):
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import time; from eagle3lab import runguard\n"
+         "with runguard.run_lock('test'):\n    print('held', flush=True); time.sleep(600)\n"],
+        stdout=subprocess.PIPE, text=True, env=sandbox.env(), preexec_fn=default_signals)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        for args in (("run", "--notebooks", "01"), ("report", "--no-run")):
+            result = cli(sandbox, *args)
+            assert result.returncode == 2
+            line = one_line(result.stderr)
+            assert "another eagle3lab run is using this checkout's outputs" in line and f"pid {holder.pid}" in line
+        assert not list((sandbox.work / "reports").glob("*.ipynb"))  # nothing of the second run was written
+        assert not (sandbox.work / "REPORT.md").exists()
+    finally:
+        holder.kill()
+        holder.wait(timeout=patience(30))
+    assert cli(sandbox, "report", "--no-run").stderr.count("another eagle3lab run") == 0  # a dead holder frees it
+    sandbox.assert_nothing_left()
+
+
+def test_the_run_lock_is_reentrant_within_one_process(sandbox):
+    with runguard.run_lock("outer"), runguard.run_lock("inner"):
+        assert runguard.run_lock_path().is_file()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# (8) output folders checked before anything starts; (5) the checkout's path
+
+
+def test_an_output_folder_that_cannot_be_created_fails_before_anything_runs(sandbox):
+    blocker = sandbox.work / "a-file"
+    blocker.write_text("not a folder")
+    result = cli(sandbox, "run", "--notebooks", "01", EAGLE3LAB_FIGURES_DIR=str(blocker / "figures"))
+    assert result.returncode == 2
+    assert "cannot create the output folder figures/" in one_line(result.stderr)
+    assert not (sandbox.work / "reports").exists() or not list((sandbox.work / "reports").iterdir())
+
+
+@needs_namespace
+@pytest.mark.parametrize("folder", ["figures", "reports", "artifacts"])
+def test_a_read_only_output_folder_fails_in_one_line_before_any_server(sandbox, folder):
+    target = sandbox.work / folder
+    target.mkdir(parents=True)
+    result = subprocess.run(in_namespace(f"mount --bind {target} {target} && mount -o remount,bind,ro {target}",
+                                         [sys.executable, "-m", "eagle3lab", "run", "--notebooks", "01"]),
+                            capture_output=True, text=True, env=sandbox.env(), cwd=sandbox.work,
+                            timeout=patience(300), preexec_fn=default_signals)
+    assert result.returncode == 2, result.stderr[-2000:]
+    line = one_line(result.stderr)
+    assert f"the output folder {target} is not writable (Read-only file system)" in line
+    assert "sglang.launch_server" not in result.stderr
+    sandbox.assert_nothing_left()
+
+
+@pytest.mark.parametrize("path", ["/home/me/my lab/eagle3lab", "/home/me/l\u00e4b/eagle3lab", "/x/tab\there"])
+def test_a_checkout_path_with_spaces_or_non_ascii_is_refused_naming_it(path):
+    with pytest.raises(CheckoutPathError) as err:
+        runguard.check_checkout_path((Path("/fine/path"), Path(path)))
+    assert repr(path) in str(err.value) and "cannot link" in str(err.value)
+    runguard.check_checkout_path((Path("/fine/path-1.2_x"),))
