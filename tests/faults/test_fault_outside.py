@@ -167,3 +167,62 @@ def test_a_checkout_path_with_spaces_or_non_ascii_is_refused_naming_it(path):
         runguard.check_checkout_path((Path("/fine/path"), Path(path)))
     assert repr(path) in str(err.value) and "cannot link" in str(err.value)
     runguard.check_checkout_path((Path("/fine/path-1.2_x"),))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# (2) the drafter cache is checked like the tiny models' cache, and rebuilt when damaged
+
+SMALL_RECIPE = dict(train_prompts=64, heldout_prompts=8, optimizer_steps=4, batch_size=16, eval_every=4,
+                    warmup_steps=1)
+
+
+@pytest.fixture(scope="module")
+def drafter_roots(tmp_path_factory):
+    return tmp_path_factory.mktemp("models"), tmp_path_factory.mktemp("drafters")
+
+
+def _build_small(drafter_roots, capsys=None):
+    from eagle3lab.runtime.tinymodel.drafter_training import DrafterRecipe, DrafterWorkload, build_trained_drafter
+
+    models, drafters = drafter_roots
+    return build_trained_drafter(5, DrafterWorkload(input_len=8, output_len=6, benchmark_prompts=2),
+                                 DrafterRecipe(**SMALL_RECIPE), cache_root=drafters, models_root=models)
+
+
+@pytest.mark.parametrize("damage", ["truncate weights", "delete config", "truncate weights, old cache"])
+def test_a_damaged_drafter_cache_is_detected_and_rebuilt(drafter_roots, capsys, damage):
+    import json
+
+    from eagle3lab.runtime.tinymodel.drafter_training import HISTORY_FILE, cache_damage
+
+    first = _build_small(drafter_roots)
+    weights, config = first.path / "model.safetensors", first.path / "config.json"
+    whole = weights.read_bytes()
+    if "old cache" in damage:  # a cache from before checksums were recorded: the structural check finds it
+        history = json.loads((first.path / HISTORY_FILE).read_text())
+        history.pop("files")
+        (first.path / HISTORY_FILE).write_text(json.dumps(history))
+    if "truncate" in damage:
+        weights.write_bytes(whole[: len(whole) // 2])
+    else:
+        config.unlink()
+    capsys.readouterr()
+    again = _build_small(drafter_roots)
+    said = capsys.readouterr().out
+    assert f"the cache at {first.path} is damaged (" in said and "training it again" in said
+    assert again.build_seconds is not None  # retrained, not "(cached)"
+    assert cache_damage(again.path, again.history["files"]) is None
+    assert weights.stat().st_size == len(whole) and config.is_file()
+
+
+def test_a_damaged_shifted_copy_is_rebuilt(drafter_roots):
+    from eagle3lab.runtime.tinymodel.drafter_training import cache_damage, shifted_drafter
+
+    trained = _build_small(drafter_roots)
+    shifted = shifted_drafter(trained.path)
+    weights = shifted / "model.safetensors"
+    whole = weights.read_bytes()
+    weights.write_bytes(whole[:100])
+    again = shifted_drafter(trained.path)
+    assert again == shifted and weights.read_bytes() == whole
+    assert cache_damage(shifted, None) is None
