@@ -226,3 +226,44 @@ def test_a_damaged_shifted_copy_is_rebuilt(drafter_roots):
     again = shifted_drafter(trained.path)
     assert again == shifted and weights.read_bytes() == whole
     assert cache_damage(shifted, None) is None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# (1) a hung benchmark fails the run; the last good record and figures are kept
+
+
+def _report_with(failed_point: bool):
+    from eagle3lab.bench.sweep import POINT_FAILED, SERVER_DIED, BenchReport
+
+    from conftest import synthetic_arm
+
+    baseline = synthetic_arm("baseline", [1, 2], 0.02)
+    eagle3 = synthetic_arm("eagle3", [1, 2], 0.01, verify_ct=4)
+    if failed_point:
+        stalled = eagle3.points[1]
+        stalled.status, stalled.reason = POINT_FAILED, f"{SERVER_DIED}: no token for 120 s (stall)"
+    return BenchReport.create("cpu", [baseline, eagle3])
+
+
+def test_a_stalled_benchmark_point_fails_and_keeps_the_last_good_record(tmp_path):
+    from eagle3lab.errors import BenchmarkIncomplete
+    from eagle3lab.notebook.patch_and_bench import BENCH_REPORT, BENCH_REPORT_FAILED, save_complete_report
+
+    good = save_complete_report(_report_with(failed_point=False), tmp_path)
+    assert good == tmp_path / BENCH_REPORT
+    before = good.read_bytes()
+    with pytest.raises(BenchmarkIncomplete) as err:
+        save_complete_report(_report_with(failed_point=True), tmp_path)
+    assert "arm eagle3 at concurrency 2: server died: no token for 120 s" in str(err.value)
+    assert good.read_bytes() == before  # the last good record is not replaced
+    assert (tmp_path / BENCH_REPORT_FAILED).is_file()  # the broken run's evidence is kept apart
+
+
+def test_notebook_03_checks_the_benchmark_before_drawing_any_figure():
+    """The check sits in the benchmark cell, before the figures cell, so a broken run draws nothing."""
+    from eagle3lab.runbook import notebook_path
+
+    source = notebook_path("03").with_suffix(".py").read_text()
+    check = source.index("patchbench.save_complete_report(report, bench_dir)")
+    assert check < source.index("draw_bench_figures(report)") and check < source.index("sidecars.write(")
+    assert "report.save(" not in source  # no other writer of bench_report.json
