@@ -267,3 +267,38 @@ def test_notebook_03_checks_the_benchmark_before_drawing_any_figure():
     check = source.index("patchbench.save_complete_report(report, bench_dir)")
     assert check < source.index("draw_bench_figures(report)") and check < source.index("sidecars.write(")
     assert "report.save(" not in source  # no other writer of bench_report.json
+
+
+# ---------------------------------------------------------------------------------------------------------
+# (11) papermill run directly: its SIGTERM (alone or to its process group) reverts the kernel's patch
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("target", ["papermill alone", "its process group"])
+def test_sigterm_to_papermill_run_directly_reverts_the_kernels_patch(sandbox, no_leftover_processes, tmp_path,
+                                                                      target):
+    import os
+
+    from eagle3lab.package.release import sha256_file
+
+    from .faultkit import KIMI, make_notebook, sandbox_processes, wait_for
+
+    flag = tmp_path / "applied"
+    notebook = make_notebook(
+        tmp_path / "hold.ipynb",
+        "import time\nfrom pathlib import Path\nfrom eagle3lab.package import patching\n"
+        "from eagle3lab.notebook import params\nparams.begin(globals())",
+        f"with patching.patched('kimi_k25-one-method'):\n    Path({str(flag)!r}).write_text('applied')\n"
+        f"    time.sleep(600)")
+    run = subprocess.Popen([sys.executable, "-m", "papermill", str(notebook), str(tmp_path / "out.ipynb"),
+                            "-k", "eagle3lab"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=sandbox.env(), cwd=sandbox.work, preexec_fn=default_signals, start_new_session=True)
+    wait_for(lambda: flag.exists() or run.poll() is not None, what="the kernel to apply the patch")
+    assert run.poll() is None and sha256_file(sandbox.kimi) != sandbox.release[KIMI]  # really patched
+    if target == "papermill alone":
+        run.send_signal(signal.SIGTERM)
+    else:
+        os.killpg(run.pid, signal.SIGTERM)
+    run.communicate(timeout=patience(60))
+    wait_for(lambda: not sandbox_processes(sandbox), timeout=90, what="the kernel to revert and exit")
+    sandbox.assert_nothing_left()  # reverted, no manifest left
