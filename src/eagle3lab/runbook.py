@@ -196,6 +196,23 @@ def _finish_interrupted(run: _Execution, stem: str) -> None:
                 restore(root)
 
 
+def _left_patched() -> str:
+    """"; sglang is left patched ..." when a patch's holder died (a SIGKILLed kernel), else "".
+
+    Why: a kernel killed outright runs no ``finally``; the failure line must say what it left, and how to undo it,
+    not only "Kernel died" (the next command would notice, but the user reads this line first).
+    """
+    try:
+        stale = [m for m in backups.all_manifests() if m.stale]
+    except (OSError, Eagle3LabError):
+        return ""
+    if not stale:
+        return ""
+    names = ", ".join(sorted({m.patch for m in stale}))
+    return (f"; sglang is left patched ({names}) by a process that is gone: restore it with "
+            f"python -m eagle3lab patch restore")
+
+
 def _settle(running: Path, final: Path, ok: bool) -> Path:
     """Rename papermill's in-progress copy: to the executed copy on success, else beside it as ``.failed``."""
     target = final if ok else failed_path(final)
@@ -245,6 +262,7 @@ def run_notebook(name: str, profile: str = "cpu", parameters: dict[str, Any] | N
         return _settle(running, output, ok=True)
     kept = _settle(running, output, ok=False)
     last_good = f"; the last good run stays at {output}" if output.is_file() else ""
+    last_good += _left_patched()
     if isinstance(error, PapermillExecutionError):
         message = str(error.evalue).splitlines()[0] if error.evalue else ""
         raise NotebookFailed(f"notebook {source.stem} failed in cell {error.exec_count}: {error.ename}: {message} "

@@ -302,3 +302,31 @@ def test_sigterm_to_papermill_run_directly_reverts_the_kernels_patch(sandbox, no
     run.communicate(timeout=patience(60))
     wait_for(lambda: not sandbox_processes(sandbox), timeout=90, what="the kernel to revert and exit")
     sandbox.assert_nothing_left()  # reverted, no manifest left
+
+
+# ---------------------------------------------------------------------------------------------------------
+# (7) the kernel SIGKILLed while patched: the run's line says sglang is left patched and how to restore it
+
+
+@pytest.mark.notebook
+def test_a_kernel_killed_while_patched_says_sglang_is_left_patched(sandbox, no_leftover_processes, tmp_path):
+    import psutil
+
+    from .faultkit import make_notebook, start_cli, wait_for
+
+    flag = tmp_path / "applied"
+    notebook = make_notebook(
+        tmp_path / "hold.ipynb", "import time\nfrom pathlib import Path\nfrom eagle3lab.package import patching",
+        f"with patching.patched('kimi_k25-one-method'):\n    Path({str(flag)!r}).write_text('applied')\n"
+        f"    time.sleep(600)")
+    run = start_cli(sandbox, "run", "--notebooks", str(notebook))
+    wait_for(lambda: flag.exists() or run.poll() is not None, what="the kernel to apply the patch")
+    kernel = next(p for p in psutil.Process(run.pid).children() if "ipykernel" in " ".join(p.cmdline()))
+    kernel.send_signal(signal.SIGKILL)
+    _, stderr = run.communicate(timeout=patience(180))
+    assert run.returncode == 2
+    line = one_line(stderr)
+    assert "notebook hold" in line and "sglang is left patched (kimi_k25-one-method)" in line
+    assert "restore it with python -m eagle3lab patch restore" in line
+    assert cli(sandbox, "patch", "restore").returncode == 0  # the named command does undo it
+    sandbox.assert_nothing_left()
