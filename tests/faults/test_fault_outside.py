@@ -330,3 +330,35 @@ def test_a_kernel_killed_while_patched_says_sglang_is_left_patched(sandbox, no_l
     assert "restore it with python -m eagle3lab patch restore" in line
     assert cli(sandbox, "patch", "restore").returncode == 0  # the named command does undo it
     sandbox.assert_nothing_left()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# (6) a full cache filesystem during set-up: one line, exit 2, nothing half-built left
+
+
+@needs_namespace
+def test_setup_on_a_full_cache_filesystem_is_one_line_and_exit_2(sandbox, no_leftover_processes):
+    cache = sandbox.cache
+    cache.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(in_namespace(f"mount -t tmpfs -o size=512k tmpfs {cache}",
+                                         [sys.executable, "-m", "eagle3lab", "setup", "--profile", "cpu"]),
+                            capture_output=True, text=True, env=sandbox.env(), cwd=sandbox.work,
+                            timeout=patience(600), preexec_fn=default_signals)
+    assert result.returncode == 2, result.stderr[-3000:]
+    line = one_line(result.stderr)
+    assert line.startswith("eagle3lab: no space left on the device") and "EAGLE3LAB_CACHE" in line, line
+    sandbox.assert_nothing_left()
+
+
+def test_a_full_disk_deep_in_a_library_is_recognised():
+    from eagle3lab.commands.cli import full_disk_line
+
+    try:
+        try:
+            raise OSError(28, "No space left on device", "/cache/x.safetensors")
+        except OSError as inner:
+            raise RuntimeError("save failed") from inner
+    except RuntimeError as exc:
+        assert "while writing /cache/x.safetensors" in full_disk_line(exc)
+    assert full_disk_line(Exception("I/O error: No space left on device (os error 28)")) is not None
+    assert full_disk_line(ValueError("something else")) is None
