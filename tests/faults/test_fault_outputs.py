@@ -230,8 +230,8 @@ def test_report_no_run_from_a_real_run_and_on_a_full_disk(sandbox, full_report, 
              f"(head -c $((64*1024 - $(stat -c %s {disk}/REPORT.md) - 8192)) /dev/zero > {disk}/filler || true)")
     check = (f'{sys.executable} -m eagle3lab report --no-run; echo "rc=$?"; '
              f'cmp -s {good} {disk}/REPORT.md && echo unchanged; ls -A {disk}')
-    result = subprocess.run(in_namespace(mount, ["sh", "-c", check]), capture_output=True, text=True, timeout=600,
-                            env=sandbox.env(EAGLE3LAB_REPORT_MD=str(disk / "REPORT.md")))
+    result = subprocess.run(in_namespace(mount, ["sh", "-c", check]), capture_output=True, text=True,
+                            timeout=patience(600), env=sandbox.env(EAGLE3LAB_REPORT_MD=str(disk / "REPORT.md")))
     assert result.stdout.split() == ["rc=2", "unchanged", "REPORT.md", "filler"], result.stdout + result.stderr
     assert one_line(result.stderr).startswith(f"eagle3lab: no space left on the device while writing "
                                               f"{disk / 'REPORT.md'}")

@@ -200,6 +200,6 @@ def test_interrupt_during_apply_waits_until_the_files_are_consistent(sandbox, tm
         f"with patching.patched({FULL!r}):\n"
         "    print('inside the block', flush=True)\n")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=sandbox.env(),
-                            timeout=120)
+                            timeout=patience(120))
     assert "Interrupted" in result.stderr and "inside the block" not in result.stdout
     sandbox.assert_nothing_left()

@@ -177,7 +177,7 @@ def test_full_disk_under_artifacts_is_named_before_the_server_starts(sandbox, no
     """)
     mount = f"mount -t tmpfs -o size=1m tmpfs {logs} && head -c 1000000 /dev/zero > {logs}/filler"
     result = subprocess.run(in_namespace(mount, [sys.executable, "-c", script]), capture_output=True, text=True,
-                            env=sandbox.env(), timeout=120)
+                            env=sandbox.env(), timeout=patience(120))
     lines = result.stdout.strip().splitlines()
     assert lines[-1] == "not started", result.stdout + result.stderr
     assert lines[0].startswith(f"no space left on the device holding {logs} (") and "the server log needs" in lines[0]
