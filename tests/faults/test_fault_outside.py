@@ -362,3 +362,33 @@ def test_a_full_disk_deep_in_a_library_is_recognised():
         assert "while writing /cache/x.safetensors" in full_disk_line(exc)
     assert full_disk_line(Exception("I/O error: No space left on device (os error 28)")) is not None
     assert full_disk_line(ValueError("something else")) is None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# (4) notebook 01 holds the patch lock from its "unpatched?" check through its launch
+
+
+def test_the_crash_reproduction_takes_the_patch_lock_before_checking_and_launching(sandbox, no_leftover_processes):
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import time; from eagle3lab.package import patching\n"
+         "with patching.held():\n    print('held', flush=True); time.sleep(600)\n"],
+        stdout=subprocess.PIPE, text=True, env=sandbox.env(), preexec_fn=default_signals)
+    script = ("from eagle3lab.repro.crashrepro import reproduce_crash\n"
+              "from eagle3lab.runtime.deployment import Models\n"
+              "from eagle3lab.runtime.profiles import load_profile\n"
+              "from eagle3lab.errors import PatchError\n"
+              "try:\n    reproduce_crash(load_profile('cpu'), Models('/nonexistent/t', '/nonexistent/d'), '.')\n"
+              "except PatchError as exc:\n    print('refused:', exc)\n")
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=sandbox.work,
+                                env=sandbox.env(EAGLE3LAB_LOCK_TIMEOUT_S="2"), timeout=patience(120),
+                                preexec_fn=default_signals)
+    finally:
+        holder.kill()
+        holder.wait(timeout=patience(30))
+    assert result.stdout.startswith("refused: the sglang patch lock"), result.stdout + result.stderr[-2000:]
+    assert f"by pid {holder.pid}" in result.stdout
+    assert not (sandbox.work / "01_eagle3_launch.cpu.log").exists()  # nothing was launched
+    sandbox.assert_nothing_left()
