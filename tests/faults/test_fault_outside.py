@@ -392,3 +392,40 @@ def test_the_crash_reproduction_takes_the_patch_lock_before_checking_and_launchi
     assert f"by pid {holder.pid}" in result.stdout
     assert not (sandbox.work / "01_eagle3_launch.cpu.log").exists()  # nothing was launched
     sandbox.assert_nothing_left()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# (11, also) an interrupt during the benchmark ends the sweep now, not after the whole benchmark
+
+
+def test_an_interrupted_sweep_inside_a_kernel_loop_is_cancelled_at_once():
+    import asyncio
+    import os
+    import threading
+    import time
+
+    from eagle3lab.bench.sweep import run_async
+
+    cancelled = threading.Event()
+
+    async def forever():
+        try:
+            await asyncio.sleep(600)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    async def like_a_notebook_cell():  # Jupyter's loop is running: run_async uses its worker thread
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as ipykernel sets it while a cell runs
+        return run_async(forever)
+
+    previous = signal.getsignal(signal.SIGINT)
+    threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()  # the runbook's SIGINT to the kernel
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            asyncio.run(like_a_notebook_cell())
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert cancelled.wait(patience(10)), "the sweep went on after the interrupt"
+    assert time.monotonic() - started < patience(60)  # a bound, not a measurement: before, it waited 600 s
