@@ -40,26 +40,41 @@ def _holder(path: Path) -> str:
         return "another process"
 
 
+def _acquire(path: Path, what: str) -> int:
+    """An open descriptor holding ``flock`` on the file now at ``path`` (retried if it was replaced meanwhile)."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise
+            raise RunLockedError(f"another eagle3lab run is using this checkout's outputs: {_holder(path)} holds "
+                                 f"{path}; wait for it to end (or stop it) before {what}") from None
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)  # the holder before us removed it on release: lock the file that is there now
+
+
 @contextmanager
 def run_lock(what: str) -> Iterator[None]:
     """Hold this checkout's run lock (``artifacts/.eagle3lab-run.lock``) for the block, or refuse at once.
 
     The lock is an ``flock``: the kernel releases it when its holder dies, so a killed run never blocks the next.
+    The file names its holder while held and is removed on release (a run leaves no file of its own behind).
     """
     path = run_lock_path()
     key = str(path.resolve())
     if key in _held:
         yield
         return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _acquire(path, what)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise
-            raise RunLockedError(f"another eagle3lab run is using this checkout's outputs: {_holder(path)} holds "
-                                 f"{path}; wait for it to end (or stop it) before {what}") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps({"pid": os.getpid(), "command": " ".join(psutil.Process().cmdline()[:6])[:200]})
                   .encode(), 0)
@@ -68,8 +83,7 @@ def run_lock(what: str) -> Iterator[None]:
             yield
         finally:
             del _held[key]
-            os.ftruncate(fd, 0)
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            path.unlink(missing_ok=True)  # while still locked: a waiter that opened it re-checks the inode
     finally:
         os.close(fd)
 

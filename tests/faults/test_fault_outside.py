@@ -127,9 +127,12 @@ def test_a_second_run_in_the_same_checkout_is_refused_naming_the_first(sandbox, 
     sandbox.assert_nothing_left()
 
 
-def test_the_run_lock_is_reentrant_within_one_process(sandbox):
+def test_the_run_lock_is_reentrant_within_one_process_and_leaves_no_file(sandbox):
     with runguard.run_lock("outer"), runguard.run_lock("inner"):
         assert runguard.run_lock_path().is_file()
+    assert not runguard.run_lock_path().exists()
+    with runguard.run_lock("again"):  # a released lock is taken again at once
+        pass
 
 
 # ---------------------------------------------------------------------------------------------------------
