@@ -186,8 +186,8 @@ if bench:
                                                                  patch, shims))
                    for plan in plans[1:]] if eagle3.measured_points() else []
     report = BenchReport.create(P.name, [baseline, eagle3, *experiments], crosscheck.to_dict() if crosscheck else None)
-    report.save(bench_dir / "bench_report.json")
     show.table(point_rows(report.arms))
+    patchbench.save_complete_report(report, bench_dir)  # fails the notebook if an arm stalled or died
 
 # %% [markdown]
 # ### One EAGLE-3 cycle by component, against one plain decode step

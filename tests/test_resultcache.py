@@ -62,3 +62,12 @@ def test_the_key_follows_every_part_and_the_code_hash_follows_the_code(tmp_path,
     (pkg / "fix" / "m.py").write_text("x = 2\n")
     assert resultcache.code_hash(["fix"]) != before
     assert "sglang=" in resultcache.environment_key()
+
+
+def test_code_hash_takes_single_files_and_the_fix_checks_ignore_drafter_training():
+    from eagle3lab.notebook.fixes import CAPTURE_MODEL_CODE
+
+    one = resultcache.code_hash(["runtime/tinymodel/configs.py"])
+    assert one == resultcache.code_hash(["runtime/tinymodel/configs.py"]) != resultcache.code_hash(["runtime/tinymodel"])
+    assert all((resultcache.PACKAGE_ROOT / name).is_file() for name in CAPTURE_MODEL_CODE)
+    assert not any("drafter" in name for name in CAPTURE_MODEL_CODE)  # a new recipe keeps the measured fixes

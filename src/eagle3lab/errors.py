@@ -109,3 +109,15 @@ class FetchError(Eagle3LabError):
 
 class SidecarError(Eagle3LabError):
     """A notebook's JSON sidecar is missing, unreadable, of another schema version or does not match its schema."""
+
+
+class RunLockedError(Eagle3LabError):
+    """Another eagle3lab run holds this checkout's run lock (its outputs would mix with this one's)."""
+
+
+class CheckoutPathError(Eagle3LabError):
+    """The checkout or its environment sits at a path the toolchain cannot use (spaces, non-ASCII characters)."""
+
+
+class BenchmarkIncomplete(Eagle3LabError):
+    """The benchmark ran but measured nothing usable (an arm died or stalled): no speedup to report."""

@@ -19,10 +19,14 @@ def repo_dir(name: str) -> Path:
     return path
 
 
+def cache_root() -> Path:
+    """The eagle3lab cache: ``EAGLE3LAB_CACHE`` or ``~/.cache/eagle3lab`` (not created here)."""
+    return Path(os.environ.get("EAGLE3LAB_CACHE", Path.home() / ".cache" / "eagle3lab"))
+
+
 def cache_dir(*parts: str) -> Path:
     """A folder under the eagle3lab cache, created on demand."""
-    root = Path(os.environ.get("EAGLE3LAB_CACHE", Path.home() / ".cache" / "eagle3lab"))
-    path = root.joinpath(*parts)
+    path = cache_root().joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from eagle3lab import runguard
 from eagle3lab.paths import REPO_ROOT
 from eagle3lab.report import model_evidence
 from eagle3lab.report.build import gather_sources, model_figures, write_report
@@ -41,6 +42,13 @@ def build_report(profile: str = "cpu", run: bool = True, hide_code: bool = False
     ``profile`` is a name or a YAML path; outputs are labelled with the profile's own name. With ``run=False``
     nothing is written unless every executed notebook and sidecar is there, readable and from the same run.
     """
+    runguard.check_writable(runguard.output_folders(report_path()))
+    with runguard.run_lock("writing the report"):
+        return _build_report(profile, run, hide_code, notebooks, parameters)
+
+
+def _build_report(profile: str, run: bool, hide_code: bool, notebooks: Sequence[str] | None,
+                  parameters: dict[str, Any] | None) -> ReportOutputs:
     out = ReportOutputs()
     label = profile_name(profile)
     names = [notebook_path(n).stem for n in (notebooks or available_notebooks())]

@@ -25,10 +25,12 @@ PACKAGE_ROOT = Path(__file__).resolve().parent
 
 
 def code_hash(folders: Sequence[str]) -> str:
-    """Hash of every ``.py`` file under these package folders (relative to ``eagle3lab/``), in a stable order."""
+    """Hash of every ``.py`` file under these package folders, or of these ``.py`` files (relative to
+    ``eagle3lab/``), in a stable order."""
     digest = hashlib.sha256()
     for folder in folders:
-        for path in sorted((PACKAGE_ROOT / folder).rglob("*.py")):
+        where = PACKAGE_ROOT / folder
+        for path in [where] if where.suffix == ".py" else sorted(where.rglob("*.py")):
             digest.update(str(path.relative_to(PACKAGE_ROOT)).encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

@@ -30,6 +30,7 @@ from eagle3lab.package.location import installed_root
 from eagle3lab.package import backups
 from eagle3lab.package.restore import restore, require_release
 from eagle3lab import preflight
+from eagle3lab import runguard
 
 KERNEL_NAME = "eagle3lab"
 NOTEBOOKS = ("01_crash_repro", "02_interface_trace", "03_patch_and_bench")
@@ -195,6 +196,23 @@ def _finish_interrupted(run: _Execution, stem: str) -> None:
                 restore(root)
 
 
+def _left_patched() -> str:
+    """"; sglang is left patched ..." when a patch's holder died (a SIGKILLed kernel), else "".
+
+    Why: a kernel killed outright runs no ``finally``; the failure line must say what it left, and how to undo it,
+    not only "Kernel died" (the next command would notice, but the user reads this line first).
+    """
+    try:
+        stale = [m for m in backups.all_manifests() if m.stale]
+    except (OSError, Eagle3LabError):
+        return ""
+    if not stale:
+        return ""
+    names = ", ".join(sorted({m.patch for m in stale}))
+    return (f"; sglang is left patched ({names}) by a process that is gone: restore it with "
+            f"python -m eagle3lab patch restore")
+
+
 def _settle(running: Path, final: Path, ok: bool) -> Path:
     """Rename papermill's in-progress copy: to the executed copy on success, else beside it as ``.failed``."""
     target = final if ok else failed_path(final)
@@ -244,6 +262,7 @@ def run_notebook(name: str, profile: str = "cpu", parameters: dict[str, Any] | N
         return _settle(running, output, ok=True)
     kept = _settle(running, output, ok=False)
     last_good = f"; the last good run stays at {output}" if output.is_file() else ""
+    last_good += _left_patched()
     if isinstance(error, PapermillExecutionError):
         message = str(error.evalue).splitlines()[0] if error.evalue else ""
         raise NotebookFailed(f"notebook {source.stem} failed in cell {error.exec_count}: {error.ename}: {message} "
@@ -266,11 +285,16 @@ def run_all(profile: str = "cpu", names: Sequence[str] | None = None,
     """Run the given notebooks (default: every notebook that exists), in order, after the deployment's preflight
     (a GPU profile stops here, in seconds, instead of after loading its checkpoints) and on an unpatched sglang.
 
-    The profile and its overrides are validated first, so a bad value fails before any notebook starts.
+    The profile and its overrides are validated first, so a bad value fails before any notebook starts; then the
+    checkout's path, the output folders (writable) and the run lock (one run per checkout), before any server.
     """
 
-    preflight.require(load_profile(profile, overrides=profile_overrides(parameters)), quick=True)
-    root = _package_root()
-    if root is not None:
-        require_release(root, "running the notebooks")
-    return [run_notebook(name, profile, parameters) for name in (names or available_notebooks())]
+    checked = load_profile(profile, overrides=profile_overrides(parameters))
+    runguard.check_checkout_path()
+    runguard.check_writable(runguard.output_folders())
+    with runguard.run_lock("running the notebooks"):
+        preflight.require(checked, quick=True)
+        root = _package_root()
+        if root is not None:
+            require_release(root, "running the notebooks")
+        return [run_notebook(name, profile, parameters) for name in (names or available_notebooks())]

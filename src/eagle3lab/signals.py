@@ -107,6 +107,11 @@ def hold_termination() -> None:
     _held += 1
 
 
+def holding() -> bool:
+    """Whether something that must be given back (a patch, a server) is held in this process right now."""
+    return _held > 0
+
+
 def release_termination() -> None:
     global _held
     if not _in_main_thread() or _held == 0:

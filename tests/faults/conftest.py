@@ -17,7 +17,7 @@ import pytest
 from eagle3lab.package.location import installed_root
 from eagle3lab.package.release import drift, package_hashes, release_record
 
-from .faultkit import Sandbox, sandbox_processes
+from .faultkit import Sandbox, patience, sandbox_processes
 
 
 @pytest.fixture(scope="session")
@@ -56,7 +56,7 @@ def no_leftover_processes(sandbox):
     """Every process started for this test is gone when it ends, even one whose parent died (zombies hold
     nothing and are ignored)."""
     yield
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + patience(15)
     while True:
         left = sandbox_processes(sandbox)
         if not left or time.monotonic() > deadline:

@@ -21,6 +21,32 @@ KIMI = "sglang/srt/models/kimi_k25.py"
 FULL = "kimi_k25-eagle3-delegation"
 ONE = "kimi_k25-one-method"
 USER_CACHE = os.environ.get("EAGLE3LAB_CACHE")  # the user's cache, before a test points it at its sandbox
+PATIENCE_ENV = "EAGLE3LAB_TEST_PATIENCE"
+
+
+def patience(seconds: float) -> float:
+    """A test's wait, scaled by ``EAGLE3LAB_TEST_PATIENCE`` (default 1; e.g. 3 on a loaded 2-core machine).
+
+    Why: the waits of signal, liveness and stall tests are bounds on a slow machine, not measurements; the one
+    factor read here lets CI or a shared machine give them room without editing a test.
+    """
+    try:
+        factor = float(os.environ.get(PATIENCE_ENV, "1"))
+    except ValueError:
+        raise pytest.UsageError(f"{PATIENCE_ENV} must be a number, got {os.environ[PATIENCE_ENV]!r}") from None
+    return seconds * max(factor, 1.0)
+
+
+def default_signals() -> None:
+    """preexec_fn for every child a test starts: SIGINT, SIGTERM and SIGHUP at their defaults, unblocked.
+
+    Why: under ``nohup`` (or a CI runner that ignores SIGHUP) the test runner's ignored SIGHUP is inherited by
+    every child, and a child rightly keeps an ignored signal ignored, so a test sending SIGHUP would wait forever.
+    A user's shell starts a command with these signals at their defaults; the tests do the same.
+    """
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 
 
 @dataclass
@@ -62,17 +88,18 @@ class Sandbox:
 
 
 def cli(box: Sandbox, *args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
-    """``python -m eagle3lab ...`` against the sandbox."""
+    """``python -m eagle3lab ...`` against the sandbox (``timeout`` scaled by ``patience``)."""
     return subprocess.run([sys.executable, "-m", "eagle3lab", *args], capture_output=True, text=True,
-                          timeout=timeout, env=box.env(**env), cwd=box.work)
+                          timeout=patience(timeout), env=box.env(**env), cwd=box.work,
+                          preexec_fn=default_signals)
 
 
 def start_cli(box: Sandbox, *args: str, **env: str) -> subprocess.Popen:
-    """The CLI in the background, as a user's shell runs it: SIGINT handled (a background job of a script
-    inherits it ignored), stdout and stderr captured."""
+    """The CLI in the background, as a user's shell runs it: SIGINT, SIGTERM and SIGHUP at their defaults (a
+    background job of a script inherits SIGINT ignored, ``nohup`` SIGHUP), stdout and stderr captured."""
     return subprocess.Popen([sys.executable, "-m", "eagle3lab", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=box.env(**env), cwd=box.work,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=default_signals)
 
 
 def one_line(stderr: str) -> str:
@@ -84,7 +111,8 @@ def one_line(stderr: str) -> str:
 
 
 def wait_for(predicate, timeout: float = 300, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
+    """Poll ``predicate`` until true, for at most ``patience(timeout)`` seconds."""
+    deadline = time.monotonic() + patience(timeout)
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")

@@ -21,6 +21,8 @@ from eagle3lab.bench.sweep import (
 from eagle3lab.bench.workload import SweepConfig, model_vocab_size
 from eagle3lab.runtime import procwatch
 
+from .faultkit import patience
+
 
 def test_a_zombie_reports_its_exit_status():
     """The watch reads the status of a child its parent has not reaped yet (Linux /proc exit_code)."""
@@ -30,7 +32,7 @@ def test_a_zombie_reports_its_exit_status():
     child = subprocess.Popen([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
     watch = procwatch.TreeWatch(psutil.Process().pid)
     watch.members = [psutil.Process(child.pid)]
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + patience(30)
     while procwatch.zombie_status(child.pid) is None and time.monotonic() < deadline:
         time.sleep(0.05)
     death = watch.death()

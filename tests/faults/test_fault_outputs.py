@@ -20,7 +20,15 @@ import pytest
 from eagle3lab.atomic import write_text_atomic
 from eagle3lab.errors import OutputWriteError
 
-from .faultkit import cli, in_namespace, make_notebook, needs_namespace, one_line
+from .faultkit import (
+    cli,
+    default_signals,
+    in_namespace,
+    make_notebook,
+    needs_namespace,
+    one_line,
+    patience,
+)
 
 GOOD_REPORT = "# REPORT\n\nthe committed, good report\n" * 200
 
@@ -131,7 +139,7 @@ def test_report_md_on_a_full_disk_keeps_the_good_one(sandbox, tmp_path):
         print(target.read_text() == {GOOD_REPORT!r}, sorted(p.name for p in target.parent.iterdir()))
     """)
     result = subprocess.run(in_namespace(f"mount -t tmpfs -o size=200k tmpfs {disk}", [sys.executable, "-c", script]),
-                            capture_output=True, text=True, env=sandbox.env(), timeout=60)
+                            capture_output=True, text=True, env=sandbox.env(), timeout=patience(60), preexec_fn=default_signals)
     lines = result.stdout.strip().splitlines()
     assert result.returncode == 0, result.stderr
     assert lines[0] == f"no space left on the device while writing {disk / 'REPORT.md'}; free some space and rerun " \
@@ -222,8 +230,8 @@ def test_report_no_run_from_a_real_run_and_on_a_full_disk(sandbox, full_report, 
              f"(head -c $((64*1024 - $(stat -c %s {disk}/REPORT.md) - 8192)) /dev/zero > {disk}/filler || true)")
     check = (f'{sys.executable} -m eagle3lab report --no-run; echo "rc=$?"; '
              f'cmp -s {good} {disk}/REPORT.md && echo unchanged; ls -A {disk}')
-    result = subprocess.run(in_namespace(mount, ["sh", "-c", check]), capture_output=True, text=True, timeout=600,
-                            env=sandbox.env(EAGLE3LAB_REPORT_MD=str(disk / "REPORT.md")))
+    result = subprocess.run(in_namespace(mount, ["sh", "-c", check]), capture_output=True, text=True,
+                            timeout=patience(600), env=sandbox.env(EAGLE3LAB_REPORT_MD=str(disk / "REPORT.md")))
     assert result.stdout.split() == ["rc=2", "unchanged", "REPORT.md", "filler"], result.stdout + result.stderr
     assert one_line(result.stderr).startswith(f"eagle3lab: no space left on the device while writing "
                                               f"{disk / 'REPORT.md'}")

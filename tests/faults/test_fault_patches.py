@@ -13,7 +13,16 @@ import pytest
 
 from eagle3lab.package import backups, patching
 
-from .faultkit import FULL, KIMI, cli, in_namespace, needs_namespace, one_line
+from .faultkit import (
+    FULL,
+    KIMI,
+    cli,
+    default_signals,
+    in_namespace,
+    needs_namespace,
+    one_line,
+    patience,
+)
 
 PATCH = patching.PATCHES_DIR / f"{FULL}.patch"
 
@@ -90,7 +99,7 @@ def test_lock_lives_beside_the_package_and_is_shared_across_caches(sandbox, tmp_
     released = tmp_path / "released"
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; from pathlib import Path; from eagle3lab.fix import patching\n"
+         "import sys, time; from pathlib import Path; from eagle3lab.package import patching\n"
          "with patching.held():\n"
          "    print('held', flush=True); time.sleep(2); Path(sys.argv[1]).write_text('x')\n", str(released)],
         stdout=subprocess.PIPE, text=True, env=sandbox.env(EAGLE3LAB_CACHE=str(tmp_path / "cache-a")))
@@ -100,9 +109,9 @@ def test_lock_lives_beside_the_package_and_is_shared_across_caches(sandbox, tmp_
         result = cli(sandbox, "patch", "apply", FULL, EAGLE3LAB_CACHE=str(tmp_path / "cache-b"))
         assert result.returncode == 0, result.stderr
         assert released.exists(), "apply ran while a process with another cache held the lock"
-        assert "waiting for another eagle3lab process" in result.stderr
+        assert f"waiting for pid {holder.pid} (" in result.stderr  # the holder is named
     finally:
-        holder.wait(timeout=60)
+        holder.wait(timeout=patience(60))
     assert cli(sandbox, "patch", "restore", EAGLE3LAB_CACHE=str(tmp_path / "cache-b")).returncode == 0
     sandbox.assert_release()
 
@@ -126,7 +135,7 @@ def test_apply_on_a_read_only_models_folder_fails_once_in_one_line(sandbox, tmp_
     stat_before = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in models.iterdir() if p.is_file()}
     prefix, _ = read_only(models)
     result = subprocess.run([*prefix, sys.executable, "-m", "eagle3lab", "patch", "apply", FULL],
-                            capture_output=True, text=True, env=sandbox.env(), timeout=120)
+                            capture_output=True, text=True, env=sandbox.env(), timeout=patience(120), preexec_fn=default_signals)
     if not prefix:
         models.chmod(0o755)
     assert result.returncode == 2
@@ -143,7 +152,7 @@ def test_apply_with_a_full_cache_writes_nothing_to_the_package(sandbox, tmp_path
     mount = f"mount -t tmpfs -o size=64k tmpfs {sandbox.cache} && head -c 60000 /dev/zero > {sandbox.cache}/fill"
     sandbox.cache.mkdir()
     result = subprocess.run(in_namespace(mount, [sys.executable, "-m", "eagle3lab", "patch", "apply", FULL]),
-                            capture_output=True, text=True, env=sandbox.env(), timeout=120)
+                            capture_output=True, text=True, env=sandbox.env(), timeout=patience(120), preexec_fn=default_signals)
     assert result.returncode == 2
     line = one_line(result.stderr)
     assert "could not save the originals (no space left on the device" in line and "nothing was applied" in line
@@ -183,7 +192,7 @@ def test_interrupt_during_apply_waits_until_the_files_are_consistent(sandbox, tm
     ``patched`` block then reverts it: never half a patch."""
     script = (
         "import os, signal, time\n"
-        "from eagle3lab.fix import patching\n"
+        "from eagle3lab.package import patching\n"
         "real = patching._write_atomic\n"
         "def slow(path, text):\n"
         "    os.kill(os.getpid(), signal.SIGTERM); time.sleep(0.2); real(path, text)\n"
@@ -191,6 +200,6 @@ def test_interrupt_during_apply_waits_until_the_files_are_consistent(sandbox, tm
         f"with patching.patched({FULL!r}):\n"
         "    print('inside the block', flush=True)\n")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=sandbox.env(),
-                            timeout=120)
+                            timeout=patience(120))
     assert "Interrupted" in result.stderr and "inside the block" not in result.stdout
     sandbox.assert_nothing_left()

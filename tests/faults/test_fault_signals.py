@@ -23,8 +23,10 @@ from .faultkit import (
     ONE,
     cli,
     command_lines,
+    default_signals,
     make_notebook,
     one_line,
+    patience,
     relaunch_notebook,
     start_cli,
     wait_for,
@@ -35,7 +37,7 @@ def holding_notebook(path: Path, flag: Path, patch: str = FULL) -> Path:
     """A notebook whose second cell holds a patch on the installed sglang (the sandbox's copy) and waits."""
     return make_notebook(
         path,
-        "import time\nfrom pathlib import Path\nfrom eagle3lab.fix import patching",
+        "import time\nfrom pathlib import Path\nfrom eagle3lab.package import patching",
         f"""
         with patching.patched({patch!r}):
             Path({str(flag)!r}).write_text("applied")
@@ -49,7 +51,7 @@ def holding_notebook(path: Path, flag: Path, patch: str = FULL) -> Path:
 
 
 @pytest.mark.notebook
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
 def test_signal_to_run_while_the_kernel_holds_a_patch(sandbox, no_leftover_processes, tmp_path, sig):
     flag = tmp_path / "applied"
     notebook = holding_notebook(tmp_path / "hold.ipynb", flag)
@@ -62,7 +64,7 @@ def test_signal_to_run_while_the_kernel_holds_a_patch(sandbox, no_leftover_proce
     assert run.poll() is None, run.communicate()
     assert sandbox.manifests() and sha256_file(sandbox.kimi) != sandbox.release[KIMI]  # really patched
     run.send_signal(sig)
-    _, stderr = run.communicate(timeout=180)
+    _, stderr = run.communicate(timeout=patience(180))
 
     assert run.returncode == 128 + sig
     line = one_line(stderr)
@@ -86,7 +88,7 @@ def test_sigterm_before_the_kernel_holds_anything_says_nothing_needed_restoring(
     run = start_cli(sandbox, "run", "--notebooks", str(notebook))
     wait_for(lambda: flag.exists() or run.poll() is not None, what="the cell to start")
     run.send_signal(signal.SIGTERM)
-    _, stderr = run.communicate(timeout=120)
+    _, stderr = run.communicate(timeout=patience(120))
     assert run.returncode == 143
     line = one_line(stderr)
     assert line.startswith("eagle3lab: SIGTERM interrupted notebook wait, cell ")  # never silent
@@ -105,7 +107,7 @@ def test_sigterm_to_the_kernel_itself_reverts_its_patch(sandbox, no_leftover_pro
     wait_for(lambda: flag.exists() or run.poll() is not None, what="the kernel to apply the patch")
     kernel = next(p for p in psutil.Process(run.pid).children() if "ipykernel" in " ".join(p.cmdline()))
     kernel.send_signal(signal.SIGTERM)
-    _, stderr = run.communicate(timeout=180)
+    _, stderr = run.communicate(timeout=patience(180))
     assert run.returncode == 2
     line = one_line(stderr)
     assert "notebook hold failed in cell" in line and "Interrupted: SIGTERM" in line
@@ -119,22 +121,22 @@ def test_sigterm_to_the_kernel_itself_reverts_its_patch(sandbox, no_leftover_pro
 HOLD_SCRIPT = """
 import sys, time
 from pathlib import Path
-from eagle3lab.fix import patching
+from eagle3lab.package import patching
 with patching.patched(sys.argv[1]):
     Path(sys.argv[2]).write_text("applied")
     time.sleep(600)
 """
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
 def test_signal_to_a_helper_holding_a_patch_reverts_it(sandbox, no_leftover_processes, tmp_path, sig):
     flag = tmp_path / "applied"
     helper = subprocess.Popen([sys.executable, "-c", HOLD_SCRIPT, ONE, str(flag)], env=sandbox.env(),
-                              stderr=subprocess.PIPE, text=True)
+                              stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
     wait_for(lambda: flag.exists() or helper.poll() is not None, what="the patch")
     assert len(sandbox.manifests()) == 1
     helper.send_signal(sig)
-    _, stderr = helper.communicate(timeout=60)
+    _, stderr = helper.communicate(timeout=patience(60))
     assert helper.returncode != 0 and "Interrupted" in stderr  # unwound like Ctrl-C, not killed outright
     sandbox.assert_nothing_left()
 
@@ -163,7 +165,7 @@ def test_trap_keeps_an_ignored_signal_ignored():
 
 
 @pytest.mark.server
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
 def test_signal_to_a_helper_holding_a_server_stops_its_tree(sandbox, no_leftover_processes, tmp_path, sig,
                                                              cpu_profile, tiny_models):
     from eagle3lab.runtime.server import check_port_free, free_port
@@ -185,11 +187,11 @@ def test_signal_to_a_helper_holding_a_server_stops_its_tree(sandbox, no_leftover
             server.stop()
     """)
     helper = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=sandbox.env())
+                              text=True, env=sandbox.env(), preexec_fn=default_signals)
     pid = json.loads(helper.stdout.readline())["pid"]
     wait_for(lambda: len(psutil.Process(pid).children(recursive=True)) >= 2, what="sglang's subprocesses")
     helper.send_signal(sig)
-    _, stderr = helper.communicate(timeout=120)
+    _, stderr = helper.communicate(timeout=patience(120))
     assert "Interrupted" in stderr
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     check_port_free("127.0.0.1", port)
@@ -211,7 +213,7 @@ def test_sigterm_during_setup_is_one_line_and_leaves_no_half_built_model(sandbox
 
     wait_for(lambda: probing() or run.poll() is not None, timeout=300, what="the tiny-model probe")
     run.send_signal(signal.SIGTERM)
-    _, stderr = run.communicate(timeout=120)
+    _, stderr = run.communicate(timeout=patience(120))
     assert run.returncode == 143
     assert one_line(stderr) == "eagle3lab: SIGTERM interrupted setup --profile cpu; nothing needed restoring"
     models = sandbox.cache / "models"
@@ -239,7 +241,7 @@ def test_sigterm_to_run_during_a_real_patched_relaunch(sandbox, no_leftover_proc
              what="the patched EAGLE-3 launch")
     assert run.poll() is None and sha256_file(sandbox.kimi) != sandbox.release[KIMI]
     run.send_signal(signal.SIGTERM)
-    _, stderr = run.communicate(timeout=180)
+    _, stderr = run.communicate(timeout=patience(180))
     assert run.returncode == 143
     line = one_line(stderr)
     print(line)  # for the record
@@ -247,3 +249,18 @@ def test_sigterm_to_run_during_a_real_patched_relaunch(sandbox, no_leftover_proc
     assert f"patch {ONE} reverted" in line and "sglang server pid" in line and " stopped" in line
     sandbox.assert_nothing_left()
     check_port_free("127.0.0.1", port)
+
+
+def test_children_of_the_tests_start_with_sighup_at_its_default_even_under_nohup():
+    """The suite passes however it is launched: a runner under ``nohup`` ignores SIGHUP, and the children the
+    tests start must not inherit that (else every SIGHUP case waits for a signal the child ignores)."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup
+    try:
+        probe = "import signal; print(signal.getsignal(signal.SIGHUP) == signal.SIG_DFL)"
+        inherited = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+        reset = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                               preexec_fn=default_signals)
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    assert inherited.stdout.strip() == "False"  # the fault the issue saw: ignored, inherited
+    assert reset.stdout.strip() == "True"

@@ -22,7 +22,9 @@ from .faultkit import (
     USER_CACHE,
     cli,
     command_lines,
+    default_signals,
     one_line,
+    patience,
     relaunch_notebook,
     sandbox_processes,
     start_cli,
@@ -33,7 +35,7 @@ RESTORE = "run python -m eagle3lab patch restore"
 HOLD_SCRIPT = """
 import sys, time
 from pathlib import Path
-from eagle3lab.fix import patching
+from eagle3lab.package import patching
 with patching.patched(sys.argv[1]):
     Path(sys.argv[2]).write_text("applied")
     time.sleep(600)
@@ -43,10 +45,10 @@ with patching.patched(sys.argv[1]):
 def kill_a_patcher(box, tmp_path, patch: str = FULL) -> None:
     """A helper process holding ``patch`` dies by SIGKILL: nothing of it can run, the backup stays."""
     flag = tmp_path / "applied"
-    helper = subprocess.Popen([sys.executable, "-c", HOLD_SCRIPT, patch, str(flag)], env=box.env())
+    helper = subprocess.Popen([sys.executable, "-c", HOLD_SCRIPT, patch, str(flag)], env=box.env(), preexec_fn=default_signals)
     wait_for(lambda: flag.exists() or helper.poll() is not None, what="the patch")
     helper.send_signal(signal.SIGKILL)
-    helper.wait(timeout=30)
+    helper.wait(timeout=patience(30))
     assert sha256_file(box.kimi) != box.release[KIMI] and len(box.manifests()) == 1
 
 
@@ -151,7 +153,7 @@ def test_sigkill_of_a_real_patched_run_is_found_and_restored(sandbox, no_leftove
     wait_for(lambda: server_started() or run.poll() is not None, what="the patched EAGLE-3 launch")
     assert run.poll() is None and sha256_file(sandbox.kimi) != sandbox.release[KIMI]
     run.send_signal(signal.SIGKILL)
-    run.communicate(timeout=30)
+    run.communicate(timeout=patience(30))
     wait_for(lambda: not sandbox_processes(sandbox), timeout=60, what="the orphaned kernel and server to die")
 
     manifest = sandbox.manifests()[0]

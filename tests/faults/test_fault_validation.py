@@ -20,7 +20,15 @@ from eagle3lab.errors import HostBindError, PortInUseError
 from eagle3lab.paths import params_dir
 from eagle3lab.runtime.server import check_port_free, free_port
 
-from .faultkit import cli, in_namespace, make_notebook, needs_namespace, one_line
+from .faultkit import (
+    cli,
+    default_signals,
+    in_namespace,
+    make_notebook,
+    needs_namespace,
+    one_line,
+    patience,
+)
 
 
 def profile_file(folder: Path, name: str = "lab", **changes) -> Path:
@@ -169,7 +177,7 @@ def test_full_disk_under_artifacts_is_named_before_the_server_starts(sandbox, no
     """)
     mount = f"mount -t tmpfs -o size=1m tmpfs {logs} && head -c 1000000 /dev/zero > {logs}/filler"
     result = subprocess.run(in_namespace(mount, [sys.executable, "-c", script]), capture_output=True, text=True,
-                            env=sandbox.env(), timeout=120)
+                            env=sandbox.env(), timeout=patience(120))
     lines = result.stdout.strip().splitlines()
     assert lines[-1] == "not started", result.stdout + result.stderr
     assert lines[0].startswith(f"no space left on the device holding {logs} (") and "the server log needs" in lines[0]
@@ -203,7 +211,7 @@ def test_server_dying_on_a_full_disk_is_reported_as_a_full_disk_with_a_stand_in_
             server.stop()
     """)
     result = subprocess.run(in_namespace(f"mount -t tmpfs -o size=17m tmpfs {logs}", [sys.executable, "-c", script]),
-                            capture_output=True, text=True, env=sandbox.env(), timeout=180)
+                            capture_output=True, text=True, env=sandbox.env(), timeout=patience(180), preexec_fn=default_signals)
     line = result.stdout.strip().splitlines()[-1]
     assert line.startswith(f"the server died while the device holding its log {logs / 'server.log'} is full"), \
         result.stdout + result.stderr

@@ -143,14 +143,34 @@ class ArmResult:
         return cls(**values)
 
 
+CANCEL_WAIT_S = 10.0  # how long an interrupted sweep gets to cancel its open requests
+
+
 def run_async(make: Callable[[], Awaitable[T]]) -> T:
     """Run a coroutine to completion from sync code, also inside Jupyter (whose loop is already running)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(make())  # type: ignore[arg-type]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(lambda: asyncio.run(make())).result()  # type: ignore[arg-type]
+    running: dict[str, Any] = {}
+
+    async def tracked() -> T:
+        running["loop"], running["task"] = asyncio.get_running_loop(), asyncio.current_task()
+        return await make()
+
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    future = pool.submit(lambda: asyncio.run(tracked()))
+    try:
+        return future.result()
+    except BaseException:
+        # Ctrl-C / the kernel's interrupt (SIGTERM to a run): cancel the sweep in its thread, so the cell ends now
+        # instead of after the whole benchmark (which outlasted the run's grace period and got the kernel killed).
+        if "task" in running:
+            running["loop"].call_soon_threadsafe(running["task"].cancel)
+        concurrent.futures.wait([future], timeout=CANCEL_WAIT_S)
+        raise
+    finally:
+        pool.shutdown(wait=False)
 
 
 def _first_error(records: list[RequestRecord]) -> str:

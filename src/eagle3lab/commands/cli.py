@@ -12,6 +12,7 @@ nbconvert, which take seconds, and ``eagle3lab --help`` or ``eagle3lab patch che
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import sys
 from types import ModuleType
@@ -20,6 +21,7 @@ from typing import Sequence
 from eagle3lab import signals
 from eagle3lab.commands.common import one_line_errors
 from eagle3lab.errors import Eagle3LabError
+from eagle3lab.paths import cache_root
 
 # subcommand -> (module under eagle3lab.commands, one-line help shown by ``eagle3lab --help``)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -86,4 +88,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Eagle3LabError as exc:
         print(f"eagle3lab: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        line = full_disk_line(exc)
+        if line is None:
+            raise
+        print(f"eagle3lab: {line}", file=sys.stderr)
+        return 2
     return 0
+
+
+FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def full_disk_line(exc: BaseException) -> str | None:
+    """One line for a full disk or quota hit anywhere below (torch, safetensors, a cache write), else None.
+
+    Why: set-up writes gigabytes into the cache through libraries that raise their own errors (safetensors says
+    "No space left on device (os error 28)"); a full disk is the user's to fix, so it gets a line, not a traceback.
+    """
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in FULL_DISK_ERRNOS:
+            where = f" while writing {seen.filename}" if seen.filename else ""
+            break
+        if "No space left on device" in str(seen) or "Disk quota exceeded" in str(seen):
+            where = ""
+            break
+        seen = seen.__cause__ or seen.__context__
+    else:
+        return None
+    return (f"no space left on the device{where} ({type(exc).__name__}); free some space, or point "
+            f"EAGLE3LAB_CACHE (now {cache_root()}) at a disk with room, and rerun")

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 
+from eagle3lab import runguard
 from eagle3lab.commands.common import add_profile_arguments, profile_of
 from eagle3lab.errors import ModelPathError
+from eagle3lab.paths import cache_root
 from eagle3lab.runtime.cpu_harness import build_libcuda_stub
 from eagle3lab.runtime.deployment import fetch_command, locate_models
 from eagle3lab.runtime.envinfo import check_sglang
@@ -29,6 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     profile = profile_of(args)
+    runguard.check_checkout_path()  # before minutes of building: torch's compiler cannot link under such a path
+    root = cache_root()
+    if profile.uses_tiny_model and not (root.is_dir() and any(root.iterdir())):
+        print(f"the eagle3lab cache {root} is empty (EAGLE3LAB_CACHE, else ~/.cache/eagle3lab under HOME): "
+              f"building the tiny models and training the drafter, minutes on a CPU")
     print(f"sglang {check_sglang(profile.sglang_version)} (profile {profile.name})")
     if profile.cpu_harness:
         print(f"stub libcuda: {build_libcuda_stub()}")

@@ -38,6 +38,12 @@ def fix_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+# The tiny-model code the capture checks run (not the drafter's training, which they never use): a new drafter
+# recipe must not measure the generated fixes again (minutes on a fresh machine).
+CAPTURE_MODEL_CODE = tuple(f"runtime/tinymodel/{name}.py" for name in
+                           ("__init__", "checkpoint", "configs", "probe", "tokenizer", "wrappers"))
+
+
 def verify(results: dict[str, dict[str, Any]], run: bool = True, entries: Optional[list[str]] = None
            ) -> dict[str, Any]:
     """Run-time checks: the patched modules import (every release), and, for the installed release, the capture
@@ -52,7 +58,7 @@ def verify(results: dict[str, dict[str, Any]], run: bool = True, entries: Option
     installed = installed_src.version
     # the checks depend only on the patches, the installed packages and this project's fix/harness/model code
     basis = (resultcache.environment_key(), installed_src.modified,
-             resultcache.code_hash(["fix", "runtime/cpu_harness", "runtime/tinymodel"]))
+             resultcache.code_hash(["fix", "runtime/cpu_harness", *CAPTURE_MODEL_CODE]))
     for release, result in results.items():
         texts = sorted(f.text for f in result["_objects"] if f.ok)
         out["imports"][release] = resultcache.cached_result(

@@ -13,6 +13,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, MutableMapping
 
+from eagle3lab.notebook import kernelguard
 from eagle3lab.errors import ProfileError
 from eagle3lab.runtime.profiles import Profile, load_profile
 
@@ -29,8 +30,10 @@ class NotebookParameters:
 
 
 def begin(namespace: MutableMapping[str, Any]) -> None:
-    """Remember which names exist before the parameters cell (imports, IPython's own)."""
+    """Remember which names exist before the parameters cell (imports, IPython's own); guard the kernel so that
+    its parent's exit (papermill ended by a signal) reverts what a cell holds instead of skipping it."""
     namespace[MARK] = frozenset(namespace)
+    kernelguard.install()
 
 
 def _type_ok(value: Any, annotation: Any) -> bool:

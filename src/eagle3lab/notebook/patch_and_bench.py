@@ -16,11 +16,11 @@ from typing import Any, Sequence
 from eagle3lab.bench import cycle
 from eagle3lab.bench.crosscheck import CrossCheck, cross_check
 from eagle3lab.bench.lossless import REQUIRED_CONCURRENCY, LosslessReport, lossless_policy, lossless_report
-from eagle3lab.bench.sweep import (ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_CONTROL,
-                                   ARM_KIND_EAGLE3_SHIFTED, ArmResult, BenchReport, load_requests, not_runnable_arm,
-                                   point_rows, run_arm, save_arm)
+from eagle3lab.bench.sweep import (ARM_FAILED, ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_CONTROL,
+                                   ARM_KIND_EAGLE3_SHIFTED, POINT_FAILED, ArmResult, BenchReport, load_requests,
+                                   not_runnable_arm, point_rows, run_arm, save_arm)
 from eagle3lab.bench.workload import SweepConfig, model_vocab_size, special_id_floor
-from eagle3lab.errors import BenchError, ExpectationError
+from eagle3lab.errors import BenchError, BenchmarkIncomplete, ExpectationError
 from eagle3lab.package import patching
 from eagle3lab.fix.relaunch import StepResult, patched_server, serving_server, stop_serving
 from eagle3lab.runtime.cpu_harness.spec_shims import GREEDY_ONLY
@@ -161,6 +161,30 @@ def run_experiment_arm(plan: SpecArmPlan, profile: Profile, models: Models, conf
     arm, _ = run_server_arm(plan.name, profile, plan.models(models), plan.config(config), out_dir, logs_dir,
                             kind=plan.kind, speculative=True, shims=shims, patch=patch)
     return arm
+
+
+BENCH_REPORT, BENCH_REPORT_FAILED = "bench_report.json", "bench_report.failed.json"
+
+
+def save_complete_report(report: BenchReport, bench_dir: Path) -> Path:
+    """Save the benchmark's record as ``bench_report.json`` only if every arm that ran completed its sweep.
+
+    Why: a hung scheduler (SIGSTOP'd, deadlocked) ends its point at the stall timeout and the arm as failed; the run
+    went on to report success with no speedup, replaced the last good notebook 03 and overwrote the figures. Now
+    the broken record goes to ``bench_report.failed.json`` and the notebook fails here, before any figure is drawn,
+    so the runbook keeps the last good executed notebook and the figures stay those of the last good run.
+    """
+    broken = [(arm, point) for arm in report.arms for point in arm.points if point.status == POINT_FAILED]
+    broken += [(arm, None) for arm in report.arms if arm.status == ARM_FAILED and not arm.points]
+    if not broken:
+        return report.save(Path(bench_dir) / BENCH_REPORT)
+    kept = report.save(Path(bench_dir) / BENCH_REPORT_FAILED)
+    arm, point = broken[0]
+    where = f"arm {arm.name} at concurrency {point.concurrency}" if point is not None else f"arm {arm.name}"
+    why = (point.reason if point is not None else None) or (str(arm.reason) if arm.reason else "failed")
+    more = f" (+{len(broken) - 1} more)" if len(broken) > 1 else ""
+    raise BenchmarkIncomplete(f"the benchmark did not complete: {where}: {why}{more}; no speedup is reported and "
+                              f"the last good figures and {BENCH_REPORT} are kept (this run's record: {kept})")
 
 
 def capture_rows(captures: dict[str | None, Any]) -> list[dict[str, Any]]:

@@ -32,6 +32,8 @@ from eagle3lab.errors import PatchError
 from eagle3lab.paths import cache_dir
 
 LOCK_NAME = ".eagle3lab-sglang.lock"
+LOCK_TIMEOUT_ENV = "EAGLE3LAB_LOCK_TIMEOUT_S"
+LOCK_TIMEOUT_S = 600.0  # longer than any patched launch holds the lock; a holder stopped or hung past it is named
 MANIFEST = "manifest.json"
 TEMPORARY = "temporary"  # applied for the length of a ``with patched(...)`` block
 APPLIED = "applied"  # applied on purpose (``patch apply``) and left in place
@@ -202,12 +204,67 @@ def _say(line: str) -> None:
     print(f"eagle3lab: {line}", file=sys.stderr, flush=True)
 
 
+def lock_timeout_s() -> float:
+    """How long a patcher waits for the lock: ``EAGLE3LAB_LOCK_TIMEOUT_S`` or ``LOCK_TIMEOUT_S``."""
+    raw = os.environ.get(LOCK_TIMEOUT_ENV)
+    if raw is None:
+        return LOCK_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise PatchError(f"{LOCK_TIMEOUT_ENV} must be a positive number of seconds, got {raw!r}")
+    return value
+
+
+def _write_holder(fd: int) -> None:
+    """Record who holds the lock in the lock file itself, so a waiter can name it."""
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(this_process()).encode(), 0)
+
+
+def describe_lock_holder(path: Path) -> str:
+    """"pid N (command, stopped)" from the lock file, or "another eagle3lab process" if it does not say."""
+    try:
+        holder = json.loads(Path(path).read_text(encoding="utf-8") or "{}")
+        pid = int(holder["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another eagle3lab process"
+    state = ""
+    try:
+        status = psutil.Process(pid).status()
+        state = ", stopped (SIGSTOP or a debugger): resume it with kill -CONT or end it" \
+            if status in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP) else f", {status}"
+    except psutil.Error:
+        state = ", gone"
+    return f"pid {pid} ({holder.get('command') or 'eagle3lab'}{state})"
+
+
+def _wait_for_lock(fd: int, path: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise
+        if time.monotonic() >= deadline:
+            raise PatchError(f"the sglang patch lock {path} is still held after {timeout_s:g} s by "
+                             f"{describe_lock_holder(path)}; wait for it to finish or end it, then retry "
+                             f"(or set {LOCK_TIMEOUT_ENV})")
+        time.sleep(0.2)
+
+
 @contextmanager
-def package_lock(root: Path, on_wait: Callable[[str], None] | None = _say) -> Iterator[None]:
+def package_lock(root: Path, on_wait: Callable[[str], None] | None = _say,
+                 timeout_s: float | None = None) -> Iterator[None]:
     """One patcher per sglang package across processes (re-entrant within a thread).
 
     The lock file lives beside the package, so processes with different caches still exclude each other.
-    ``on_wait`` hears one line (default: stderr) if another process holds the lock and this one has to wait.
+    ``on_wait`` hears one line (default: stderr) naming the holder if this one has to wait; after ``timeout_s``
+    (default: ``lock_timeout_s()``) the wait ends with a PatchError naming the holding process.
     """
     held: dict[str, tuple[int, int]] = getattr(_local, "held", None) or {}
     _local.held = held
@@ -233,9 +290,11 @@ def package_lock(root: Path, on_wait: Callable[[str], None] | None = _say) -> It
         except OSError as exc:
             if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
                 raise
+            holder = describe_lock_holder(path)
             if on_wait:
-                on_wait(f"waiting for another eagle3lab process that holds the sglang patch lock {path}")
-            fcntl.flock(fd, fcntl.LOCK_EX)
+                on_wait(f"waiting for {holder}, which holds the sglang patch lock {path}")
+            _wait_for_lock(fd, path, lock_timeout_s() if timeout_s is None else timeout_s)
+        _write_holder(fd)
         held[key] = (fd, 1)
         try:
             yield

@@ -21,6 +21,7 @@ from eagle3lab.runtime.profiles import Profile
 from eagle3lab.runtime.server import LaunchOutcome, launch, running_server
 from eagle3lab.trace.hooks import SET_LAYERS_TO_CAPTURE
 from eagle3lab.package.location import installed_root
+from eagle3lab.package import backups
 from eagle3lab.package.restore import require_release
 
 
@@ -85,9 +86,13 @@ def reproduce_crash(profile: Profile, models: Models, logs_dir: Path, shims: Seq
                     run: str = "01_eagle3_launch", port: int | None = None) -> CrashRun:
     """Launch the real server with EAGLE-3 and read the crash out of its log (on the unpatched release only)."""
 
-    require_release(installed_root(), "reproducing the crash")  # a leftover patch would change the crash
+    root = installed_root()
     spec = server_spec(profile, models, speculative=True, shims=shims, port=port)
-    outcome = launch(spec, log_path(logs_dir, run, profile), timeout_s=profile.ready_timeout_s)
+    # The patch lock from the check to the crash: no other run can patch sglang between "unpatched" and the
+    # server importing it (two runs in one environment once crashed a patched package here).
+    with backups.package_lock(root):
+        require_release(root, "reproducing the crash")  # a leftover patch would change the crash
+        outcome = launch(spec, log_path(logs_dir, run, profile), timeout_s=profile.ready_timeout_s)
     return CrashRun(spec.argv(), outcome, crash_report(outcome.log_text(), profile.name))
 
 

@@ -9,15 +9,18 @@ surfacing minutes later as a confusing server error.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from eagle3lab.errors import ProfileError
 from eagle3lab.paths import params_dir
 
 DEFAULT_PROFILE = "cpu"
+MAX_BENCH_CONCURRENCY = 1024  # far above what a CPU or one node serves at once; a typo, not a sweep
+MAX_BENCH_NUM_PROMPTS = 100_000  # requests per sweep point: hours on any machine, beyond that a typo
+NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
 class Profile(BaseModel):
@@ -25,7 +28,8 @@ class Profile(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-    name: str = Field(description="profile name, used in file names of figures and sidecars")
+    name: str = Field(min_length=1, max_length=64,
+                      description="profile name, used in file names of figures and sidecars (letters, digits, . _ -)")
     sglang_version: str = Field(description="the sglang release this profile is pinned to")
     device: Literal["cpu", "cuda"] = Field(description="where the model runs")
     cpu_harness: bool = Field(description="use the CPU harness (stub libcuda, env, shims); cpu profile only")
@@ -52,11 +56,13 @@ class Profile(BaseModel):
     port: int = Field(gt=0, lt=65536, description="server port")
     ready_timeout_s: float = Field(gt=0, description="seconds to wait for readiness or death")
     extra_server_args: list[str] = Field(description="more launch_server flags, appended verbatim")
-    bench_concurrency: list[PositiveInt] = Field(min_length=1, description="concurrency sweep of the benchmark")
+    bench_concurrency: list[Annotated[int, Field(gt=0, le=MAX_BENCH_CONCURRENCY)]] = Field(
+        min_length=1, description="concurrency sweep of the benchmark")
     bench_input_len: int = Field(gt=0, description="prompt tokens per benchmark request")
     bench_output_len: int = Field(gt=0, description="completion tokens per benchmark request (ignore_eos)")
-    bench_num_prompts: int = Field(gt=0, description="requests per sweep point (the floor when "
-                                                      "bench_prompts_per_concurrency is set)")
+    bench_num_prompts: int = Field(gt=0, le=MAX_BENCH_NUM_PROMPTS,
+                                   description="requests per sweep point (the floor when bench_prompts_per_concurrency "
+                                               "is set)")
     bench_prompts_per_concurrency: Optional[int] = Field(
         default=None, gt=0, description="measured requests per point = max(bench_num_prompts, this x concurrency); "
                                         "null: bench_num_prompts at every point")
@@ -70,6 +76,15 @@ class Profile(BaseModel):
                     "must match before each prompt's first divergence at the required concurrency; below it is "
                     "gross divergence and fails the run. Ignored (exact equality) when dtype is float32; required "
                     "otherwise")
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        """The name becomes part of file names under artifacts/, figures/, reports/: a path in it would escape."""
+        if not set(value) <= NAME_CHARACTERS or ".." in value or value.startswith("."):
+            raise ValueError("must be a plain name (letters, digits, '.', '_', '-'; no path separator, no '..', "
+                             "not starting with '.')")
+        return value
 
     @property
     def uses_tiny_model(self) -> bool:
@@ -110,6 +125,21 @@ def validate_profile(data: Any, source: str, overrides: dict[str, Any] | None = 
         raise ProfileError(f"{origin}: {_describe(first)}{more}") from None
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping (plain PyYAML keeps the last silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (the first one would be silently replaced)",
+                    key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def _yaml_error(path: Path, exc: yaml.YAMLError) -> str:
     """``file:line:column: problem`` (1-based, as editors count), so the mistake can be found at once."""
     mark = getattr(exc, "problem_mark", None)
@@ -126,7 +156,7 @@ def load_profile(name_or_path: str | Path = DEFAULT_PROFILE, overrides: dict[str
         known = ", ".join(sorted(p.stem for p in params_dir().glob("*.yaml")))
         raise ProfileError(f"profile '{name_or_path}' not found at {path}; known profiles: {known}")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as exc:
         raise ProfileError(_yaml_error(path, exc)) from None
     return validate_profile(data, str(path), overrides)

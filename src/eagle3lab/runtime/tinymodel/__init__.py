@@ -115,7 +115,7 @@ def _file_hashes(root: Path) -> dict[str, str]:
     return out
 
 
-def _safetensors_problem(path: Path) -> str | None:
+def safetensors_problem(path: Path) -> str | None:
     """Why a safetensors file is not whole (its header's tensor extents must end exactly at the file's end)."""
     try:
         with open(path, "rb") as handle:
@@ -137,7 +137,7 @@ def verify_cache(root: Path, manifest: dict[str, Any]) -> None:
     recorded = manifest.get("files")
     if recorded is None:
         for path in sorted(root.glob("*/*.safetensors")):
-            problem = _safetensors_problem(path)
+            problem = safetensors_problem(path)
             if problem:
                 raise TinyModelError(f"tiny model cache {root} is damaged: {path.relative_to(root)} {problem}; "
                                      f"{REBUILD_HINT}")
