@@ -247,11 +247,13 @@ def run_notebook(name: str, profile: str = "cpu", parameters: dict[str, Any] | N
     if isinstance(error, PapermillExecutionError):
         message = str(error.evalue).splitlines()[0] if error.evalue else ""
         raise NotebookFailed(f"notebook {source.stem} failed in cell {error.exec_count}: {error.ename}: {message} "
-                             f"(this run's copy: {kept}{last_good})") from None
+                             f"(this run's copy: {kept}{last_good})", notebook=source.stem, error_name=error.ename,
+                             cell=error.exec_count, path=kept) from None
     if isinstance(error, Eagle3LabError):
         raise error
     raise NotebookFailed(f"notebook {source.stem} could not run: {type(error).__name__}: "
-                         f"{str(error).splitlines()[0] if str(error) else ''} (this run's copy: {kept}{last_good})")
+                         f"{str(error).splitlines()[0] if str(error) else ''} (this run's copy: {kept}{last_good})",
+                         notebook=source.stem, error_name=type(error).__name__, path=kept)
 
 
 def profile_overrides(parameters: dict[str, Any] | None) -> dict[str, Any]:

@@ -406,25 +406,26 @@ def read(schema: type[S], profile: str, path: Path | None = None) -> S:
     """The typed sidecar of ``schema``'s notebook for ``profile``; one clear line if it is missing or unusable."""
     path = Path(path) if path is not None else sidecar_path(schema.NOTEBOOK, profile)
     hint = _rerun_hint(schema, profile)
+    fields = {"path": path, "notebook": schema.NOTEBOOK, "profile": profile}
     if not path.is_file():
         raise SidecarError(f"sidecar {path} is missing (notebook {schema.NOTEBOOK} has not run on '{profile}'); "
-                           f"{hint}")
+                           f"{hint}", **fields)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SidecarError(f"sidecar {path} is unreadable ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
-                           f"{hint}") from None
+                           f"{hint}", **fields) from None
     version = data.get("schema_version") if isinstance(data, dict) else None
     if version != SCHEMA_VERSION:
         raise SidecarError(f"sidecar {path} has schema version {version}, this eagle3lab reads {SCHEMA_VERSION}; "
-                           f"{hint}")
+                           f"{hint}", version=version, expected=SCHEMA_VERSION, **fields)
     try:
         return schema.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         raise SidecarError(f"sidecar {path} does not match its schema at '{where}': {first['msg']}; "
-                           f"{hint}") from None
+                           f"{hint}", location=where, **fields) from None
 
 
 def read_if_present(schema: type[S], profile: str) -> Optional[S]:

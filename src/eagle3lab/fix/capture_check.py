@@ -177,7 +177,8 @@ def run_capture_check(
     """
     for name, path in (("target", target), ("draft", draft)):
         if not Path(path).is_dir():
-            raise CaptureCheckError(f"{name} model {path} is not a directory; build the tiny models first")
+            raise CaptureCheckError(f"{name} model {path} is not a directory; build the tiny models first",
+                                    path=Path(path), problem="not_a_directory")
     argv = child_argv(target, draft, prompt_len=prompt_len, batch_size=batch_size, load_format=load_format,
                       profile=profile, inner_attr=inner_attr, inner_post_load=inner_post_load)
     with _patch_state(patch, site_packages) as label:
@@ -226,19 +227,23 @@ def _require_pristine(site_packages: str | os.PathLike | None) -> None:
             mismatched.append(path.stem)
     if applied:
         raise CaptureCheckError(f"the installed sglang already carries {', '.join(applied)}; "
-                                "revert with python -m eagle3lab patch revert NAME first")
+                                "revert with python -m eagle3lab patch revert NAME first", patch=applied[0],
+                                problem="already_patched")
     if mismatched:
         raise CaptureCheckError(f"the installed sglang does not match {', '.join(mismatched)}: not the pristine "
-                                "release the patches expect; reinstall sglang==0.5.9")
+                                "release the patches expect; reinstall sglang==0.5.9", patch=mismatched[0],
+                                problem="not_pristine")
 
 
 def _run_child(argv: list[str], env: dict[str, str], timeout_s: float) -> CaptureResult:
     started = time.monotonic()
     answer = ask(argv, env=env, timeout_s=timeout_s)
     if answer.timed_out:
-        raise CaptureCheckError(f"the capture check did not finish within {timeout_s:.0f} s; raise timeout_s")
+        raise CaptureCheckError(f"the capture check did not finish within {timeout_s:.0f} s; raise timeout_s",
+                                timeout_s=timeout_s, problem="timeout")
     if not answer.ok:
-        raise CaptureCheckError(f"the capture check gave no result: {answer.failure()}")
+        raise CaptureCheckError(f"the capture check gave no result: {answer.failure()}",
+                                returncode=answer.returncode, problem="no_result")
     result = CaptureResult.from_dict(answer.payload)
     result.seconds["wall"] = round(time.monotonic() - started, 2)
     return result
@@ -281,7 +286,8 @@ def compare_with_trace(
 
     verdict, layer_table = trace.verdict, trace.layer_table(profile)
     if layer_table is None:
-        raise CaptureCheckError(f"the trace has no layer-id table for profile {profile}; rerun notebook 02")
+        raise CaptureCheckError(f"the trace has no layer-id table for profile {profile}; rerun notebook 02",
+                                profile=profile, problem="no_layer_table")
     members = sorted(m.name for m in patching.added_members(full_patch, site_packages))
     rows = [Agreement("members the full patch delegates", sorted(verdict.missing_members), members)]
 

@@ -33,12 +33,15 @@ def read_architectures(config: str | Path) -> list[str]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise EntryClassError(f"{path} not found; pass a model's config.json or its folder") from None
+        raise EntryClassError(f"{path} not found; pass a model's config.json or its folder", path=Path(path),
+                              problem="missing") from None
     except (OSError, ValueError) as err:
-        raise EntryClassError(f"{path} is not readable JSON ({err}); pass a model's config.json") from None
+        raise EntryClassError(f"{path} is not readable JSON ({err}); pass a model's config.json", path=Path(path),
+                              problem="unreadable") from None
     archs = data.get("architectures") if isinstance(data, dict) else None
     if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs) or not archs:
-        raise EntryClassError(f"{path} has no 'architectures' list; pass --arch ARCHITECTURE instead")
+        raise EntryClassError(f"{path} has no 'architectures' list; pass --arch ARCHITECTURE instead", path=Path(path),
+                              problem="no_architectures")
     return archs
 
 
@@ -74,7 +77,8 @@ def preflight(architectures: list[str], version: Optional[str] = None, with_patc
     reg = facts.registry[chosen]
     ref = res.index.resolve(reg["module"], reg["class"])
     if ref.node is None:
-        raise SourceError(f"{reg['class']} is registered by {reg['file']} but not readable in sglang {src.version}")
+        raise SourceError(f"{reg['class']} is registered by {reg['file']} but not readable in sglang {src.version}",
+                          version=src.version, file=reg['file'], problem="unreadable_class")
     row = audit.classify(res, reg["file"], ref, audit.Contract.of(src).required, frozenset(facts.draft_only))
     verdict = audit.verdict_for(src, res, ref)
     missing = verdict["missing_members"]

@@ -128,7 +128,8 @@ def resolve_patch(patch: str | os.PathLike) -> Path:
     for candidate in (PATCHES_DIR / path.name, PATCHES_DIR / f"{path.name}.patch"):
         if candidate.is_file():
             return candidate
-    raise PatchError(f"patch {patch} not found; pass a path or a name from {PATCHES_DIR.name}/")
+    raise PatchError(f"patch {patch} not found; pass a path or a name from {PATCHES_DIR.name}/",
+                     patch=str(patch), problem="not_found")
 
 
 def _read_patch(patch: str | os.PathLike) -> _Patch:
@@ -137,9 +138,11 @@ def _read_patch(patch: str | os.PathLike) -> _Patch:
     try:
         files = list(unidiff.PatchSet(text))
     except unidiff.UnidiffParseError as err:
-        raise PatchError(f"{path.name} is not a valid unified diff ({err}); regenerate it with diff -u") from err
+        raise PatchError(f"{path.name} is not a valid unified diff ({err}); regenerate it with diff -u",
+                         patch=path.stem, path=path, problem="invalid_diff") from err
     if not files:
-        raise PatchError(f"{path.name} contains no file changes; it must be a unified diff")
+        raise PatchError(f"{path.name} contains no file changes; it must be a unified diff", patch=path.stem, path=path,
+                         problem="empty_diff")
     return _Patch(path, _read_header(text, default_name=path.stem), files)
 
 
@@ -185,12 +188,13 @@ def _confined(root: Path, patch_name: str, name: str) -> tuple[str, Path]:
     parts = PurePosixPath(rel).parts
     if not parts or PurePosixPath(rel).is_absolute() or ".." in parts or "\\" in rel or parts[0] != PACKAGE:
         raise PatchError(f"{patch_name}: refused, path {name!r} is not inside the {PACKAGE} package "
-                         f"(absolute paths, '..' and other packages are not patched); nothing was written")
+                         f"(absolute paths, '..' and other packages are not patched); nothing was written",
+                         patch=patch_name, file=rel, problem="outside_package")
     package = (root / PACKAGE).resolve()
     real = (root / rel).resolve()
     if not real.is_relative_to(package):
         raise PatchError(f"{patch_name}: refused, {rel} resolves to {real}, outside {package} (a symlink); "
-                         f"nothing was written")
+                         f"nothing was written", patch=patch_name, file=rel, path=real, problem="outside_package")
     return PurePosixPath(*parts).as_posix(), real
 
 
@@ -268,7 +272,8 @@ def _plan(patch: _Patch, root: Path) -> list[_FilePlan]:
     plans = []
     for pfile, rel, path in confined:
         if not path.is_file():
-            raise PatchError(f"{rel} not found under {root}; point site_packages at a folder holding sglang 0.5.9")
+            raise PatchError(f"{rel} not found under {root}; point site_packages at a folder holding sglang 0.5.9",
+                             patch=patch.info.name, file=rel, path=path, problem="missing_file")
         with path.open(encoding="utf-8", newline="") as handle:  # keep line endings byte for byte
             text = handle.read()
         forward, bad = _apply_hunks(text, pfile, reverse=False)
@@ -283,12 +288,13 @@ def _state(patch: _Patch, plans: list[_FilePlan]) -> str:
         if plan.state is None:
             raise PatchError(
                 f"{plan.rel} does not match {patch.path.name} (hunk {plan.bad_hunk} context not found): "
-                f"unexpected original, expected {patch.info.applies_to or 'the release the patch was made for'}"
-            )
+                f"unexpected original, expected {patch.info.applies_to or 'the release the patch was made for'}",
+                patch=patch.info.name, file=plan.rel, hunk=plan.bad_hunk, problem="unexpected_original")
     states = {plan.state for plan in plans}
     if len(states) > 1:
         mixed = ", ".join(f"{p.rel}: {p.state}" for p in plans)
-        raise PatchError(f"{patch.path.name} is only partly applied ({mixed}); run {RESTORE_COMMAND}")
+        raise PatchError(f"{patch.path.name} is only partly applied ({mixed}); run {RESTORE_COMMAND}",
+                         patch=patch.info.name, problem="partly_applied")
     return states.pop()
 
 
@@ -444,7 +450,8 @@ def verify(patch_path: str | os.PathLike, site_packages: str | os.PathLike | Non
     _known_state(root)
     plans = _plan(patch, root)
     if _state(patch, plans) != ALREADY_APPLIED:
-        raise PatchError(f"{patch.info.name} is not applied under {root}; run apply first")
+        raise PatchError(f"{patch.info.name} is not applied under {root}; run apply first",
+                         patch=patch.info.name, path=root, problem="not_applied")
     return _verified(patch, root, plans)
 
 
@@ -452,7 +459,8 @@ def _verified(patch: _Patch, root: Path, plans: list[_FilePlan]) -> PatchResult:
     members = _members(plans)
     bad = [f"{m.cls}.{m.name}" for m in members if not m.ok]
     if bad:
-        raise PatchError(f"{patch.info.name}: {', '.join(bad)} do not forward to the wrapped model with all arguments")
+        raise PatchError(f"{patch.info.name}: {', '.join(bad)} do not forward to the wrapped model with all arguments",
+                         patch=patch.info.name, problem="not_forwarding")
     files = [FileChange(p.rel, _sha256(p.backward or ""), _sha256(p.text)) for p in plans]
     names = ", ".join(f"{m.name} -> {m.delegates_to}" for m in members) or "no methods added"
     return _result(patch, root, "verify", VERIFIED, files=files, members=members, message=f"{patch.info.name}: {names}")
@@ -480,19 +488,21 @@ def apply(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None
                                     [(p.rel, p.text, _sha256(p.text), _sha256(c)) for p, c in zip(plans, contents)])
         except Eagle3LabError as err:
             raise PatchError(f"{patch.info.name}: could not save the originals ({_reason(err)}); "
-                             f"nothing was applied") from None
+                             f"nothing was applied", patch=patch.info.name, problem="backup_failed") from None
         try:
             _write_all(plans, contents)
         except _WriteFailed as failed:
             if failed.unrestored:
                 raise PatchError(f"{patch.info.name}: applying failed ({_reason(failed.cause)}) and "
                                  f"{', '.join(failed.unrestored)} could not be put back; run {RESTORE_COMMAND} "
-                                 f"(backup: {manifest.path})") from None
+                                 f"(backup: {manifest.path})", patch=patch.info.name, problem="apply_failed",
+                                 unrestored=tuple(failed.unrestored), path=manifest.path) from None
             backups.drop(manifest)
             if not isinstance(failed.cause, Exception):
                 raise failed.cause from None
             raise PatchError(f"{patch.info.name}: applying failed ({_reason(failed.cause)}); "
-                             f"the package is unchanged") from None
+                             f"the package is unchanged", patch=patch.info.name, problem="apply_failed",
+                             unrestored=()) from None
         try:
             verified = _verified(patch, root, _plan(patch, root))
         except BaseException as err:
@@ -500,12 +510,14 @@ def apply(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None
             if unrestored:
                 raise PatchError(f"{patch.info.name}: verification failed ({_reason(err)}) and "
                                  f"{', '.join(unrestored)} could not be put back; run {RESTORE_COMMAND} "
-                                 f"(backup: {manifest.path})") from None
+                                 f"(backup: {manifest.path})", patch=patch.info.name, problem="verify_failed",
+                                 unrestored=tuple(unrestored), path=manifest.path) from None
             backups.drop(manifest)
             if isinstance(err, Eagle3LabError) or not isinstance(err, Exception):
                 raise
             raise PatchError(f"{patch.info.name}: verification failed ({_reason(err)}); "
-                             f"the originals were restored") from None
+                             f"the originals were restored", patch=patch.info.name, problem="verify_failed",
+                             unrestored=()) from None
         files = [FileChange(p.rel, _sha256(p.text), _sha256(c)) for p, c in zip(plans, contents)]
         return _result(patch, root, "apply", APPLIED, files=files, members=verified.members,
                        backup_dir=str(manifest.folder),
@@ -530,7 +542,8 @@ def _revert(patch: _Patch, root: Path) -> PatchResult:
     except _WriteFailed as failed:
         undone = f"; {', '.join(failed.unrestored)} could not be put back either" if failed.unrestored else ""
         raise PatchError(f"{patch.info.name}: reverting failed ({_reason(failed.cause)}){undone}; "
-                         f"run {RESTORE_COMMAND}") from None
+                         f"run {RESTORE_COMMAND}", patch=patch.info.name, problem="revert_failed",
+                         unrestored=tuple(failed.unrestored)) from None
     manifest = backups.find(root, patch.info.name)
     if manifest is not None:
         backups.drop(manifest)

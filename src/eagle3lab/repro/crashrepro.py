@@ -94,19 +94,23 @@ def expect_signature(run: CrashRun, expected: ExpectedCrash) -> CrashReport:
     """Fail unless the server died with exactly the expected error on the model object."""
     if run.outcome.status == "ready":
         raise ExpectationError(f"the server came up: the expected crash ({expected.describe()}) did not happen; "
-                               f"sglang or the wrapper changed -- see {run.outcome.log_path}")
+                               f"sglang or the wrapper changed -- see {run.outcome.log_path}",
+                               expected=expected.describe(), found="ready", log=run.outcome.log_path)
     if run.outcome.status == "timeout":
         raise ExpectationError(f"the server neither crashed nor became ready within the timeout; "
-                               f"see {run.outcome.log_path}")
+                               f"see {run.outcome.log_path}", expected=expected.describe(), found="timeout",
+                               log=run.outcome.log_path)
     report = run.report
     if report is None:
         raise ExpectationError(f"the server died (exit {run.outcome.returncode}) but its log holds no Python "
-                               f"traceback; see {run.outcome.log_path}")
+                               f"traceback; see {run.outcome.log_path}",
+                               expected=expected.describe(), found="no_traceback", log=run.outcome.log_path)
     found = (report.exc_type.rsplit(".", 1)[-1], report.object_class, report.missing_attribute)
     wanted = (expected.exc_type, expected.object_class, expected.missing_attribute)
     if found != wanted or report.category != "interface_gap":
         raise ExpectationError(f"the server died differently than expected: got '{report.signature}' "
-                               f"({report.category}), expected '{expected.describe()}'")
+                               f"({report.category}), expected '{expected.describe()}'", expected=expected.describe(),
+                               found=report.signature)
     return report
 
 
@@ -132,7 +136,7 @@ def control_run(profile: Profile, models: Models, logs_dir: Path, shims: Sequenc
     except ServerDiedError as exc:
         report = crash_report(path.read_text(encoding="utf-8", errors="replace"), profile.name)
         detail = f": {report.signature}" + (f" (fix: {report.fix})" if report.fix else "") if report else ""
-        raise ServerDiedError(f"{exc}{detail}") from None
+        raise ServerDiedError(f"{exc}{detail}", **exc.fields) from None
     meta = body.get("meta_info", {})
     return ControlRun(spec.argv(), round(ready_s, 2), peak, prompt, body.get("text", ""),
                       int(meta.get("completion_tokens", 0)), seconds, path, meta)
