@@ -92,6 +92,8 @@ class ExpectationError(Eagle3LabError):
     expected: Any = None
     found: Any = None
     log: Path | None = None
+    arm: str | None = None
+    concurrency: int | None = None
 
 
 class SourceError(Eagle3LabError):
@@ -126,8 +128,11 @@ class BenchError(Eagle3LabError):
     """A benchmark could not run or its data is unusable."""
 
     path: Path | None = None
-    key: str | None = None
-    line: int | None = None
+    key: str | None = None  # the setting or record field at fault ("concurrency", "kind")
+    value: Any = None
+    line: int | None = None  # 1-based line of a JSONL file
+    arm: str | None = None
+    concurrency: int | None = None
 
 
 class HarnessBuildError(Eagle3LabError):
@@ -165,7 +170,7 @@ class DiagnosticsError(Eagle3LabError):
     """Evidence handed to the diagnostics (server info, log, layer table, records) is malformed."""
 
     path: Path | None = None
-    key: str | None = None
+    what: str | None = None  # which evidence ("server info", "layer table", "acceptance", "requests file")
 
 
 class CaptureCheckError(Eagle3LabError):
@@ -204,6 +209,9 @@ class ReportInputError(Eagle3LabError):
     """A sidecar or executed notebook the report needs is missing, unreadable or out of date."""
 
     path: Path | None = None
+    notebook: str | None = None
+    line: int | None = None  # where a JSON file stops parsing
+    column: int | None = None
 
 
 class PreflightFailed(Eagle3LabError):

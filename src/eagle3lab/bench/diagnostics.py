@@ -123,7 +123,7 @@ def _check_info(info: Any, what: str) -> Optional[Mapping[str, Any]]:
         return None
     if not isinstance(info, Mapping):
         raise DiagnosticsError(f"{what}: expected the /get_server_info JSON object (a mapping), got "
-                               f"{type(info).__name__}")
+                               f"{type(info).__name__}", what=what, problem="not_a_mapping")
     return info
 
 
@@ -260,7 +260,8 @@ def rule_captured_layers_inconsistent(layer_table: Any) -> Optional[Finding]:
         return None
     tables = layer_table if isinstance(layer_table, list) else [layer_table]
     if not all(isinstance(t, Mapping) and isinstance(t.get("rows"), list) for t in tables):
-        raise DiagnosticsError("layer table: expected notebook 02's mapping with a 'rows' list (or a list of them)")
+        raise DiagnosticsError("layer table: expected notebook 02's mapping with a 'rows' list (or a list of them)",
+                               what="layer table", problem="no_rows")
     verdicts = [v for v in (_table_verdict(t) for t in tables) if v is not None]
     if not verdicts:
         return None
@@ -293,7 +294,8 @@ def rule_acceptance_below_break_even(accept_lengths: Optional[Sequence[float]], 
     if not accept_lengths or break_even is None:
         return None
     if any(not isinstance(a, (int, float)) or a < 0 for a in accept_lengths):
-        raise DiagnosticsError("acceptance: per-request acceptance lengths must be non-negative numbers")
+        raise DiagnosticsError("acceptance: per-request acceptance lengths must be non-negative numbers",
+                               what="acceptance", problem="negative")
     mean = statistics.fmean(accept_lengths)
     below = sum(1 for a in accept_lengths if a < break_even)
     evidence = (f"mean accept length {mean:.2f} over {len(accept_lengths)} requests (median "
@@ -414,7 +416,7 @@ def resolve_server_args(argv: Sequence[str]) -> tuple[dict[str, Any], str]:
             resolved = prepare_server_args(args)
     except (SystemExit, ValueError, AssertionError, OSError) as exc:
         raise DiagnosticsError(f"sglang rejected the server arguments: {type(exc).__name__}: {exc}; check the "
-                               "command line and model path") from None
+                               "command line and model path", what="server args", problem="rejected") from None
     finally:
         root.removeHandler(handler)
         root.setLevel(old_level)
@@ -428,7 +430,8 @@ def _read_text(path: Optional[Path], what: str) -> Optional[str]:
     if path is None:
         return None
     if not Path(path).is_file():
-        raise DiagnosticsError(f"{what} {path} does not exist; run the notebook that writes it or leave it out")
+        raise DiagnosticsError(f"{what} {path} does not exist; run the notebook that writes it or leave it out",
+                               what=what, path=Path(path), problem="missing")
     return Path(path).read_text(encoding="utf-8", errors="replace")
 
 
@@ -471,7 +474,7 @@ def evidence_from_artifacts(bench_report: Any = None, requests_dir: Optional[Pat
                 path = Path(requests_dir) / arm.requests_file
                 if not path.is_file():
                     raise DiagnosticsError(f"requests file {path} of arm '{arm.name}' does not exist; pass the arm's "
-                                           "output folder")
+                                           "output folder", what="requests file", path=Path(path), problem="missing")
                 ev.accept_lengths = accept_lengths_from_records(load_requests(path))
             elif points:
                 ev.accept_lengths = [p.metrics.accept_length_mean for p in points

@@ -88,7 +88,8 @@ def check_greedy(profile: Profile, config: SweepConfig) -> None:
     sampling = config.extra_sampling_params
     temperature = float(sampling.get("temperature", 0.0) or 0.0)
     if profile.device == "cpu" and temperature > 0 and sampling.get("top_k", -1) != 1:
-        raise BenchError(f"temperature {temperature:g} with EAGLE-3 on CPU: {GREEDY_ONLY}")
+        raise BenchError(f"temperature {temperature:g} with EAGLE-3 on CPU: {GREEDY_ONLY}", key="temperature",
+                         value=temperature)
 
 
 @dataclass(frozen=True)
