@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic import ValidationError
 
 from eagle3lab import sidecars
 from eagle3lab.errors import SidecarError
@@ -42,14 +43,17 @@ def test_round_trip_gives_the_same_typed_object(artifacts):
 
 
 def test_unknown_top_level_key_is_a_bug_caught_before_writing(artifacts):
-    with pytest.raises(Exception, match="extra"):
+    with pytest.raises(ValidationError) as err:
         crash_sidecar(seconds_to_outcome=1.0)
+    assert [(e["type"], e["loc"]) for e in err.value.errors()] == [("extra_forbidden", ("seconds_to_outcome",))]
     assert list(artifacts.iterdir()) == []
 
 
 def test_missing_sidecar_names_the_notebook_and_the_command():
-    with pytest.raises(SidecarError, match=r"01_crash_repro\.cpu\.json is missing .*--notebooks 01"):
+    with pytest.raises(SidecarError) as err:
         sidecars.read(CrashReproSidecar, "cpu")
+    assert err.value.path == sidecars.sidecar_path(CrashReproSidecar.NOTEBOOK, "cpu") and err.value.profile == "cpu"
+    assert "--notebooks 01" in str(err.value)  # the line names the command that writes it
     assert sidecars.read_if_present(CrashReproSidecar, "cpu") is None
 
 
@@ -66,8 +70,10 @@ def test_other_schema_version_is_refused(artifacts):
     data = json.loads(path.read_text())
     data["schema_version"] = 1
     path.write_text(json.dumps(data))
-    with pytest.raises(SidecarError, match="schema version 1"):
+    with pytest.raises(SidecarError) as err:
         sidecars.read(CrashReproSidecar, "cpu")
+    assert (err.value.version, err.value.expected) == (1, sidecars.SCHEMA_VERSION)
+    assert err.value.path == path
 
 
 def test_wrong_field_type_names_the_field(artifacts):
@@ -75,8 +81,9 @@ def test_wrong_field_type_names_the_field(artifacts):
     data = json.loads(path.read_text())
     data["crash"]["seconds_to_outcome"] = "slow"
     path.write_text(json.dumps(data))
-    with pytest.raises(SidecarError, match=r"at 'crash\.seconds_to_outcome'"):
+    with pytest.raises(SidecarError) as err:
         sidecars.read(CrashReproSidecar, "cpu")
+    assert err.value.location == "crash.seconds_to_outcome" and err.value.path == path
 
 
 def test_trace_sidecar_exposes_layer_tables_by_profile():
