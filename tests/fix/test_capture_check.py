@@ -128,29 +128,35 @@ def test_compare_with_trace_agrees_and_catches_disagreement():
 
 def test_compare_with_trace_rejects_a_trace_without_this_profiles_layer_table():
     no_gpu_table = trace(["set_eagle3_layers_to_capture"], "set_eagle3_layers_to_capture", "x", [1, 2, 3])
-    with pytest.raises(CaptureCheckError, match="no layer-id table for profile gpu; rerun notebook 02"):
+    with pytest.raises(CaptureCheckError) as err:
         cc.compare_with_trace(no_gpu_table, {}, profile="gpu")
+    assert (err.value.problem, err.value.profile) == ("no_layer_table", "gpu")
 
 
 def test_load_trace_missing_file_says_what_to_run(tmp_path):
-    with pytest.raises(SidecarError, match="none.json is missing .*--notebooks 02"):
+    with pytest.raises(SidecarError) as err:
         cc.load_trace("cpu", tmp_path / "none.json")
+    assert err.value.path == tmp_path / "none.json" and err.value.notebook == "02_interface_trace"
 
 
 def test_missing_model_dir_is_one_line(tmp_path):
-    with pytest.raises(CaptureCheckError, match="is not a directory"):
+    with pytest.raises(CaptureCheckError) as err:
         cc.run_capture_check(tmp_path / "no-target", tmp_path, None)
+    assert (err.value.problem, err.value.path) == ("not_a_directory", tmp_path / "no-target")
 
 
 def test_child_without_result_reports_its_exit_and_stderr():
     argv = [sys.executable, "-c", "import sys; sys.stderr.write('boom at start-up\\n'); sys.exit(3)"]
-    with pytest.raises(CaptureCheckError, match="exited 3 without a result: boom at start-up"):
+    with pytest.raises(CaptureCheckError) as err:
         cc._run_child(argv, {}, timeout_s=30)
+    assert (err.value.problem, err.value.returncode) == ("no_result", 3)
+    assert "boom at start-up" in str(err.value)  # the child's stderr tail is the only clue the user gets
 
 
 def test_child_past_its_timeout_is_killed():
-    with pytest.raises(CaptureCheckError, match="did not finish within 1 s"):
+    with pytest.raises(CaptureCheckError) as err:
         cc._run_child([sys.executable, "-c", "import time; time.sleep(60)"], {}, timeout_s=1)
+    assert (err.value.problem, err.value.timeout_s) == ("timeout", 1)
 
 
 def test_result_round_trips_through_json():
@@ -184,6 +190,7 @@ def test_refuses_a_package_that_already_carries_a_patch(tmp_path, monkeypatch):
     (root / KIMI).parent.mkdir(parents=True)
     (root / KIMI).write_bytes((installed_root() / KIMI).read_bytes())
     patching.apply(cc.ONE_METHOD_PATCH, root)
-    with pytest.raises(CaptureCheckError, match="already carries kimi_k25-one-method;"):
+    with pytest.raises(CaptureCheckError) as err:
         cc.run_capture_check(tmp_path, tmp_path, cc.FULL_PATCH, site_packages=root)
+    assert (err.value.problem, err.value.patch) == ("already_patched", "kimi_k25-one-method")
     assert patching.check(cc.ONE_METHOD_PATCH, root).status == patching.ALREADY_APPLIED
