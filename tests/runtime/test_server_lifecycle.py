@@ -44,7 +44,7 @@ def test_nonexistent_model_path_fails_before_starting(tmp_path, cpu_profile, tin
     server = ServerProcess(bad, tmp_path / "x.log")
     with pytest.raises(ModelPathError) as err:
         server.start()
-    assert (err.value.problem, err.value.path, err.value.role) == ("missing", tmp_path / "no-such-model", "target")
+    assert (err.value.problem, err.value.path, err.value.role) == ("missing", tmp_path / "no-such-model", "target model")
     assert server.proc is None
 
 
