@@ -131,10 +131,12 @@ def test_server_args_read_back_from_the_logged_repr(spec_default_limit):
 
 
 def test_bad_server_info_and_bad_argv_are_one_line_errors(launch):
-    with pytest.raises(DiagnosticsError, match="mapping"):
+    with pytest.raises(DiagnosticsError) as err:
         rule_running_request_limit(spec_info=["not", "a", "dict"])
-    with pytest.raises(DiagnosticsError, match="sglang rejected"):
+    assert err.value.problem == "not_a_mapping"
+    with pytest.raises(DiagnosticsError) as err:
         resolve_server_args(["--model-path", "/nonexistent/model", "--device", "cpu"])
+    assert (err.value.problem, err.value.what) == ("rejected", "server args")
 
 
 # ------------------------------------------------------------------------------------------- layer table
@@ -168,8 +170,9 @@ def test_layers_consistent_without_graphs_or_with_matching_ids():
 
 def test_layer_table_missing_or_malformed():
     assert rule_captured_layers_inconsistent(None) is None
-    with pytest.raises(DiagnosticsError, match="rows"):
+    with pytest.raises(DiagnosticsError) as err:
         rule_captured_layers_inconsistent({"profile": "gpu"})
+    assert (err.value.problem, err.value.what) == ("no_rows", "layer table")
 
 
 def test_layer_table_from_the_real_trace_of_sglang_0_5_9():
@@ -313,6 +316,7 @@ def test_evidence_from_artifacts_reads_every_source(tmp_path, spec_default_limit
     assert found["running-request limit under speculative decoding"].applies
     assert found["acceptance length below break-even"].applies
     assert not found["captured layers differ between CUDA-graph and eager forwards"].applies
-    with pytest.raises(DiagnosticsError, match="does not exist"):
+    with pytest.raises(DiagnosticsError) as err:
         evidence_from_artifacts(spec_log=tmp_path / "missing.log")
+    assert (err.value.problem, err.value.path) == ("missing", tmp_path / "missing.log")
     assert evidence_from_artifacts(layer_tables=[table], layer_profile="cpu").layer_table is None

@@ -65,7 +65,9 @@ class SweepConfig:
                              key="warmup_requests", value=self.warmup_requests)
         if self.request_timeout_s <= 0 or self.stall_timeout_s <= 0 or self.read_bufsize < 64 * 1024:
             raise BenchError("request_timeout_s and stall_timeout_s must be > 0 and read_bufsize at least 64 KiB",
-                             key="request_timeout_s")
+                             key=next(name for name, bad in (("request_timeout_s", self.request_timeout_s <= 0),
+                                                             ("stall_timeout_s", self.stall_timeout_s <= 0),
+                                                             ("read_bufsize", True)) if bad))
 
     def warmup_count(self, concurrency: int) -> int:
         """Warm-up requests for one point: at least the concurrency, so every slot has compiled its path."""
