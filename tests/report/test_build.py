@@ -270,8 +270,10 @@ def test_evidence_round_trips_through_its_file(evidence, tmp_path, monkeypatch):
     assert path == tmp_path / "report_model_evidence.cpu.json"
     assert model_evidence.load("cpu").to_dict() == json.loads(json.dumps(evidence.to_dict()))
     path.write_text("{")
-    with pytest.raises(PerfModelError, match="unreadable.*--no-run"):
+    with pytest.raises(PerfModelError) as err:
         model_evidence.load("cpu")
+    assert (err.value.problem, err.value.path) == ("unreadable", path)
+    assert "--no-run" in str(err.value)  # the line gives the command that rewrites it
 
 
 def test_capacity_sentence_names_what_limits_eagle3():
