@@ -7,7 +7,7 @@ the shape of ``patches/kimi_k25-eagle3-delegation.patch``. Wrappers that share t
 
 Each patch is then checked against the release it is for: it applies with exact context (``fix.patching``'s
 hunk matcher), the patched source still parses and compiles, every added method forwards all its arguments
-(``patching.check_member``), and the audit run again on the patched release finds every wrapper it names
+(``package.members.check_member``), and the audit run again on the patched release finds every wrapper it names
 conforming. A patch is refused, with the reason, when delegation cannot work: the inner model lacks the
 member too (a real lack), or the wrapper's ``forward`` post-processes the inner model's output instead of
 returning it, so the aux hidden states a delegated capture hook switches on would never reach the drafter.
@@ -25,7 +25,8 @@ from typing import Any, Optional
 
 import unidiff
 
-from eagle3lab.package import patching
+from eagle3lab.package import diffs
+from eagle3lab.package.members import added_methods, check_member
 from eagle3lab.paths import REPO_ROOT
 from eagle3lab.trace import audit
 from eagle3lab.trace.modindex import ClassRef, module_name
@@ -298,13 +299,13 @@ def patched_source(src: SglangSource, patch_text: str) -> tuple[Optional[SglangS
     texts = dict(src._texts)  # noqa: SLF001 - a copy of the release's bytes, one file replaced
     trees = dict(src._trees)  # noqa: SLF001
     for pfile in files:
-        rel = patching._target_path(pfile).removeprefix("sglang/")  # noqa: SLF001
+        rel = diffs.target_path(pfile).removeprefix("sglang/")
         if not src.exists(rel):
             return None, f"{rel} is not in sglang {src.version}"
         original = src.text(rel)
-        if patching._apply_hunks(original, pfile, reverse=True)[0] is not None and pfile.added:  # noqa: SLF001
+        if diffs.apply_hunks(original, pfile, reverse=True)[0] is not None and pfile.added:
             return None, f"{rel} already carries this change"
-        new, bad = patching._apply_hunks(original, pfile, reverse=False)  # noqa: SLF001
+        new, bad = diffs.apply_hunks(original, pfile, reverse=False)
         if new is None:
             return None, f"{rel}: hunk {bad} does not match sglang {src.version}'s source"
         texts[rel] = new.encode("utf-8")
@@ -333,8 +334,8 @@ def check(src: SglangSource, fix: Fix, members: list[str]) -> Fix:
         fix.checks["compiles"] = {"ok": False, "detail": f"{err.msg} at line {err.lineno}"}
         fix.refused = f"patched module does not compile: {err.msg}"
         return fix
-    added = [patching.check_member(cls, fn) for cls, fn in
-             patching._added_methods(src.text(fix.file), new_text)]  # noqa: SLF001
+    added = [check_member(cls, fn) for cls, fn in
+             added_methods(src.text(fix.file), new_text)]
     bad = [f"{m.cls}.{m.name}" for m in added if not (m.ok and m.guarded)]
     fix.checks["delegates"] = {"ok": not bad and bool(added),
                                "detail": ", ".join(f"{m.name} -> {m.delegates_to}" for m in added) or "no methods"}
@@ -506,9 +507,9 @@ def patch_that_fixes(src: SglangSource, ref: ClassRef, missing: list[str]) -> di
     candidates = sorted((REPO_ROOT / "patches").glob("*.patch")) + read_series(src.version)
     for path in candidates:
         text = path.read_text(encoding="utf-8")
-        if patching._read_header(text, path.stem).applies_to != wanted:  # noqa: SLF001
+        if diffs.read_header(text, path.stem).applies_to != wanted:
             continue
-        targets = {patching._target_path(f).removeprefix("sglang/") for f in unidiff.PatchSet(text)}  # noqa: SLF001
+        targets = {diffs.target_path(f).removeprefix("sglang/") for f in unidiff.PatchSet(text)}
         if not targets & files:
             continue
         patched, _ = patched_source(src, text)

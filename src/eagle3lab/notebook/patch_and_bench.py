@@ -21,6 +21,7 @@ from eagle3lab.bench.sweep import (ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_KIND_
 from eagle3lab.bench.workload import SweepConfig, model_vocab_size
 from eagle3lab.errors import BenchError, ExpectationError
 from eagle3lab.package import patching
+from eagle3lab.package.diffs import PatchInfo
 from eagle3lab.fix.relaunch import StepResult, patched_server, serving_server, stop_serving
 from eagle3lab.runtime.cpu_harness.spec_shims import GREEDY_ONLY
 from eagle3lab.runtime import modelinfo
@@ -39,7 +40,7 @@ def patch_table(names: Sequence[str]) -> list[dict[str, Any]]:
     rows = []
     for name in names:
         result = patching.check(patching.resolve_patch(name))
-        info = result.info or patching.PatchInfo(name=name)
+        info = result.info or PatchInfo(name=name)
         rows.append({"patch": info.name, "what": info.what, "fixed upstream": info.fixed_upstream,
                      "dry run": result.status})
     return rows
