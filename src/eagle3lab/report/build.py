@@ -24,7 +24,7 @@ from eagle3lab.runtime.envinfo import environment_table
 from eagle3lab.sidecars import (SCHEMAS, CrashReproSidecar, InterfaceTraceSidecar, PatchBenchSidecar,
                                 read_if_present)
 from eagle3lab.trace import audit
-from eagle3lab.fix.capture_check import CaptureResult
+from eagle3lab.fix.capture_result import CaptureResult
 from eagle3lab.report.plots.model import (COMPONENT_LABELS, cpu_profile_figures, incident_figures,
                                           measured_points_from_bench, validation_figure)
 from eagle3lab.report import incident
