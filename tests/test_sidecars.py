@@ -23,9 +23,9 @@ def crash_sidecar(**changes) -> CrashReproSidecar:
         profile="cpu", parameters={"expected_attribute": "set_eagle3_layers_to_capture"},
         profile_values={"name": "cpu"}, environment={"sglang": "0.5.9"},
         models={"target": "/m/t", "draft": "/m/d", "cache_key": "k", "aux_layer_ids": [0, 1, 2]},
-        crash={"status": "died", "seconds_to_outcome": 17.2, "returncode": 137, "peak_rss_gib": 3.1,
+        crash={"status": "died", "seconds_to_outcome": 17.2, "returncode": 137, "peak_rss_bytes": 3_328_599_654,
                "category": "interface_gap", "signature": "AttributeError: x", "call_site": "a.py:1", "log": "l"},
-        control={"seconds_to_ready": 25.0, "peak_rss_gib": 3.6, "generate_seconds": 0.1, "completion_tokens": 16,
+        control={"seconds_to_ready": 25.0, "peak_rss_bytes": 3_865_470_566, "generate_seconds": 0.1, "completion_tokens": 16,
                  "completion": "w w", "log": "l"})
     data.update(changes)
     return CrashReproSidecar(**data)
@@ -110,3 +110,13 @@ def test_chain_records_carry_no_display_labels():
     from eagle3lab.fix.relaunch import chain_row
 
     assert chain_row(bench.chain[0])["seconds to outcome"] == 16.0
+
+
+def test_audit_counts_carry_every_short_key_of_the_audit():
+    """The sidecar's typed counts and trace.audit's keys are one vocabulary: a kind added there must be added here."""
+    from eagle3lab.sidecars import AuditCounts
+    from eagle3lab.trace import audit
+
+    keys = {"entry_classes", *audit.KIND_KEYS.values(), *(audit.verdict_key(v) for v in audit.VERDICTS)}
+    assert keys == set(AuditCounts.model_fields)
+    assert set(audit.KIND_KEYS) == set(audit.KINDS)

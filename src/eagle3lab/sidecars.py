@@ -22,7 +22,7 @@ from eagle3lab.atomic import write_json_atomic
 from eagle3lab.errors import SidecarError
 from eagle3lab.paths import repo_dir
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: raw memory and seconds in 01, typed audit counts and fix checks in 02
 
 
 class Record(BaseModel):
@@ -76,7 +76,7 @@ class CrashRecord(Record):
     status: str
     seconds_to_outcome: float
     returncode: Optional[int] = None
-    peak_rss_gib: float
+    peak_rss_bytes: int  # the server tree's peak, raw: the renderer shows GiB
     category: Optional[str] = None
     signature: Optional[str] = None
     call_site: Optional[str] = None
@@ -89,8 +89,8 @@ class ControlRecord(Record):
     """The same model without speculative decoding: ready, and one ``/generate`` answered."""
 
     seconds_to_ready: float
-    peak_rss_gib: float
-    generate_seconds: float
+    peak_rss_bytes: int
+    generate_seconds: float  # raw; the renderer rounds
     completion_tokens: int
     completion: str
     log: str
@@ -184,6 +184,25 @@ class LayerIdTable(Record):
         return (table or {}).get("self.model.layers_to_capture")
 
 
+class AuditCounts(Record):
+    """How many entry classes of each kind (``trace.audit.KIND_KEYS``) and wrappers of each verdict; they add up
+    to ``entry_classes``. Short keys here; the renderer shows the labels (``trace.audit.KINDS``)."""
+
+    entry_classes: int
+    wrapper: int
+    other_wrapper: int
+    plain: int
+    draft: int
+    unresolved: int
+    wrappers_conforming: int
+    wrappers_lacking: int
+    wrappers_unresolved: int
+
+    def of(self, key: str) -> int:
+        """The count under a short key (``wrapper``, ``wrappers_lacking``, ...)."""
+        return int(getattr(self, key))
+
+
 class ConformanceRecord(Record):
     """The audit of one release: every registered entry class classified, counts that add up, reasons."""
 
@@ -191,13 +210,29 @@ class ConformanceRecord(Record):
     provenance: str = ""
     members: list[str] = Field(default_factory=list)  # contract members checked
     every_module_has: list[str] = Field(default_factory=list)  # used by the runtime, left out of the contract
-    counts: dict[str, int] = Field(default_factory=dict)
+    counts: Optional[AuditCounts] = None
     entry_classes: Optional[int] = None
     rows: list[dict[str, Any]] = Field(default_factory=list)  # wrappers of EAGLE-3-capable models
     lacking: list[dict[str, Any]] = Field(default_factory=list)  # those that lack part of the contract
     unresolved: list[dict[str, Any]] = Field(default_factory=list)  # entry, file, kind, reason
     entries: list[dict[str, Any]] = Field(default_factory=list)  # every entry class
     seconds: Optional[float] = None
+
+
+class FixCheckRecord(Record):
+    """One check of a generated patch (applies, compiles, delegates, re-audit, output): passed, and on what."""
+
+    ok: bool
+    detail: str = ""
+
+
+class SeriesCheckRecord(Record):
+    """Every passing patch of a release applied together: which lacking wrappers conform then."""
+
+    ok: bool
+    detail: str = ""
+    conforming: list[str] = Field(default_factory=list)
+    still_lacking: dict[str, list[str]] = Field(default_factory=dict)  # entry -> members still missing
 
 
 class FixRecord(Record):
@@ -212,7 +247,7 @@ class FixRecord(Record):
     entries: list[str] = Field(default_factory=list)
     ok: bool
     refused: str = ""
-    checks: dict[str, Any] = Field(default_factory=dict)
+    checks: dict[str, FixCheckRecord] = Field(default_factory=dict)  # check name -> outcome
     committed: str = ""  # identical / differs: regenerate / not committed / refused
 
 
@@ -220,7 +255,7 @@ class ReleaseFixesRecord(Record):
     release: str
     provenance: str = ""
     fixes: list[FixRecord] = Field(default_factory=list)
-    series: dict[str, Any] = Field(default_factory=dict)  # the whole series applied: who conforms
+    series: Optional[SeriesCheckRecord] = None  # the whole series applied: who conforms
     checked: int = 0
     refused: list[dict[str, Any]] = Field(default_factory=list)
     seconds: Optional[float] = None

@@ -45,13 +45,18 @@ class CrashRun:
     report: CrashReport | None
 
     def summary(self) -> dict[str, Any]:
+        """Raw values (the sidecar's ``CrashRecord``); ``table`` formats them for people."""
         return {"status": self.outcome.status, "seconds_to_outcome": self.outcome.seconds,
                 "returncode": self.outcome.returncode,
-                "peak_rss_gib": round(self.outcome.peak_rss_bytes / 2**30, 2),
+                "peak_rss_bytes": self.outcome.peak_rss_bytes,
                 "category": self.report.category if self.report else None,
                 "signature": self.report.signature if self.report else None,
                 "call_site": str(self.report.call_site) if self.report and self.report.call_site else None,
                 "log": str(self.outcome.log_path)}
+
+    def table(self) -> dict[str, Any]:
+        """``summary`` for the notebook's table: memory in GiB."""
+        return _gib(self.summary())
 
 
 @dataclass
@@ -69,11 +74,21 @@ class ControlRun:
     meta_info: dict = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
-        return {"seconds_to_ready": self.seconds_to_ready,
-                "peak_rss_gib": round(self.peak_rss_bytes / 2**30, 2),
-                "generate_seconds": round(self.generate_seconds, 3),
+        """Raw values (the sidecar's ``ControlRecord``); ``table`` formats them for people."""
+        return {"seconds_to_ready": self.seconds_to_ready, "peak_rss_bytes": self.peak_rss_bytes,
+                "generate_seconds": self.generate_seconds,
                 "completion_tokens": self.completion_tokens, "completion": self.completion,
                 "log": str(self.log_path)}
+
+    def table(self) -> dict[str, Any]:
+        """``summary`` for the notebook's table: memory in GiB, the request time in ms resolution."""
+        return {**_gib(self.summary()), "generate_seconds": round(self.generate_seconds, 3)}
+
+
+def _gib(summary: dict[str, Any]) -> dict[str, Any]:
+    """The same row with ``peak_rss_bytes`` shown as ``peak_rss_gib`` (two decimals), in place."""
+    return {("peak_rss_gib" if k == "peak_rss_bytes" else k): (round(v / 2**30, 2) if k == "peak_rss_bytes" else v)
+            for k, v in summary.items()}
 
 
 def log_path(logs_dir: Path, run: str, profile: Profile) -> Path:
