@@ -25,8 +25,8 @@ def crash_sidecar(**changes) -> CrashReproSidecar:
         models={"target": "/m/t", "draft": "/m/d", "cache_key": "k", "aux_layer_ids": [0, 1, 2]},
         crash={"status": "died", "seconds_to_outcome": 17.2, "returncode": 137, "peak_rss_bytes": 3_328_599_654,
                "category": "interface_gap", "signature": "AttributeError: x", "call_site": "a.py:1", "log": "l"},
-        control={"seconds_to_ready": 25.0, "peak_rss_bytes": 3_865_470_566, "generate_seconds": 0.1, "completion_tokens": 16,
-                 "completion": "w w", "log": "l"})
+        control={"seconds_to_ready": 25.0, "peak_rss_bytes": 3_865_470_566, "generate_seconds": 0.1,
+                 "completion_tokens": 16, "completion": "w w", "log": "l"})
     data.update(changes)
     return CrashReproSidecar(**data)
 
@@ -120,3 +120,21 @@ def test_audit_counts_carry_every_short_key_of_the_audit():
     keys = {"entry_classes", *audit.KIND_KEYS.values(), *(audit.verdict_key(v) for v in audit.VERDICTS)}
     assert keys == set(AuditCounts.model_fields)
     assert set(audit.KIND_KEYS) == set(audit.KINDS)
+
+
+def test_a_classified_crash_is_stored_as_its_typed_record(artifacts):
+    """The report of a real traceback (the crash notebook 01 asserts) round-trips through the typed record."""
+    from eagle3lab.runtime.crashlog import crash_report
+
+    log = ("Traceback (most recent call last):\n"
+           '  File "/x/site-packages/sglang/srt/model_executor/model_runner.py", line 622, in initialize\n'
+           "    self.model.set_eagle3_layers_to_capture(ids)\n"
+           "AttributeError: 'KimiK25ForConditionalGeneration' object has no attribute "
+           "'set_eagle3_layers_to_capture'\n")
+    report = crash_report(log)
+    crash = {**crash_sidecar().crash.model_dump(), "report": report.to_dict()}
+    again = sidecars.read(CrashReproSidecar, "cpu", sidecars.write(crash_sidecar(crash=crash)))
+    stored = again.crash.report
+    assert stored.signature == report.signature and stored.category == report.category == "interface_gap"
+    assert stored.call_site == "sglang/srt/model_executor/model_runner.py:622 in initialize"
+    assert [(f.path, f.line) for f in stored.frames] == [(f.path, f.line) for f in report.frames]

@@ -70,6 +70,36 @@ class ModelsRecord(Record):
     trust_remote_code: bool = False
 
 
+class FrameRecord(Record):
+    """One traceback frame (``runtime.crashlog.Frame``): sglang-relative path, line, function."""
+
+    path: str
+    line: int
+    function: str
+    code: str = ""
+
+
+class CrashReportRecord(Record):
+    """The classified crash (``runtime.crashlog.CrashReport.to_dict``)."""
+
+    exc_type: str
+    message: str
+    signature: str
+    category: str  # runtime.crashlog.Category
+    rule: Optional[str] = None
+    explanation: str = ""
+    object_class: Optional[str] = None
+    missing_attribute: Optional[str] = None
+    call_site: Optional[str] = None  # "path:line in function"
+    frames: list[FrameRecord] = Field(default_factory=list)
+    traceback_text: str = ""
+    tracebacks_found: int = 0
+    distinct_tracebacks: int = 0
+    fix: Optional[str] = None
+    chain: list[dict[str, Any]] = Field(default_factory=list)  # the raw tracebacks of its chain, oldest first
+    classified_by: Optional[str] = None
+
+
 class CrashRecord(Record):
     """How the EAGLE-3 launch ended and what the log says (``report``: the full classified crash)."""
 
@@ -82,7 +112,7 @@ class CrashRecord(Record):
     call_site: Optional[str] = None
     log: str
     argv: list[str] = Field(default_factory=list)
-    report: Optional[dict[str, Any]] = None
+    report: Optional[CrashReportRecord] = None
 
 
 class ControlRecord(Record):
