@@ -22,12 +22,13 @@ def crash_sidecar() -> CrashReproSidecar:
         profile="cpu", parameters={}, profile_values={"name": "cpu"},
         environment={"sglang": "0.5.9", "machine": "x86_64, 2 cores, 24 GiB", "accelerators": "none"},
         models={"target": "/m/t", "draft": "/m/d"},
-        crash={"status": "died", "seconds_to_outcome": 61.37, "peak_rss_bytes": 3_672_199_086, "category": "interface_gap",
+        crash={"status": "died", "seconds_to_outcome": 61.37, "peak_rss_bytes": 3_672_199_086,
+               "category": "interface_gap",
                "signature": "AttributeError: 'KimiK25ForConditionalGeneration' object has no attribute "
                             "'set_eagle3_layers_to_capture'",
                "call_site": "sglang/srt/model_executor/model_runner.py:622 in initialize", "log": "l"},
-        control={"seconds_to_ready": 57.9, "peak_rss_bytes": 3_328_599_654, "generate_seconds": 0.84, "completion_tokens": 16,
-                 "completion": "w", "log": "l"})
+        control={"seconds_to_ready": 57.9, "peak_rss_bytes": 3_328_599_654, "generate_seconds": 0.84,
+                 "completion_tokens": 16, "completion": "w", "log": "l"})
 
 
 def _site(where: str, member: str, role: str, access: str) -> dict:
