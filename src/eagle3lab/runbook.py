@@ -44,7 +44,8 @@ def notebook_path(name: str) -> Path:
     matches = [nb for nb in NOTEBOOKS if nb == name or nb.split("_", 1)[0] == name]
     path = REPO_ROOT / "notebooks" / f"{matches[0] if matches else name}.ipynb"
     if not path.is_file():
-        raise Eagle3LabError(f"notebook '{name}' not found at {path}; known: {', '.join(NOTEBOOKS)}")
+        raise Eagle3LabError(f"notebook '{name}' not found at {path}; known: {', '.join(NOTEBOOKS)}", path=path,
+                             problem="unknown_notebook")
     return path
 
 
