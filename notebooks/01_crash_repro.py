@@ -86,7 +86,7 @@ show.table(vars(models))
 # %%
 crash = crashrepro.reproduce_crash(P, models, logs_dir)
 print(" ".join(crash.argv))
-show.table(crash.summary())
+show.table(crash.table())
 
 # %% [markdown]
 # ### The traceback, as the scheduler printed it
@@ -115,7 +115,7 @@ print(f"reproduced: {report.signature}\nraised at:  {report.call_site}")
 
 # %%
 control = crashrepro.control_run(P, models, logs_dir, CONTROL_SHIMS, control_prompt, control_max_new_tokens)
-show.table(control.summary())
+show.table(control.table())
 
 # %% [markdown]
 # ## Timings (measured here)

@@ -20,7 +20,7 @@
 # own `ModelRunner`, and throughput and acceptance are measured against the no-speculation baseline.
 
 # %%
-from eagle3lab.fix import capture_check, relaunch
+from eagle3lab.fix import capture_check, capture_trace, relaunch
 from eagle3lab.runtime import deployment, envinfo
 from eagle3lab.notebook import params as nbparams, show
 from eagle3lab import sidecars
@@ -75,7 +75,7 @@ show.table([plan.to_dict() for plan in plans])
 # ## What notebook 02 says the patch must delegate
 
 # %%
-trace = capture_check.load_trace(P.name)
+trace = capture_trace.load_trace(P.name)
 verdict = trace.verdict
 show.table({"missing members": ", ".join(verdict.missing_members),
             "delegation gaps": ", ".join(verdict.delegation_gaps),
@@ -110,7 +110,7 @@ if captures:
     patchbench.expect_capture(captures, verdict.first_raise["cpu"].member)
 
 # %%
-agreement = capture_check.compare_with_trace(trace, captures, profile="cpu" if P.device == "cpu" else "gpu",
+agreement = capture_trace.compare_with_trace(trace, captures, profile="cpu" if P.device == "cpu" else "gpu",
                                              full_patch=patch) if captures else []
 show.table([row.to_dict() for row in agreement]) if agreement else "no capture results to compare"
 

@@ -28,3 +28,33 @@ def test_override_without_equals_is_one_line():
 def test_unknown_notebook_is_one_line():
     result = run_cli("run", "--notebooks", "99")
     assert result.returncode == 2 and "notebook '99' not found" in result.stderr
+
+
+# One bad argument per subcommand that reaches the command's own code (not argparse): each must end in exit 2 and
+# one line naming the problem. A command added to COMMANDS without a case here fails the first assertion.
+BAD_ARGUMENTS = {
+    "run": (["--profile", "no-such-profile", "--notebooks", "01"], "no-such-profile"),
+    "report": (["--profile", "no-such-profile", "--no-run"], "no-such-profile"),
+    "setup": (["--profile", "no-such-profile"], "no-such-profile"),
+    "preflight": (["--profile", "no-such-profile"], "no-such-profile"),
+    "fetch-models": (["--profile", "no-such-profile"], "no-such-profile"),
+    "patch": (["check", "no-such-patch"], "no-such-patch"),
+    "preflight-model": (["--config", "/no/such/dir/config.json"], "/no/such/dir/config.json"),
+    "upstream-fixes": (["--sglang", "latest-please"], "latest-please"),
+    "predict": (["--config", "kimi-k2.5", "--hardware", "b200", "--tp", "8", "--steps", "3", "--topk", "1",
+                 "--draft-tokens", "4", "--accept", "2.5", "--context", "2048", "--batch", "one,two"], "one,two"),
+    "doctor": (["--launch", "--speculative-algorithm EAGLE3", "--server-log", "/no/such/server.log"],
+               "/no/such/server.log"),
+}
+
+
+def test_every_command_turns_an_eagle3lab_error_into_one_line_and_exit_2():
+    from eagle3lab.commands.cli import COMMANDS
+
+    assert set(BAD_ARGUMENTS) == set(COMMANDS)
+    for name, (args, named) in BAD_ARGUMENTS.items():
+        result = run_cli(name, *args)
+        line = result.stderr.strip()
+        assert result.returncode == 2, (name, result.stderr[-500:])
+        assert "\n" not in line and line.startswith("eagle3lab: ") and "Traceback" not in line, (name, line)
+        assert named in line, (name, line)  # the line names the bad value, so it is this error and not another

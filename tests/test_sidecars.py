@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic import ValidationError
 
 from eagle3lab import sidecars
 from eagle3lab.errors import SidecarError
@@ -22,10 +23,10 @@ def crash_sidecar(**changes) -> CrashReproSidecar:
         profile="cpu", parameters={"expected_attribute": "set_eagle3_layers_to_capture"},
         profile_values={"name": "cpu"}, environment={"sglang": "0.5.9"},
         models={"target": "/m/t", "draft": "/m/d", "cache_key": "k", "aux_layer_ids": [0, 1, 2]},
-        crash={"status": "died", "seconds_to_outcome": 17.2, "returncode": 137, "peak_rss_gib": 3.1,
+        crash={"status": "died", "seconds_to_outcome": 17.2, "returncode": 137, "peak_rss_bytes": 3_328_599_654,
                "category": "interface_gap", "signature": "AttributeError: x", "call_site": "a.py:1", "log": "l"},
-        control={"seconds_to_ready": 25.0, "peak_rss_gib": 3.6, "generate_seconds": 0.1, "completion_tokens": 16,
-                 "completion": "w w", "log": "l"})
+        control={"seconds_to_ready": 25.0, "peak_rss_bytes": 3_865_470_566, "generate_seconds": 0.1,
+                 "completion_tokens": 16, "completion": "w w", "log": "l"})
     data.update(changes)
     return CrashReproSidecar(**data)
 
@@ -42,14 +43,17 @@ def test_round_trip_gives_the_same_typed_object(artifacts):
 
 
 def test_unknown_top_level_key_is_a_bug_caught_before_writing(artifacts):
-    with pytest.raises(Exception, match="extra"):
+    with pytest.raises(ValidationError) as err:
         crash_sidecar(seconds_to_outcome=1.0)
+    assert [(e["type"], e["loc"]) for e in err.value.errors()] == [("extra_forbidden", ("seconds_to_outcome",))]
     assert list(artifacts.iterdir()) == []
 
 
 def test_missing_sidecar_names_the_notebook_and_the_command():
-    with pytest.raises(SidecarError, match=r"01_crash_repro\.cpu\.json is missing .*--notebooks 01"):
+    with pytest.raises(SidecarError) as err:
         sidecars.read(CrashReproSidecar, "cpu")
+    assert err.value.path == sidecars.sidecar_path(CrashReproSidecar.NOTEBOOK, "cpu") and err.value.profile == "cpu"
+    assert "--notebooks 01" in str(err.value)  # the line names the command that writes it
     assert sidecars.read_if_present(CrashReproSidecar, "cpu") is None
 
 
@@ -66,8 +70,10 @@ def test_other_schema_version_is_refused(artifacts):
     data = json.loads(path.read_text())
     data["schema_version"] = 1
     path.write_text(json.dumps(data))
-    with pytest.raises(SidecarError, match="schema version 1"):
+    with pytest.raises(SidecarError) as err:
         sidecars.read(CrashReproSidecar, "cpu")
+    assert (err.value.version, err.value.expected) == (1, sidecars.SCHEMA_VERSION)
+    assert err.value.path == path
 
 
 def test_wrong_field_type_names_the_field(artifacts):
@@ -75,8 +81,9 @@ def test_wrong_field_type_names_the_field(artifacts):
     data = json.loads(path.read_text())
     data["crash"]["seconds_to_outcome"] = "slow"
     path.write_text(json.dumps(data))
-    with pytest.raises(SidecarError, match=r"at 'crash\.seconds_to_outcome'"):
+    with pytest.raises(SidecarError) as err:
         sidecars.read(CrashReproSidecar, "cpu")
+    assert err.value.location == "crash.seconds_to_outcome" and err.value.path == path
 
 
 def test_trace_sidecar_exposes_layer_tables_by_profile():
@@ -103,3 +110,31 @@ def test_chain_records_carry_no_display_labels():
     from eagle3lab.fix.relaunch import chain_row
 
     assert chain_row(bench.chain[0])["seconds to outcome"] == 16.0
+
+
+def test_audit_counts_carry_every_short_key_of_the_audit():
+    """The sidecar's typed counts and trace.audit's keys are one vocabulary: a kind added there must be added here."""
+    from eagle3lab.sidecars import AuditCounts
+    from eagle3lab.trace import audit
+
+    keys = {"entry_classes", *audit.KIND_KEYS.values(), *(audit.verdict_key(v) for v in audit.VERDICTS)}
+    assert keys == set(AuditCounts.model_fields)
+    assert set(audit.KIND_KEYS) == set(audit.KINDS)
+
+
+def test_a_classified_crash_is_stored_as_its_typed_record(artifacts):
+    """The report of a real traceback (the crash notebook 01 asserts) round-trips through the typed record."""
+    from eagle3lab.runtime.crashlog import crash_report
+
+    log = ("Traceback (most recent call last):\n"
+           '  File "/x/site-packages/sglang/srt/model_executor/model_runner.py", line 622, in initialize\n'
+           "    self.model.set_eagle3_layers_to_capture(ids)\n"
+           "AttributeError: 'KimiK25ForConditionalGeneration' object has no attribute "
+           "'set_eagle3_layers_to_capture'\n")
+    report = crash_report(log)
+    crash = {**crash_sidecar().crash.model_dump(), "report": report.to_dict()}
+    again = sidecars.read(CrashReproSidecar, "cpu", sidecars.write(crash_sidecar(crash=crash)))
+    stored = again.crash.report
+    assert stored.signature == report.signature and stored.category == report.category == "interface_gap"
+    assert stored.call_site == "sglang/srt/model_executor/model_runner.py:622 in initialize"
+    assert [(f.path, f.line) for f in stored.frames] == [(f.path, f.line) for f in report.frames]

@@ -41,7 +41,7 @@ def write_with(path: Path | str, fill: Callable[[Any], None], *, binary: bool = 
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".eagle3lab-tmp")
     except OSError as exc:
-        raise OutputWriteError(_describe(exc, path)) from None
+        raise OutputWriteError(_describe(exc, path), path=path, errno=exc.errno) from None
     try:
         with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as handle:
             fill(handle)
@@ -52,7 +52,7 @@ def write_with(path: Path | str, fill: Callable[[Any], None], *, binary: bool = 
         os.replace(tmp, path)
     except OSError as exc:
         _discard(tmp)
-        raise OutputWriteError(_describe(exc, path)) from None
+        raise OutputWriteError(_describe(exc, path), path=path, errno=exc.errno) from None
     except BaseException:
         _discard(tmp)
         raise
@@ -113,13 +113,13 @@ def building_dir(target: Path | str) -> Iterator[Path]:
         target.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     except OSError as exc:
-        raise OutputWriteError(_describe(exc, target)) from None
+        raise OutputWriteError(_describe(exc, target), path=target, errno=exc.errno) from None
     try:
         yield staging
         if target.exists():
             shutil.rmtree(target)
         staging.rename(target)
     except OSError as exc:
-        raise OutputWriteError(_describe(exc, target)) from None
+        raise OutputWriteError(_describe(exc, target), path=target, errno=exc.errno) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -636,7 +636,8 @@ def require(profile: Profile, *, quick: bool = True, echo: Callable[[str], None]
     if echo is not None:
         echo(result.text())
     if not result.ok:
-        raise PreflightFailed(result.problem_line())
+        raise PreflightFailed(result.problem_line(), check=result.failures[0].name, profile=result.profile,
+                              failed=tuple(c.name for c in result.failures))
     return result
 
 

@@ -45,7 +45,8 @@ def notebook_path(name: str) -> Path:
     matches = [nb for nb in NOTEBOOKS if nb == name or nb.split("_", 1)[0] == name]
     path = REPO_ROOT / "notebooks" / f"{matches[0] if matches else name}.ipynb"
     if not path.is_file():
-        raise Eagle3LabError(f"notebook '{name}' not found at {path}; known: {', '.join(NOTEBOOKS)}")
+        raise Eagle3LabError(f"notebook '{name}' not found at {path}; known: {', '.join(NOTEBOOKS)}", path=path,
+                             problem="unknown_notebook")
     return path
 
 
@@ -266,11 +267,13 @@ def run_notebook(name: str, profile: str = "cpu", parameters: dict[str, Any] | N
     if isinstance(error, PapermillExecutionError):
         message = str(error.evalue).splitlines()[0] if error.evalue else ""
         raise NotebookFailed(f"notebook {source.stem} failed in cell {error.exec_count}: {error.ename}: {message} "
-                             f"(this run's copy: {kept}{last_good})") from None
+                             f"(this run's copy: {kept}{last_good})", notebook=source.stem, error_name=error.ename,
+                             cell=error.exec_count, path=kept) from None
     if isinstance(error, Eagle3LabError):
         raise error
     raise NotebookFailed(f"notebook {source.stem} could not run: {type(error).__name__}: "
-                         f"{str(error).splitlines()[0] if str(error) else ''} (this run's copy: {kept}{last_good})")
+                         f"{str(error).splitlines()[0] if str(error) else ''} (this run's copy: {kept}{last_good})",
+                         notebook=source.stem, error_name=type(error).__name__, path=kept)
 
 
 def profile_overrides(parameters: dict[str, Any] | None) -> dict[str, Any]:

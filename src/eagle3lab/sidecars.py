@@ -22,7 +22,7 @@ from eagle3lab.atomic import write_json_atomic
 from eagle3lab.errors import SidecarError
 from eagle3lab.paths import repo_dir
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: raw memory and seconds in 01, typed audit counts and fix checks in 02
 
 
 class Record(BaseModel):
@@ -70,27 +70,58 @@ class ModelsRecord(Record):
     trust_remote_code: bool = False
 
 
+class FrameRecord(Record):
+    """One traceback frame (``runtime.crashlog.Frame``): sglang-relative path, line, function."""
+
+    path: str
+    line: int
+    function: str
+    code: str = ""
+
+
+class CrashReportRecord(Record):
+    """The classified crash (``runtime.crashlog.CrashReport.to_dict``)."""
+
+    exc_type: str
+    message: str
+    signature: str
+    category: str  # runtime.crashlog.Category
+    rule: Optional[str] = None
+    explanation: str = ""
+    object_class: Optional[str] = None
+    missing_attribute: Optional[str] = None
+    call_site: Optional[str] = None  # "path:line in function"
+    frames: list[FrameRecord] = Field(default_factory=list)
+    traceback_text: str = ""
+    tracebacks_found: int = 0
+    distinct_tracebacks: int = 0
+    fix: Optional[str] = None
+    chain: list[dict[str, Any]] = Field(default_factory=list)  # the raw tracebacks of its chain, oldest first
+    classified_by: Optional[str] = None
+
+
 class CrashRecord(Record):
     """How the EAGLE-3 launch ended and what the log says (``report``: the full classified crash)."""
 
     status: str
     seconds_to_outcome: float
     returncode: Optional[int] = None
-    peak_rss_gib: float
+    peak_rss_bytes: int  # the server tree's peak, raw: the renderer shows GiB
+    peak_pss_bytes: Optional[int] = None  # the same peak without shared pages counted once per process
     category: Optional[str] = None
     signature: Optional[str] = None
     call_site: Optional[str] = None
     log: str
     argv: list[str] = Field(default_factory=list)
-    report: Optional[dict[str, Any]] = None
+    report: Optional[CrashReportRecord] = None
 
 
 class ControlRecord(Record):
     """The same model without speculative decoding: ready, and one ``/generate`` answered."""
 
     seconds_to_ready: float
-    peak_rss_gib: float
-    generate_seconds: float
+    peak_rss_bytes: int
+    generate_seconds: float  # raw; the renderer rounds
     completion_tokens: int
     completion: str
     log: str
@@ -184,6 +215,25 @@ class LayerIdTable(Record):
         return (table or {}).get("self.model.layers_to_capture")
 
 
+class AuditCounts(Record):
+    """How many entry classes of each kind (``trace.audit.KIND_KEYS``) and wrappers of each verdict; they add up
+    to ``entry_classes``. Short keys here; the renderer shows the labels (``trace.audit.KINDS``)."""
+
+    entry_classes: int
+    wrapper: int
+    other_wrapper: int
+    plain: int
+    draft: int
+    unresolved: int
+    wrappers_conforming: int
+    wrappers_lacking: int
+    wrappers_unresolved: int
+
+    def of(self, key: str) -> int:
+        """The count under a short key (``wrapper``, ``wrappers_lacking``, ...)."""
+        return int(getattr(self, key))
+
+
 class ConformanceRecord(Record):
     """The audit of one release: every registered entry class classified, counts that add up, reasons."""
 
@@ -191,13 +241,29 @@ class ConformanceRecord(Record):
     provenance: str = ""
     members: list[str] = Field(default_factory=list)  # contract members checked
     every_module_has: list[str] = Field(default_factory=list)  # used by the runtime, left out of the contract
-    counts: dict[str, int] = Field(default_factory=dict)
+    counts: Optional[AuditCounts] = None
     entry_classes: Optional[int] = None
     rows: list[dict[str, Any]] = Field(default_factory=list)  # wrappers of EAGLE-3-capable models
     lacking: list[dict[str, Any]] = Field(default_factory=list)  # those that lack part of the contract
     unresolved: list[dict[str, Any]] = Field(default_factory=list)  # entry, file, kind, reason
     entries: list[dict[str, Any]] = Field(default_factory=list)  # every entry class
     seconds: Optional[float] = None
+
+
+class FixCheckRecord(Record):
+    """One check of a generated patch (applies, compiles, delegates, re-audit, output): passed, and on what."""
+
+    ok: bool
+    detail: str = ""
+
+
+class SeriesCheckRecord(Record):
+    """Every passing patch of a release applied together: which lacking wrappers conform then."""
+
+    ok: bool
+    detail: str = ""
+    conforming: list[str] = Field(default_factory=list)
+    still_lacking: dict[str, list[str]] = Field(default_factory=dict)  # entry -> members still missing
 
 
 class FixRecord(Record):
@@ -212,7 +278,7 @@ class FixRecord(Record):
     entries: list[str] = Field(default_factory=list)
     ok: bool
     refused: str = ""
-    checks: dict[str, Any] = Field(default_factory=dict)
+    checks: dict[str, FixCheckRecord] = Field(default_factory=dict)  # check name -> outcome
     committed: str = ""  # identical / differs: regenerate / not committed / refused
 
 
@@ -220,7 +286,7 @@ class ReleaseFixesRecord(Record):
     release: str
     provenance: str = ""
     fixes: list[FixRecord] = Field(default_factory=list)
-    series: dict[str, Any] = Field(default_factory=dict)  # the whole series applied: who conforms
+    series: Optional[SeriesCheckRecord] = None  # the whole series applied: who conforms
     checked: int = 0
     refused: list[dict[str, Any]] = Field(default_factory=list)
     seconds: Optional[float] = None
@@ -480,25 +546,26 @@ def read(schema: type[S], profile: str, path: Path | None = None) -> S:
     """The typed sidecar of ``schema``'s notebook for ``profile``; one clear line if it is missing or unusable."""
     path = Path(path) if path is not None else sidecar_path(schema.NOTEBOOK, profile)
     hint = _rerun_hint(schema, profile)
+    fields = {"path": path, "notebook": schema.NOTEBOOK, "profile": profile}
     if not path.is_file():
         raise SidecarError(f"sidecar {path} is missing (notebook {schema.NOTEBOOK} has not run on '{profile}'); "
-                           f"{hint}")
+                           f"{hint}", **fields)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SidecarError(f"sidecar {path} is unreadable ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
-                           f"{hint}") from None
+                           f"{hint}", **fields) from None
     version = data.get("schema_version") if isinstance(data, dict) else None
     if version != SCHEMA_VERSION:
         raise SidecarError(f"sidecar {path} has schema version {version}, this eagle3lab reads {SCHEMA_VERSION}; "
-                           f"{hint}")
+                           f"{hint}", version=version, expected=SCHEMA_VERSION, **fields)
     try:
         return schema.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         raise SidecarError(f"sidecar {path} does not match its schema at '{where}': {first['msg']}; "
-                           f"{hint}") from None
+                           f"{hint}", location=where, **fields) from None
 
 
 def read_if_present(schema: type[S], profile: str) -> Optional[S]:

@@ -198,13 +198,15 @@ def test_not_runnable_arm_keeps_its_reason_and_has_no_numbers():
     assert arm.status == ARM_NOT_RUNNABLE and arm.points == [] and arm.measured_points() == []
     assert arm.reason["kind"] == "cpu_limitation"
     for bad in ({}, None, "EAGLE failed"):
-        with pytest.raises(BenchError, match="classified reason"):
+        with pytest.raises(BenchError) as err:
             not_runnable_arm("eagle3", bad, kind=ARM_KIND_EAGLE3)
+        assert (err.value.key, err.value.value) == ("reason", bad)
 
 
 def test_bad_arm_name_and_unreachable_server_fail_cleanly(tmp_path, tiny_models):
-    with pytest.raises(BenchError, match="must be a non-empty word"):
+    with pytest.raises(BenchError) as err:
         not_runnable_arm("two words", {"kind": "x"}, kind=ARM_KIND_EAGLE3)
+    assert (err.value.key, err.value.value) == ("name", "two words")
     from eagle3lab.runtime.server import free_port
 
     arm = run_arm("nobody", f"http://127.0.0.1:{free_port()}", sweep(tiny_models, concurrency=[1, 2]), tmp_path,
@@ -215,13 +217,16 @@ def test_bad_arm_name_and_unreachable_server_fail_cleanly(tmp_path, tiny_models)
 
 def test_damaged_files_fail_in_one_line(tmp_path):
     (tmp_path / "r.jsonl").write_text('{"request_id": "a"\n')
-    with pytest.raises(BenchError, match=r"r.jsonl:1 is not JSON"):
+    with pytest.raises(BenchError) as err:
         load_requests(tmp_path / "r.jsonl")
-    with pytest.raises(BenchError, match="not found"):
+    assert (err.value.path, err.value.line) == (tmp_path / "r.jsonl", 1)
+    with pytest.raises(BenchError) as err:
         BenchReport.load(tmp_path / "missing.json")
+    assert (err.value.problem, err.value.path) == ("missing", tmp_path / "missing.json")
     (tmp_path / "bad.json").write_text('{"profile": "cpu"}')
-    with pytest.raises(BenchError, match="unreadable"):
+    with pytest.raises(BenchError) as err:
         BenchReport.load(tmp_path / "bad.json")
+    assert (err.value.problem, err.value.path) == ("unreadable", tmp_path / "bad.json")
 
 
 def test_point_rows_show_numbers_for_points_and_reasons_for_arms_without():

@@ -38,21 +38,22 @@ def test_warmup_is_at_least_the_concurrency():
 
 
 @pytest.mark.parametrize(
-    "kw, fragment",
+    "kw, key",
     [
-        (dict(concurrency=[]), "concurrency must be"),
-        (dict(concurrency=[2, 0]), "concurrency must be"),
-        (dict(input_len=0), "input_len must be"),
-        (dict(num_prompts=-1), "num_prompts must be"),
-        (dict(token_id_low=1024), r"\[1024, 1024\)"),
+        (dict(concurrency=[]), "concurrency"),
+        (dict(concurrency=[2, 0]), "concurrency"),
+        (dict(input_len=0), "input_len"),
+        (dict(num_prompts=-1), "num_prompts"),
+        (dict(token_id_low=1024), "token_id_low"),
         (dict(prompt_kind="text"), "tokenizer_dir"),
         (dict(prompt_kind="images"), "prompt_kind"),
         (dict(read_bufsize=1024), "read_bufsize"),
     ],
 )
-def test_bad_sweep_settings_fail_in_one_line(kw, fragment):
-    with pytest.raises(BenchError, match=fragment) as info:
+def test_bad_sweep_settings_fail_in_one_line(kw, key):
+    with pytest.raises(BenchError) as info:
         config(**kw)
+    assert info.value.key == key
     assert "\n" not in str(info.value)
 
 
@@ -79,10 +80,12 @@ def test_vocab_size_is_read_from_the_model(tiny_models, tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 77}))
     assert model_vocab_size(tmp_path) == 77
     (tmp_path / "config.json").write_text("{}")
-    with pytest.raises(BenchError, match="no vocab_size"):
+    with pytest.raises(BenchError) as err:
         model_vocab_size(tmp_path)
-    with pytest.raises(BenchError, match="cannot read"):
+    assert (err.value.problem, err.value.key, err.value.path) == ("missing", "vocab_size", tmp_path / "config.json")
+    with pytest.raises(BenchError) as err:
         model_vocab_size(tmp_path / "missing")
+    assert (err.value.problem, err.value.path) == ("unreadable", tmp_path / "missing" / "config.json")
 
 
 def test_a_custom_code_tokenizer_needs_the_profiles_trust_remote_code(tiny_models, tmp_path, monkeypatch):
@@ -98,6 +101,7 @@ def test_a_custom_code_tokenizer_needs_the_profiles_trust_remote_code(tiny_model
     (model / "tokenizer_config.json").write_text(json.dumps(tok_config))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     kwargs = dict(prompt_kind="text", tokenizer_dir=str(model), vocab_size=model_vocab_size(model))
-    with pytest.raises(BenchError, match=r"cannot load a tokenizer from .*custom-tokenizer-model"):
+    with pytest.raises(BenchError) as err:
         make_prompts(config(**kwargs))
+    assert (err.value.key, err.value.path) == ("tokenizer_dir", model)
     assert len(make_prompts(config(**kwargs, trust_remote_code=True))) == 5

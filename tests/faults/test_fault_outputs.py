@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from eagle3lab import sidecars
 from eagle3lab.atomic import write_text_atomic
 from eagle3lab.errors import OutputWriteError
 
@@ -58,8 +59,8 @@ def report_inputs(sandbox, monkeypatch):
     log = str(work / "artifacts" / "logs" / "01.log")
     sidecar = sidecars.write(sidecars.CrashReproSidecar(
         profile="cpu", profile_values={}, models={"target": "t", "draft": "d"},
-        crash={"status": "died", "seconds_to_outcome": 1.0, "peak_rss_gib": 1.0, "log": log},
-        control={"seconds_to_ready": 1.0, "peak_rss_gib": 1.0, "generate_seconds": 1.0, "completion_tokens": 1,
+        crash={"status": "died", "seconds_to_outcome": 1.0, "peak_rss_bytes": 1 << 30, "log": log},
+        control={"seconds_to_ready": 1.0, "peak_rss_bytes": 1 << 30, "generate_seconds": 1.0, "completion_tokens": 1,
                  "completion": "x", "log": log}))
     (work / "REPORT.md").write_text(GOOD_REPORT)
     return work, sidecar
@@ -100,7 +101,8 @@ def test_report_no_run_refuses_a_bad_sidecar_before_writing_anything(sandbox, re
     elif damage == "garbage":
         sidecar.write_bytes(b"\x00\x01 not json")
     else:
-        sidecar.write_text(sidecar.read_text().replace('"schema_version": 2', '"schema_version": 1'))
+        current = f'"schema_version": {sidecars.SCHEMA_VERSION}'
+        sidecar.write_text(sidecar.read_text().replace(current, '"schema_version": 1'))
     line = refused(sandbox, "--notebooks", "01")
     assert str(sidecar) in line and expected in line
 
@@ -165,8 +167,9 @@ def test_output_write_error_names_the_path_for_a_read_only_target(tmp_path):
     target.write_bytes(b"old")
     blocker = tmp_path / "figures" / "sub"
     blocker.write_text("a file where a folder is needed")
-    with pytest.raises(OutputWriteError, match=r"could not write .*sub/x\.png"):
+    with pytest.raises(OutputWriteError) as err:
         write_text_atomic(blocker / "x.png", "new")
+    assert err.value.path == blocker / "x.png" and err.value.errno is not None
     assert target.read_bytes() == b"old"
 
 

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from eagle3lab.package.location import installed_root
-from eagle3lab.fix import capture_check as cc
+from eagle3lab.fix import capture_check as cc, capture_trace
+from eagle3lab.fix.capture_result import CaptureResult, ForwardCapture, HookOutcome
 from eagle3lab.package import patching
 from eagle3lab.errors import CaptureCheckError, SidecarError
 from eagle3lab.sidecars import InterfaceTraceSidecar
@@ -56,10 +57,10 @@ def test_unpatched_runner_raises_the_real_attribute_error():
 def test_full_patch_captures_the_drafter_layers_in_prefill_and_decode(tiny):
     before = installed_sha()
     prompt_len, batch_size = 8, 2
-    result = cc.run_capture_check(tiny.target_dir, tiny.draft_dir, cc.FULL_PATCH, prompt_len=prompt_len,
-                                  batch_size=batch_size, env=_cpu_env())
+    result = cc.run_capture_check(tiny.target_dir, tiny.draft_dir, patching.FULL_DELEGATION_PATCH,
+                                  prompt_len=prompt_len, batch_size=batch_size, env=_cpu_env())
     assert installed_sha() == before, "the installed sglang must be restored after the check"
-    assert result.patch == cc.FULL_PATCH
+    assert result.patch == patching.FULL_DELEGATION_PATCH
     assert [h.ok for h in result.hooks] == [True, True], result.hooks
     ids = drafter_ids(tiny)
     assert result.drafter_layer_ids == ids
@@ -78,7 +79,7 @@ def test_full_patch_captures_the_drafter_layers_in_prefill_and_decode(tiny):
 @pytest.mark.server
 def test_one_method_patch_still_misses_the_draft_worker_hook():
     before = installed_sha()
-    result = cc.run_cpu_capture_check(cc.ONE_METHOD_PATCH)
+    result = cc.run_cpu_capture_check(patching.ONE_METHOD_PATCH)
     assert installed_sha() == before
     assert result.hooks[0].ok
     assert result.failed_hook is not None and result.failed_hook.hook == "get_embed_and_head"
@@ -103,62 +104,68 @@ def trace(missing: list[str], first: str, after_one: str, layers: list[int]) -> 
     )
 
 
-def run(hooks: list[tuple[str, bool]], layers=None) -> cc.CaptureResult:
-    return cc.CaptureResult(patch="x", hooks=[cc.HookOutcome(h, "caller", ok) for h, ok in hooks],
+def run(hooks: list[tuple[str, bool]], layers=None) -> CaptureResult:
+    return CaptureResult(patch="x", hooks=[HookOutcome(h, "caller", ok) for h, ok in hooks],
                             drafter_layer_ids=[0, 1, 2] if layers else None, layers_to_capture=layers)
 
 
 def test_compare_with_trace_agrees_and_catches_disagreement():
     results = {
         None: run([("set_eagle3_layers_to_capture", False)]),
-        cc.ONE_METHOD_PATCH: run([("set_eagle3_layers_to_capture", True), ("get_embed_and_head", False)],
+        patching.ONE_METHOD_PATCH: run([("set_eagle3_layers_to_capture", True), ("get_embed_and_head", False)],
                                  layers=[1, 2, 3]),
     }
     good = trace(["set_eagle3_layers_to_capture", "get_embed_and_head"], "set_eagle3_layers_to_capture",
                  "get_embed_and_head", [1, 2, 3])
-    rows = cc.compare_with_trace(good, results)
+    rows = capture_trace.compare_with_trace(good, results)
     assert len(rows) == 5 and all(row.agree for row in rows), [r.to_dict() for r in rows]
 
     bad = trace(["set_eagle3_layers_to_capture", "get_embed_and_head", "set_embed_and_head"],
                 "get_embed_and_head", "get_embed_and_head", [0, 1, 2])
-    disagree = {row.item for row in cc.compare_with_trace(bad, results) if not row.agree}
+    disagree = {row.item for row in capture_trace.compare_with_trace(bad, results) if not row.agree}
     assert disagree == {"members the full patch delegates", "first missing hook, unpatched",
                         "layers_to_capture after ModelRunner.initialize"}
 
 
 def test_compare_with_trace_rejects_a_trace_without_this_profiles_layer_table():
     no_gpu_table = trace(["set_eagle3_layers_to_capture"], "set_eagle3_layers_to_capture", "x", [1, 2, 3])
-    with pytest.raises(CaptureCheckError, match="no layer-id table for profile gpu; rerun notebook 02"):
-        cc.compare_with_trace(no_gpu_table, {}, profile="gpu")
+    with pytest.raises(CaptureCheckError) as err:
+        capture_trace.compare_with_trace(no_gpu_table, {}, profile="gpu")
+    assert (err.value.problem, err.value.profile) == ("no_layer_table", "gpu")
 
 
 def test_load_trace_missing_file_says_what_to_run(tmp_path):
-    with pytest.raises(SidecarError, match="none.json is missing .*--notebooks 02"):
-        cc.load_trace("cpu", tmp_path / "none.json")
+    with pytest.raises(SidecarError) as err:
+        capture_trace.load_trace("cpu", tmp_path / "none.json")
+    assert err.value.path == tmp_path / "none.json" and err.value.notebook == "02_interface_trace"
 
 
 def test_missing_model_dir_is_one_line(tmp_path):
-    with pytest.raises(CaptureCheckError, match="is not a directory"):
+    with pytest.raises(CaptureCheckError) as err:
         cc.run_capture_check(tmp_path / "no-target", tmp_path, None)
+    assert (err.value.problem, err.value.path) == ("not_a_directory", tmp_path / "no-target")
 
 
 def test_child_without_result_reports_its_exit_and_stderr():
     argv = [sys.executable, "-c", "import sys; sys.stderr.write('boom at start-up\\n'); sys.exit(3)"]
-    with pytest.raises(CaptureCheckError, match="exited 3 without a result: boom at start-up"):
+    with pytest.raises(CaptureCheckError) as err:
         cc._run_child(argv, {}, timeout_s=30)
+    assert (err.value.problem, err.value.returncode) == ("no_result", 3)
+    assert "boom at start-up" in str(err.value)  # the child's stderr tail is the only clue the user gets
 
 
 def test_child_past_its_timeout_is_killed():
-    with pytest.raises(CaptureCheckError, match="did not finish within 1 s"):
+    with pytest.raises(CaptureCheckError) as err:
         cc._run_child([sys.executable, "-c", "import time; time.sleep(60)"], {}, timeout_s=1)
+    assert (err.value.problem, err.value.timeout_s) == ("timeout", 1)
 
 
 def test_result_round_trips_through_json():
-    result = cc.CaptureResult(
+    result = CaptureResult(
         patch="p", drafter_layer_ids=[0, 1, 2], layers_to_capture=[1, 2, 3], hidden_size=64,
-        hooks=[cc.HookOutcome("set_eagle3_layers_to_capture", "ModelRunner.initialize", True)],
-        forwards=[cc.ForwardCapture("decode", 2, [2, 192], [2, 192], True, [0, 1, 2], False, 0.0, 0.1)])
-    again = cc.CaptureResult.from_dict(json.loads(json.dumps(result.to_dict())))
+        hooks=[HookOutcome("set_eagle3_layers_to_capture", "ModelRunner.initialize", True)],
+        forwards=[ForwardCapture("decode", 2, [2, 192], [2, 192], True, [0, 1, 2], False, 0.0, 0.1)])
+    again = CaptureResult.from_dict(json.loads(json.dumps(result.to_dict())))
     assert again == result and again.to_dict()["outcome"] == result.outcome
 
 
@@ -167,12 +174,13 @@ def test_dummy_loader_needs_its_own_patch():
     """--load-format dummy: the delegation patch alone fails at the first forward; with the post_load_weights
     patch stacked on top the forwards run and capture."""
     before = installed_sha()
-    alone = cc.run_cpu_capture_check([cc.FULL_PATCH], load_format="dummy")
+    alone = cc.run_cpu_capture_check([patching.FULL_DELEGATION_PATCH], load_format="dummy")
     assert all(h.ok for h in alone.hooks)
     assert alone.error_type == "AttributeError" and "'NoneType' object has no attribute 'dtype'" in alone.error_message
-    both = cc.run_cpu_capture_check([cc.FULL_PATCH, "kimi_k25-dummy-post-load-weights"], load_format="dummy")
+    both = cc.run_cpu_capture_check([patching.FULL_DELEGATION_PATCH, "kimi_k25-dummy-post-load-weights"],
+                                    load_format="dummy")
     assert installed_sha() == before
-    assert both.patch == f"{cc.FULL_PATCH}+kimi_k25-dummy-post-load-weights"
+    assert both.patch == f"{patching.FULL_DELEGATION_PATCH}+kimi_k25-dummy-post-load-weights"
     assert both.error_type is None and [f.phase for f in both.forwards] == ["prefill", "decode"]
     assert all(f.shape == f.expected_shape and f.matches_layer_outputs for f in both.forwards)
     print("dummy loader:", alone.outcome, both.outcome, [f.ambiguous for f in both.forwards])
@@ -183,7 +191,8 @@ def test_refuses_a_package_that_already_carries_a_patch(tmp_path, monkeypatch):
     root = tmp_path / "site-packages"
     (root / KIMI).parent.mkdir(parents=True)
     (root / KIMI).write_bytes((installed_root() / KIMI).read_bytes())
-    patching.apply(cc.ONE_METHOD_PATCH, root)
-    with pytest.raises(CaptureCheckError, match="already carries kimi_k25-one-method;"):
-        cc.run_capture_check(tmp_path, tmp_path, cc.FULL_PATCH, site_packages=root)
-    assert patching.check(cc.ONE_METHOD_PATCH, root).status == patching.ALREADY_APPLIED
+    patching.apply(patching.ONE_METHOD_PATCH, root)
+    with pytest.raises(CaptureCheckError) as err:
+        cc.run_capture_check(tmp_path, tmp_path, patching.FULL_DELEGATION_PATCH, site_packages=root)
+    assert (err.value.problem, err.value.patch) == ("already_patched", "kimi_k25-one-method")
+    assert patching.check(patching.ONE_METHOD_PATCH, root).status == patching.ALREADY_APPLIED

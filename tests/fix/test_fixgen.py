@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from eagle3lab.package import wheels
-from eagle3lab.fix import fixgen
+from eagle3lab.fix import fixcheck, fixgen, fixseries
 from eagle3lab.package import patching
 from eagle3lab.trace import audit, sources
 from eagle3lab.trace.resolve import Resolver
@@ -28,7 +28,7 @@ def src() -> sources.SglangSource:
 @pytest.fixture(scope="module")
 def fixes(src) -> dict[str, fixgen.Fix]:
     conf = audit.conformance(src, members=HOOKS)
-    return {f.owner: f for f in fixgen.fixes_for(src, conf)}
+    return {f.owner: f for f in fixseries.fixes_for(src, conf)}
 
 
 def test_every_lacking_wrapper_is_covered_by_a_fix(src, fixes):
@@ -65,15 +65,15 @@ def test_patch_that_does_not_match_the_release_is_refused(src, fixes):
     broken = fixgen.Fix(**{**good.to_dict(), "checks": {}, "refused": ""} | {"ok": None} and {
         k: v for k, v in good.to_dict().items() if k not in ("ok", "checks", "refused")})
     broken.text = good.text.replace("self.vision = object()", "self.vision = None")
-    fixgen.check(src, broken, HOOKS)
+    fixcheck.check(src, broken, HOOKS)
     assert not broken.ok and broken.refused.startswith("does not apply")
-    patched, _ = fixgen.patched_source(src, good.text)
-    again, why = fixgen.patched_source(patched, good.text)
+    patched, _ = fixcheck.patched_source(src, good.text)
+    again, why = fixcheck.patched_source(patched, good.text)
     assert again is None and "already carries" in why
 
 
 def test_re_audit_of_the_patched_release_finds_the_wrapper_conforming(src, fixes):
-    patched, why = fixgen.patched_source(src, fixes["GapWrapper"].text)
+    patched, why = fixcheck.patched_source(src, fixes["GapWrapper"].text)
     assert patched is not None, why
     res = Resolver(patched)
     statuses = {m: res.status(res.find("GapWrapper"), m).status for m in HOOKS}
@@ -87,20 +87,20 @@ def test_committed_series_is_current_and_covers_every_lacking_wrapper(release, t
     every patch applies with the project's patch tool to the release unpacked from its wheel."""
     src = sources.open_source(release)
     conf = audit.conformance(src)
-    made = fixgen.fixes_for(src, conf)
-    assert all(fixgen.committed_state(f) in ("identical", "refused") for f in made)
-    covered = {e for f in made if f.ok for e in f.entries} | set(fixgen.refusals(release))
+    made = fixseries.fixes_for(src, conf)
+    assert all(fixseries.committed_state(f) in ("identical", "refused") for f in made)
+    covered = {e for f in made if f.ok for e in f.entries} | set(fixseries.refusals(release))
     assert {e["entry"] for e in conf["lacking"]} <= covered
     with zipfile.ZipFile(wheels.fetch_wheel(release)) as zf:
         zf.extractall(tmp_path, [n for n in zf.namelist() if n.startswith("sglang/srt/models/")])
-    for path in fixgen.read_series(release):
+    for path in fixseries.read_series(release):
         assert patching.check(path, tmp_path).status == patching.APPLICABLE
 
 
 @pytest.mark.network
 def test_kimi_fix_generated_for_0_5_9_matches_the_projects_fix_in_substance():
     src = sources.open_source("0.5.9")
-    kimi = next(f for f in fixgen.fixes_for(src) if "KimiK25ForConditionalGeneration" in f.entries)
+    kimi = next(f for f in fixseries.fixes_for(src) if "KimiK25ForConditionalGeneration" in f.entries)
     assert kimi.ok and kimi.members == sorted(HOOKS) and kimi.attr == "language_model"
     project = {m.name for m in patching.added_members(patching.resolve_patch("kimi_k25-eagle3-delegation"),
                                                       _site_packages_with(src))}
@@ -119,6 +119,6 @@ def _site_packages_with(src: sources.SglangSource) -> Path:
 
 def test_proxy_over_two_options_conforms_once_the_whole_series_is_applied(src):
     conf = audit.conformance(src, members=HOOKS)
-    _, series = fixgen.fixes_with_series(src, conf)
+    _, series = fixseries.fixes_with_series(src, conf)
     assert "DispatchProxy" in series["conforming"]  # needs HelperBase's and SwitchWrapper's patches together
     assert set(series["still_lacking"]) == {"PostProcessWrapper"} and series["ok"]  # the refused one only

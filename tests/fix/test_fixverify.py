@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from eagle3lab.fix import fixgen
+from eagle3lab.fix import fixgen, fixseries
 from eagle3lab.runtime.tinymodel.wrappers import WRAPPER_CONFIGS
 from eagle3lab.trace import sources
 
@@ -20,7 +20,7 @@ def fixes_0_5_9() -> list[fixgen.Fix]:
     installed = sources.open_source(sources.INSTALLED)
     if installed.version != "0.5.9" or installed.modified:
         pytest.skip("needs the pristine installed sglang 0.5.9")
-    return fixgen.fixes_for(sources.open_source("0.5.9"))
+    return fixseries.fixes_for(sources.open_source("0.5.9"))
 
 
 @pytest.fixture(scope="module")

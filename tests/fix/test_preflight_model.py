@@ -30,8 +30,10 @@ def test_registry_follows_sglang_rules(src):
     arch, note = registry.choose(["NotThere", "GapWrapper"], regs)
     assert arch == "GapWrapper" and "NotThere" in note  # first registered one wins
     assert registry.draft_only_architectures(src) == {"InnerForCausalLMNextN"}
-    with pytest.raises(EntryClassError, match="TransformersForCausalLM") as err:
+    with pytest.raises(EntryClassError) as err:
         registry.choose(["NotThere"], regs)  # the synthetic tree has no fallback class
+    assert (err.value.problem, err.value.architectures) == ("not_registered", ("NotThere",))
+    assert "TransformersForCausalLM" in str(err.value)  # the line names the fallback that is missing
     assert "\n" not in str(err.value)
 
 
@@ -56,9 +58,10 @@ def test_config_file_or_folder_and_bad_input_is_one_line(tmp_path: Path):
     (tmp_path / "config.json").write_text(json.dumps({"architectures": ["KimiK25ForConditionalGeneration"]}))
     assert pm.read_architectures(tmp_path) == pm.read_architectures(tmp_path / "config.json")
     (tmp_path / "bad.json").write_text(json.dumps({"model_type": "x"}))
-    for bad, match in ((tmp_path / "bad.json", "no 'architectures'"), (tmp_path / "none.json", "not found")):
-        with pytest.raises(EntryClassError, match=match) as err:
+    for bad, problem in ((tmp_path / "bad.json", "no_architectures"), (tmp_path / "none.json", "missing")):
+        with pytest.raises(EntryClassError) as err:
             pm.read_architectures(bad)
+        assert (err.value.problem, err.value.path) == (problem, bad)
         assert "\n" not in str(err.value)
 
 

@@ -48,14 +48,15 @@ def test_full_patch_that_serves_and_speculates_ends_the_story(cpu_profile):
     assert not_runnable_reason(_chain(_step(2, "ready", probe=probe))) is None
 
 
-@pytest.mark.parametrize(("probe", "message"), [
-    (ServeProbe(200, completion_tokens=16, spec_verify_ct=None), "answered without speculative decoding"),
-    (ServeProbe(500, error="boom"), "/generate failed: boom"),
-    (None, "/generate failed: not probed"),
+@pytest.mark.parametrize(("probe", "problem", "found"), [
+    (ServeProbe(200, completion_tokens=16, spec_verify_ct=None), "no_speculation", None),
+    (ServeProbe(500, error="boom"), "generate_failed", "boom"),
+    (None, "generate_failed", None),
 ])
-def test_a_ready_server_must_answer_and_speculate(cpu_profile, probe, message):
-    with pytest.raises(ExpectationError, match=message):
+def test_a_ready_server_must_answer_and_speculate(cpu_profile, probe, problem, found):
+    with pytest.raises(ExpectationError) as err:
         expect_chain(_chain(_step(2, "ready", probe=probe)), cpu_profile, MEMBERS)
+    assert (err.value.problem, err.value.found) == (problem, found)
 
 
 def test_a_setting_the_cpu_harness_refuses_is_the_cpu_limitation_that_remains(cpu_profile):
@@ -65,14 +66,16 @@ def test_a_setting_the_cpu_harness_refuses_is_the_cpu_limitation_that_remains(cp
     assert reason["category"] == "cpu_limitation" and reason["rule"] == "spec_harness_unsupported"
 
 
-@pytest.mark.parametrize(("log", "message"), [
-    (SGLANG_CPU, "speculative CPU shims did not reach the server"),
-    (NEXT_GAP, "still hits an interface gap"),
-    (_log("RuntimeError: something else"), "did not bring the server up: RuntimeError: something else"),
+@pytest.mark.parametrize(("log", "problem", "found"), [
+    (SGLANG_CPU, "cpu_backend_missing", None),
+    (NEXT_GAP, "interface_gap", None),
+    (_log("RuntimeError: something else"), "not_up", "RuntimeError: something else"),
 ])
-def test_anything_else_fails_the_notebook(cpu_profile, log, message):
-    with pytest.raises(ExpectationError, match=message):
+def test_anything_else_fails_the_notebook(cpu_profile, log, problem, found):
+    with pytest.raises(ExpectationError) as err:
         expect_chain(_chain(_step(2, "died", log)), cpu_profile, MEMBERS)
+    assert err.value.problem == problem
+    assert found is None or err.value.found == found
 
 
 def test_stop_serving_is_idempotent_and_clears_the_server():

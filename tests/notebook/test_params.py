@@ -41,18 +41,21 @@ def test_whole_profile_injected_like_papermill_f_yaml():
 
 def test_unknown_injected_name_is_one_line():
     ns = namespace_after_injection({"profile": "cpu", "overrides": {}}, {"tp_sise": 8})
-    with pytest.raises(ProfileError, match=r"unknown notebook parameter 'tp_sise'"):
+    with pytest.raises(ProfileError) as err:
         nbparams.resolve(ns)
+    assert (err.value.problem, err.value.key) == ("unknown", "tp_sise")
 
 
 def test_mistyped_declared_parameter_is_one_line():
     ns = namespace_after_injection({"profile": "cpu", "overrides": {}, "control_max_new_tokens": 16}, {})
     ns["control_max_new_tokens"] = "sixteen"
-    with pytest.raises(ProfileError, match=r"'control_max_new_tokens' should be int, got str 'sixteen'"):
+    with pytest.raises(ProfileError) as err:
         nbparams.resolve(ns)
+    assert (err.value.problem, err.value.key, err.value.value) == ("type", "control_max_new_tokens", "sixteen")
 
 
 def test_mistyped_profile_override_names_the_key():
     ns = namespace_after_injection({"profile": "cpu", "overrides": {}}, {"tp_size": "eight"})
-    with pytest.raises(ProfileError, match=r"override: key 'tp_size'"):
+    with pytest.raises(ProfileError) as err:
         nbparams.resolve(ns)
+    assert (err.value.source, err.value.key, err.value.value) == ("override", "tp_size", "eight")

@@ -22,12 +22,13 @@ def crash_sidecar() -> CrashReproSidecar:
         profile="cpu", parameters={}, profile_values={"name": "cpu"},
         environment={"sglang": "0.5.9", "machine": "x86_64, 2 cores, 24 GiB", "accelerators": "none"},
         models={"target": "/m/t", "draft": "/m/d"},
-        crash={"status": "died", "seconds_to_outcome": 61.37, "peak_rss_gib": 3.42, "category": "interface_gap",
+        crash={"status": "died", "seconds_to_outcome": 61.37, "peak_rss_bytes": 3_672_199_086,
+               "category": "interface_gap",
                "signature": "AttributeError: 'KimiK25ForConditionalGeneration' object has no attribute "
                             "'set_eagle3_layers_to_capture'",
                "call_site": "sglang/srt/model_executor/model_runner.py:622 in initialize", "log": "l"},
-        control={"seconds_to_ready": 57.9, "peak_rss_gib": 3.1, "generate_seconds": 0.84, "completion_tokens": 16,
-                 "completion": "w", "log": "l"})
+        control={"seconds_to_ready": 57.9, "peak_rss_bytes": 3_328_599_654, "generate_seconds": 0.84,
+                 "completion_tokens": 16, "completion": "w", "log": "l"})
 
 
 def _site(where: str, member: str, role: str, access: str) -> dict:
@@ -331,8 +332,10 @@ def test_evidence_round_trips_through_its_file(evidence, tmp_path, monkeypatch):
     assert path == tmp_path / "report_model_evidence.cpu.json"
     assert model_evidence.load("cpu").to_dict() == json.loads(json.dumps(evidence.to_dict()))
     path.write_text("{")
-    with pytest.raises(PerfModelError, match="unreadable.*--no-run"):
+    with pytest.raises(PerfModelError) as err:
         model_evidence.load("cpu")
+    assert (err.value.problem, err.value.path) == ("unreadable", path)
+    assert "--no-run" in str(err.value)  # the line gives the command that rewrites it
 
 
 def test_capacity_sentence_names_what_limits_eagle3():

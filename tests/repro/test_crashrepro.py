@@ -16,13 +16,16 @@ def outcome(status: str, tmp_path: Path) -> LaunchOutcome:
 
 
 def test_a_server_that_comes_up_fails_the_expectation(tmp_path):
-    with pytest.raises(ExpectationError, match="the server came up: the expected crash"):
+    with pytest.raises(ExpectationError) as err:
         expect_signature(CrashRun([], outcome("ready", tmp_path), None), ExpectedCrash())
+    assert (err.value.found, err.value.expected) == ("ready", ExpectedCrash().describe())
+    assert err.value.log == tmp_path / "x.log"
 
 
 def test_a_server_that_hangs_fails_the_expectation(tmp_path):
-    with pytest.raises(ExpectationError, match="neither crashed nor became ready"):
+    with pytest.raises(ExpectationError) as err:
         expect_signature(CrashRun([], outcome("timeout", tmp_path), None), ExpectedCrash())
+    assert err.value.found == "timeout"
 
 
 @pytest.mark.server
@@ -33,8 +36,10 @@ def test_the_real_crash_matches_the_default_signature(eagle3_crash):
 
 @pytest.mark.server
 def test_the_real_crash_fails_a_different_expected_signature(eagle3_crash):
-    with pytest.raises(ExpectationError, match="died differently than expected"):
+    with pytest.raises(ExpectationError) as err:
         expect_signature(eagle3_crash, ExpectedCrash(missing_attribute="get_embed_and_head"))
+    assert err.value.expected == ExpectedCrash(missing_attribute="get_embed_and_head").describe()
+    assert err.value.found == eagle3_crash.report.signature
 
 
 @pytest.mark.server
@@ -46,6 +51,8 @@ def test_notebook_01_fails_when_the_crash_is_not_the_expected_one(tmp_path, monk
 
     for name in ("artifacts", "reports", "figures"):
         monkeypatch.setenv(f"EAGLE3LAB_{name.upper()}_DIR", str(tmp_path / name))
-    with pytest.raises(NotebookFailed, match=r"ExpectationError: the server died differently.*get_embed_and_head"):
+    with pytest.raises(NotebookFailed) as err:
         run_notebook("01", "cpu", {"expected_attribute": "get_embed_and_head", "port": free_port()})
+    assert (err.value.notebook, err.value.error_name) == ("01_crash_repro", "ExpectationError")
+    assert "get_embed_and_head" in str(err.value)  # the cell's own one line reaches the user
     assert not (tmp_path / "artifacts" / "01_crash_repro.cpu.json").exists(), "no sidecar for a failed run"

@@ -60,8 +60,9 @@ def test_single_token_request_has_no_verify():
 
 
 def test_missing_reachable_row_is_an_error_not_a_zero():
-    with pytest.raises(TinyModelError, match="reaches anchor 2"):
+    with pytest.raises(TinyModelError) as err:
         simulate_request([NONE, NONE], 8)
+    assert (err.value.problem, err.value.parameter, err.value.value) == ("too_few_rows", "hits", 2)
 
 
 def test_summary_separates_mean_of_requests_from_pooled_ratio():

@@ -166,9 +166,10 @@ def test_draft_backend_factory_gets_a_torch_native_multi_step_backend_and_refuse
 
 def test_support_gate_is_one_line_per_case():
     check_supported(1, 1)
-    for topk, page in ((4, 1), (1, 64)):
+    for topk, page, setting, value in ((4, 1, "speculative_eagle_topk", 4), (1, 64, "page_size", 64)):
         with pytest.raises(SpeculativeCpuError) as err:
             check_supported(topk, page)
+        assert (err.value.setting, err.value.value, err.value.problem) == (setting, value, "unsupported")
         assert "\n" not in str(err.value)
 
 

@@ -23,6 +23,7 @@ def test_wrapper_config_matches_the_tiny_drafter(entry, tmp_path):
 
 
 def test_unknown_wrapper_is_one_line(tmp_path):
-    with pytest.raises(TinyModelError, match="no tiny config for X") as err:
+    with pytest.raises(TinyModelError) as err:
         build_wrapper_model("X", cache_root=tmp_path)
+    assert (err.value.problem, err.value.parameter, err.value.value) == ("unknown", "entry", "X")
     assert "\n" not in str(err.value)

@@ -68,9 +68,10 @@ def test_verify_rejects_first_draft_token_and_still_emits_one_token():
 
 def test_verify_refuses_the_dtypes_the_cuda_op_refuses():
     bad = torch.zeros(4, dtype=torch.int64)  # the CUDA op requires int32 predicts
-    with pytest.raises(TreeKernelError, match="predicts must be torch.int32"):
+    with pytest.raises(TreeKernelError) as err:
         verify_tree_greedy(bad, torch.zeros((1, 4), dtype=torch.int32), torch.zeros(1, dtype=torch.int32),
                            *(torch.zeros((1, 4), dtype=torch.int64) for _ in range(5)))
+    assert (err.value.problem, err.value.argument) == ("dtype", "predicts")
 
 
 def _chain_tree(seq_lens: list[int], n: int, mode: int):
@@ -114,12 +115,14 @@ def test_build_tree_qlen_only_mask_is_the_draft_block_alone():
 
 
 def test_build_tree_refuses_bitpacked_masks_and_parent_cycles():
-    with pytest.raises(TreeKernelError, match="QLEN_ONLY_BITPACKING is not ported"):
+    with pytest.raises(TreeKernelError) as err:
         _chain_tree([2], 3, mode=2)
+    assert (err.value.problem, err.value.argument) == ("not_ported", "tree_mask_mode")
     retrive = torch.full((3, 1, 3), -1, dtype=torch.long)
-    with pytest.raises(TreeKernelError, match="cycle"):  # token 2's parent is itself: CUDA would spin forever
+    with pytest.raises(TreeKernelError) as err:  # token 2's parent is itself: CUDA would spin forever
         build_tree_kernel_efficient(torch.tensor([[0, 1]]), torch.tensor([[0, 1]]), torch.tensor([4]),
                                     torch.full((21,), True), torch.empty(3, dtype=torch.long), *retrive, 1, 2, 3, 0)
+    assert (err.value.problem, err.value.request, err.value.token) == ("cycle", 0, 2)
 
 
 # --- through sglang's own Python, in a fresh interpreter ------------------------------------------------------

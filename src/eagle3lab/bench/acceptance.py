@@ -68,10 +68,12 @@ def expect_acceptance_consistent(arms: Sequence[ArmResult]) -> None:
         if r["disagreements"]:
             raise ExpectationError(f"arm '{r['arm']}' at concurrency {r['concurrency']}: {r['disagreements']} "
                                    f"requests where completion tokens / spec_verify_ct differs from the server's "
-                                   f"spec_accept_length")
+                                   f"spec_accept_length", arm=r['arm'], concurrency=r['concurrency'],
+                                   found=r['disagreements'], expected=0, problem="disagreement")
         if r["server_accept_length_mean"] is None:
             raise ExpectationError(f"arm '{r['arm']}' at concurrency {r['concurrency']}: the server reported no "
-                                   f"spec_accept_length; was speculation on?")
+                                   f"spec_accept_length; was speculation on?", arm=r['arm'],
+                                   concurrency=r['concurrency'], problem="no_server_acceptance")
 
 
 @dataclass

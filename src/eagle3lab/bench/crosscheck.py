@@ -83,15 +83,18 @@ def read_bench_serving_output(path: Path) -> dict[str, Any]:
     try:
         lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
     except FileNotFoundError:
-        raise BenchError(f"bench_serving wrote no output file at {path}; see its log next to it") from None
+        raise BenchError(f"bench_serving wrote no output file at {path}; see its log next to it", path=Path(path),
+                         problem="missing") from None
     if not lines:
-        raise BenchError(f"bench_serving output {path} is empty; the run produced no result")
+        raise BenchError(f"bench_serving output {path} is empty; the run produced no result", path=Path(path), problem="empty")
     try:
         result = json.loads(lines[-1])
     except json.JSONDecodeError:
-        raise BenchError(f"bench_serving output {path} does not end with a JSON line") from None
+        raise BenchError(f"bench_serving output {path} does not end with a JSON line", path=Path(path),
+                         problem="not_json") from None
     if not isinstance(result, dict) or "output_throughput" not in result:
-        raise BenchError(f"bench_serving output {path} has no output_throughput; was the run complete?")
+        raise BenchError(f"bench_serving output {path} has no output_throughput; was the run complete?", path=Path(path),
+                         key="output_throughput", problem="missing_key")
     return result
 
 
@@ -110,11 +113,13 @@ def run_bench_serving(base_url: str, tokenizer_dir: str, config: SweepConfig, co
         try:
             proc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s, check=False)
         except subprocess.TimeoutExpired:
-            raise BenchError(f"bench_serving did not finish within {timeout_s:g} s; see {log_file}") from None
+            raise BenchError(f"bench_serving did not finish within {timeout_s:g} s; see {log_file}", path=log_file,
+                             problem="timeout") from None
     seconds, used = time.perf_counter() - start, cpuload.shares(cpu_before, cpuload.snapshot(server))
     if proc.returncode != 0:
         tail = log_file.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:] or ["(no output)"]
-        raise BenchError(f"bench_serving exited with code {proc.returncode}: {tail[0][:200]}; see {log_file}")
+        raise BenchError(f"bench_serving exited with code {proc.returncode}: {tail[0][:200]}; see {log_file}", path=log_file,
+                         problem="exit_status")
     return BenchServingRun(read_bench_serving_output(output_file), argv, seconds,
                            used.machine_busy if used else None, used.server if used else None)
 
@@ -125,9 +130,10 @@ def compare(ours: list[PointMetrics], run: BenchServingRun, num_prompts: int) ->
     their_tps = float(theirs["output_throughput"])
     rates = [m.output_tok_per_s for m in ours]
     if not rates or their_tps <= 0 or min(rates) <= 0:
-        raise BenchError("a throughput of zero cannot be compared; one of the runs produced no tokens")
+        raise BenchError("a throughput of zero cannot be compared; one of the runs produced no tokens", problem="zero_throughput")
     if len({m.concurrency for m in ours}) != 1:
-        raise BenchError("our runs for the cross-check must share one concurrency")
+        raise BenchError("our runs for the cross-check must share one concurrency", key="concurrency",
+                         problem="mixed_concurrency")
     mean = sum(rates) / len(rates)
     return CrossCheck(concurrency=ours[0].concurrency, num_prompts=num_prompts, ours_output_tok_per_s=mean,
                       ours_before_after=rates, theirs_output_tok_per_s=their_tps, ratio=mean / their_tps,
@@ -146,5 +152,5 @@ def cross_check(ours: PointMetrics, base_url: str, tokenizer_dir: str, config: S
     again = run_arm("crosscheck_after", base_url, single, out_dir, kind=ARM_KIND_BASELINE,
                     log=lambda line: None).points[0]
     if not again.measured or again.metrics is None:
-        raise BenchError(f"our re-measurement after bench_serving failed: {again.reason}")
+        raise BenchError(f"our re-measurement after bench_serving failed: {again.reason}", problem="remeasure_failed")
     return compare([ours, again.metrics], run, config.prompts_for(ours.concurrency))

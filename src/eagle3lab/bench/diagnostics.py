@@ -224,7 +224,7 @@ def _check_info(info: Any, what: str) -> Optional[Mapping[str, Any]]:
         return None
     if not isinstance(info, Mapping):
         raise DiagnosticsError(f"{what}: expected the /get_server_info JSON object (a mapping), got "
-                               f"{type(info).__name__}")
+                               f"{type(info).__name__}", what=what, problem="not_a_mapping")
     return info
 
 
@@ -525,7 +525,8 @@ def layer_table_verdict(layer_table: Any) -> Optional[tuple[bool, str]]:
         return None
     tables = layer_table if isinstance(layer_table, list) else [layer_table]
     if not all(isinstance(t, Mapping) and isinstance(t.get("rows"), list) for t in tables):
-        raise DiagnosticsError("layer table: expected notebook 02's mapping with a 'rows' list (or a list of them)")
+        raise DiagnosticsError("layer table: expected notebook 02's mapping with a 'rows' list (or a list of them)",
+                               what="layer table", problem="no_rows")
     verdicts = [v for v in (_table_verdict(t) for t in tables) if v is not None]
     if not verdicts:
         return None
@@ -846,7 +847,7 @@ def resolve_server_args(argv: Sequence[str]) -> tuple[dict[str, Any], str]:
             resolved = prepare_server_args(args)
     except (SystemExit, ValueError, AssertionError, OSError) as exc:
         raise DiagnosticsError(f"sglang rejected the server arguments: {type(exc).__name__}: {exc}; check the "
-                               "command line and model path") from None
+                               "command line and model path", what="server args", problem="rejected") from None
     finally:
         root.removeHandler(handler)
         root.setLevel(old_level)
@@ -875,7 +876,8 @@ def _read_text(path: Optional[Path], what: str) -> Optional[str]:
     if path is None:
         return None
     if not Path(path).is_file():
-        raise DiagnosticsError(f"{what} {path} does not exist; run the notebook that writes it or leave it out")
+        raise DiagnosticsError(f"{what} {path} does not exist; run the notebook that writes it or leave it out",
+                               what=what, path=Path(path), problem="missing")
     return Path(path).read_text(encoding="utf-8", errors="replace")
 
 

@@ -98,7 +98,8 @@ def _outputs(records: Sequence[RequestRecord], concurrency: int, arm: str) -> di
     for record in chosen:
         if record.prompt_index is None or record.output_ids is None:
             raise BenchError(f"arm '{arm}': request {record.request_id} has no prompt index or output ids; the "
-                             "records predate the lossless check, rerun the benchmark")
+                             "records predate the lossless check, rerun the benchmark", arm=arm, key="output_ids",
+                             problem="predates_check")
         outputs[record.prompt_index] = list(record.output_ids)
     return outputs
 
@@ -112,7 +113,8 @@ def compare_outputs(reference: Sequence[RequestRecord], candidate: Sequence[Requ
     ref = _outputs(reference, concurrency, reference_arm)
     cand = _outputs(candidate, concurrency, candidate_arm)
     if not ref:
-        raise BenchError(f"arm '{reference_arm}' has no finished request at concurrency {concurrency} to compare with")
+        raise BenchError(f"arm '{reference_arm}' has no finished request at concurrency {concurrency} to compare with",
+                         arm=reference_arm, concurrency=concurrency, problem="no_reference")
     result = LosslessComparison(candidate_arm, reference_arm, concurrency, prompts=len(ref), identical=0,
                                 tokens_compared=0)
     for index in sorted(ref):
@@ -194,7 +196,8 @@ def expect_lossless(report: LosslessReport) -> None:
     required = [c for c in report.comparisons if c.concurrency == report.required_concurrency]
     if not required:
         raise ExpectationError(f"no speculative arm was measured at concurrency {report.required_concurrency}, so "
-                               "the lossless check could not run; include it in the sweep")
+                               "the lossless check could not run; include it in the sweep",
+                               concurrency=report.required_concurrency, problem="not_measured")
     if report.mode == AGREEMENT:
         threshold = report.min_agreement or 0.0
         for c in required:
@@ -211,4 +214,5 @@ def expect_lossless(report: LosslessReport) -> None:
                      f"{first.reference_token}, {c.arm} {first.candidate_token}") if first else ""
             raise ExpectationError(f"speculative decoding is not lossless: arm '{c.arm}' matched the baseline's "
                                    f"greedy output on {c.identical}/{c.prompts} prompts at concurrency "
-                                   f"{c.concurrency}{where}")
+                                   f"{c.concurrency}{where}", arm=c.arm, concurrency=c.concurrency,
+                                   expected=c.prompts, found=c.identical, problem="not_lossless")

@@ -55,7 +55,8 @@ class RequestRecord:
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:
-            raise BenchError(f"request record has unknown keys {sorted(unknown)}; is this an eagle3lab JSONL file?")
+            raise BenchError(f"request record has unknown keys {sorted(unknown)}; is this an eagle3lab JSONL file?",
+                             key=sorted(unknown)[0], problem="unknown_keys")
         return cls(**data)
 
     def to_dict(self) -> dict[str, Any]:
@@ -152,7 +153,8 @@ def per_token_itl(times: Sequence[float], chunk_tokens: Sequence[int]) -> list[f
     Without ``chunk_tokens`` (old records) every chunk counts as one token, which is exact without speculation.
     """
     if chunk_tokens and len(chunk_tokens) != len(times):
-        raise BenchError(f"{len(chunk_tokens)} chunk token counts for {len(times)} chunk times; the record is damaged")
+        raise BenchError(f"{len(chunk_tokens)} chunk token counts for {len(times)} chunk times; the record is damaged",
+                         key="chunk_tokens", problem="length_mismatch")
     counts = list(chunk_tokens) if chunk_tokens else [1] * len(times)
     itl: list[float] = []
     for gap, count in zip(_intervals(times), counts[1:]):
@@ -179,15 +181,18 @@ def compute_point_metrics(
     """
     measured = [r for r in records if r.phase == "measure"]
     if not measured:
-        raise BenchError("no measured requests to summarise; run at least one request in the 'measure' phase")
+        raise BenchError("no measured requests to summarise; run at least one request in the 'measure' phase",
+                         problem="no_measured")
     concurrencies = {r.concurrency for r in measured}
     if len(concurrencies) != 1:
-        raise BenchError(f"records mix concurrencies {sorted(concurrencies)}; summarise one sweep point at a time")
+        raise BenchError(f"records mix concurrencies {sorted(concurrencies)}; summarise one sweep point at a time",
+                         key="concurrency", problem="mixed_concurrency")
 
     ok = [r for r in measured if r.ok]
     for r in ok:
         if r.t_sent is None or r.t_end is None or not r.token_times or r.completion_tokens is None:
-            raise BenchError(f"request {r.request_id} is marked ok but lacks times or completion_tokens")
+            raise BenchError(f"request {r.request_id} is marked ok but lacks times or completion_tokens",
+                             problem="incomplete_record")
 
     start = min(r.t_scheduled for r in measured)
     end = max((r.t_end if r.t_end is not None else r.t_scheduled) for r in measured)

@@ -51,7 +51,7 @@ ARM_KINDS = (ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_CONTROL, ARM_KI
 
 def check_kind(kind: str) -> str:
     if kind not in ARM_KINDS:
-        raise BenchError(f"arm kind {kind!r} is unknown; use one of {', '.join(ARM_KINDS)}")
+        raise BenchError(f"arm kind {kind!r} is unknown; use one of {', '.join(ARM_KINDS)}", key="kind", value=kind)
     return kind
 
 
@@ -129,7 +129,7 @@ class ArmResult:
             if p.concurrency == concurrency:
                 return p
         raise BenchError(f"arm '{self.name}' has no point at concurrency {concurrency}; "
-                         f"it has {[p.concurrency for p in self.points]}")
+                         f"it has {[p.concurrency for p in self.points]}", arm=self.name, concurrency=concurrency)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -138,7 +138,8 @@ class ArmResult:
     def from_dict(cls, data: dict[str, Any]) -> "ArmResult":
         values = dict(data)
         if "kind" not in values:
-            raise BenchError(f"arm '{values.get('name')}' has no kind; the sidecar predates arm kinds, rerun notebook 03")
+            raise BenchError(f"arm '{values.get('name')}' has no kind; the sidecar predates arm kinds, rerun notebook 03",
+                             arm=values.get('name'), key="kind", problem="missing_key")
         values["points"] = [PointResult.from_dict(p) for p in values.get("points", [])]
         return cls(**values)
 
@@ -284,7 +285,7 @@ async def run_sweep(base_url: str, config: SweepConfig, sink: JsonlSink, label: 
 
 def _arm_paths(name: str, out_dir: Path) -> tuple[Path, Path]:
     if not name or any(ch in name for ch in "/\\ "):
-        raise BenchError(f"arm name {name!r} must be a non-empty word (it becomes a file name)")
+        raise BenchError(f"arm name {name!r} must be a non-empty word (it becomes a file name)", key="name", value=name)
     return out_dir / f"{name}.requests.jsonl", out_dir / f"{name}.arm.json"
 
 
@@ -335,7 +336,8 @@ def not_runnable_arm(name: str, reason: dict[str, Any], *, kind: str) -> ArmResu
     """An arm that cannot run on this machine, with the classified reason (for example the crash report of
     EAGLE-3 on CPU). It has no points, so nothing downstream can mistake it for a measured zero."""
     if not isinstance(reason, dict) or not reason:
-        raise BenchError("a not-runnable arm needs its classified reason as a non-empty dict (e.g. a crash report)")
+        raise BenchError("a not-runnable arm needs its classified reason as a non-empty dict (e.g. a crash report)", arm=name,
+                         key="reason", value=reason)
     _arm_paths(name, Path("."))
     return ArmResult(name=name, status=ARM_NOT_RUNNABLE, kind=check_kind(kind), reason=reason, started_at=_now(),
                      finished_at=_now())
@@ -350,7 +352,8 @@ def load_requests(path: Path) -> list[RequestRecord]:
         try:
             records.append(RequestRecord.from_dict(json.loads(line)))
         except json.JSONDecodeError:
-            raise BenchError(f"{path}:{number} is not JSON; the file is damaged (was it cut off mid-line?)") from None
+            raise BenchError(f"{path}:{number} is not JSON; the file is damaged (was it cut off mid-line?)", path=Path(path),
+                                 line=number) from None
     return records
 
 
@@ -386,9 +389,11 @@ class BenchReport:
         try:
             return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
         except FileNotFoundError:
-            raise BenchError(f"benchmark sidecar {path} not found; run the benchmark first") from None
+            raise BenchError(f"benchmark sidecar {path} not found; run the benchmark first", path=Path(path),
+                             problem="missing") from None
         except (json.JSONDecodeError, TypeError, KeyError) as exc:
-            raise BenchError(f"benchmark sidecar {path} is unreadable ({type(exc).__name__}: {exc})") from None
+            raise BenchError(f"benchmark sidecar {path} is unreadable ({type(exc).__name__}: {exc})", path=Path(path),
+                             problem="unreadable") from None
 
 
 def _ms(value: float | None) -> float | None:

@@ -52,28 +52,37 @@ class SweepConfig:
 
     def __post_init__(self) -> None:
         if not self.concurrency or any((not isinstance(c, int)) or c < 1 for c in self.concurrency):
-            raise BenchError(f"concurrency must be a non-empty list of positive integers, got {self.concurrency!r}")
+            raise BenchError(f"concurrency must be a non-empty list of positive integers, got {self.concurrency!r}",
+                             key="concurrency", value=self.concurrency)
         for name in ("input_len", "output_len", "num_prompts"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
-                raise BenchError(f"{name} must be a positive integer, got {value!r}")
+                raise BenchError(f"{name} must be a positive integer, got {value!r}", key=name, value=value)
         if not 0 <= self.token_id_low < self.vocab_size:
             raise BenchError(
                 f"token ids are drawn from [{self.token_id_low}, {self.vocab_size}); "
-                "set token_id_low below vocab_size"
+                "set token_id_low below vocab_size", key="token_id_low", value=self.token_id_low
             )
         if self.prompt_kind not in ("ids", "text", "chat"):
-            raise BenchError(f"prompt_kind must be 'ids', 'text' or 'chat', got {self.prompt_kind!r}")
+            raise BenchError(f"prompt_kind must be 'ids', 'text' or 'chat', got {self.prompt_kind!r}", key="prompt_kind",
+                             value=self.prompt_kind)
         if self.prompt_kind in ("text", "chat") and not self.tokenizer_dir:
-            raise BenchError(f"{self.prompt_kind} prompts need tokenizer_dir (the model directory) for its tokenizer")
+            raise BenchError(f"{self.prompt_kind} prompts need tokenizer_dir (the model directory) for its tokenizer",
+                             key="tokenizer_dir")
         if self.token_id_high is not None and not self.token_id_low < self.token_id_high <= self.vocab_size:
-            raise BenchError(f"token_id_high {self.token_id_high} must lie in ({self.token_id_low}, {self.vocab_size}]")
+            raise BenchError(f"token_id_high {self.token_id_high} must lie in ({self.token_id_low}, {self.vocab_size}]",
+                             key="token_id_high", value=self.token_id_high)
         if self.prompts_per_concurrency is not None and self.prompts_per_concurrency < 1:
-            raise BenchError(f"prompts_per_concurrency must be >= 1 or None, got {self.prompts_per_concurrency!r}")
+            raise BenchError(f"prompts_per_concurrency must be >= 1 or None, got {self.prompts_per_concurrency!r}",
+                             key="prompts_per_concurrency", value=self.prompts_per_concurrency)
         if self.warmup_requests is not None and self.warmup_requests < 0:
-            raise BenchError(f"warmup_requests must be >= 0 or None, got {self.warmup_requests!r}")
+            raise BenchError(f"warmup_requests must be >= 0 or None, got {self.warmup_requests!r}",
+                             key="warmup_requests", value=self.warmup_requests)
         if self.request_timeout_s <= 0 or self.stall_timeout_s <= 0 or self.read_bufsize < 64 * 1024:
-            raise BenchError("request_timeout_s and stall_timeout_s must be > 0 and read_bufsize at least 64 KiB")
+            raise BenchError("request_timeout_s and stall_timeout_s must be > 0 and read_bufsize at least 64 KiB",
+                             key=next(name for name, bad in (("request_timeout_s", self.request_timeout_s <= 0),
+                                                             ("stall_timeout_s", self.stall_timeout_s <= 0),
+                                                             ("read_bufsize", True)) if bad))
 
     def prompts_for(self, concurrency: int) -> int:
         """Measured requests at one point: ``num_prompts``, or more when the profile scales them with concurrency."""
@@ -157,7 +166,8 @@ def _as_text(config: SweepConfig, ids: list[list[int]]) -> list[str]:
         tokenizer = AutoTokenizer.from_pretrained(config.tokenizer_dir, trust_remote_code=config.trust_remote_code)
     except (OSError, ValueError) as exc:
         raise BenchError(f"cannot load a tokenizer from {config.tokenizer_dir} ({type(exc).__name__}); "
-                         "point tokenizer_dir at the model directory") from None
+                         "point tokenizer_dir at the model directory", path=Path(config.tokenizer_dir),
+                         key="tokenizer_dir") from None
     return [tokenizer.decode(row, skip_special_tokens=True) for row in ids]
 
 
@@ -177,8 +187,10 @@ def model_vocab_size(model_dir: str | Path) -> int:
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
-        raise BenchError(f"cannot read {path} ({type(exc).__name__}); point at a model directory") from None
+        raise BenchError(f"cannot read {path} ({type(exc).__name__}); point at a model directory", path=path,
+                         problem="unreadable") from None
     for section in (config, config.get("text_config") or {}):
         if isinstance(section.get("vocab_size"), int):
             return section["vocab_size"]
-    raise BenchError(f"{path} has no vocab_size (top level or text_config); pass vocab_size explicitly")
+    raise BenchError(f"{path} has no vocab_size (top level or text_config); pass vocab_size explicitly", path=path,
+                     key="vocab_size", problem="missing")

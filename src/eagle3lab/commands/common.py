@@ -18,7 +18,7 @@ def overrides(pairs: Sequence[str]) -> dict[str, Any]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep:
-            raise Eagle3LabError(f"--set expects key=value, got '{pair}'")
+            raise Eagle3LabError(f"--set expects key=value, got '{pair}'", value=pair, problem="bad_override")
         result[key] = yaml.safe_load(value)
     return result
 

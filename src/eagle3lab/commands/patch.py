@@ -27,7 +27,8 @@ def run(args: argparse.Namespace) -> None:
               else outcome.message)
         return
     if not args.patch:
-        raise PatchError(f"patch {args.action} needs a patch: a file, or a name from {PATCHES_DIR.name}/")
+        raise PatchError(f"patch {args.action} needs a patch: a file, or a name from {PATCHES_DIR.name}/",
+                         problem="no_patch")
     result = ACTIONS[args.action](args.patch, args.site_packages)
     print(json.dumps(result.to_dict(), indent=2) if args.json else result.message)
 

@@ -21,9 +21,10 @@ def parse_batches(text: str) -> list[int]:
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise PerfModelError(f"--batch expects comma-separated integers such as 1,2,4,8, got '{text}'") from None
+        raise PerfModelError(f"--batch expects comma-separated integers such as 1,2,4,8, got '{text}'", parameter="batch",
+                             value=text) from None
     if not values or min(values) < 1:
-        raise PerfModelError(f"--batch needs batch sizes >= 1, got '{text}'")
+        raise PerfModelError(f"--batch needs batch sizes >= 1, got '{text}'", parameter="batch", value=text)
     return values
 
 

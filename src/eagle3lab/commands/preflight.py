@@ -21,4 +21,5 @@ def run(args: argparse.Namespace) -> None:
     preflight.save(result)
     print(preflight.as_json(result) if args.json else result.text())
     if not result.ok:
-        raise PreflightFailed(result.problem_line())
+        raise PreflightFailed(result.problem_line(), check=result.failures[0].name, profile=result.profile,
+                              failed=tuple(c.name for c in result.failures))

@@ -9,6 +9,7 @@ written when it was built (``--rebuild`` builds it again).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from eagle3lab import runguard
 from eagle3lab.commands.common import add_profile_arguments, profile_of
@@ -45,7 +46,8 @@ def run(args: argparse.Namespace) -> None:
     for ckpt in (target, draft):
         if ckpt.kind == "local" and ckpt.path is None:
             raise ModelPathError(f"{ckpt.role} model path {ckpt.source} does not exist; check the profile's "
-                                 f"'{ckpt.role}_model' setting")
+                                 f"'{ckpt.role}_model' setting", path=Path(ckpt.source), role=ckpt.role,
+                                 problem="missing")
         where = ckpt.path or f"not on this machine (fetch with: {fetch_command(profile)})"
         print(f"{ckpt.role} model: {ckpt.source} -> {where}")
     if cache_key:

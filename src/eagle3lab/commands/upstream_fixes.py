@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from eagle3lab.fix.fixgen import fixes_for, write_series
+from eagle3lab.fix.fixseries import fixes_for, write_series
 from eagle3lab.package.wheels import check_version, list_releases
 from eagle3lab.trace.sources import open_source
 

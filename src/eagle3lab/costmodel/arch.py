@@ -259,7 +259,8 @@ MXFP4_BYTES = 0.5 + 1.0 / 32  # OCP MX FP4: 4-bit elements plus one 8-bit (E8M0)
 def _require(cfg: Mapping[str, Any], keys: tuple[str, ...], where: str) -> None:
     missing = [k for k in keys if cfg.get(k) is None]
     if missing:
-        raise PerfModelError(f"{where}: config lacks {', '.join(missing)}; pass the model's own config.json")
+        raise PerfModelError(f"{where}: config lacks {', '.join(missing)}; pass the model's own config.json",
+                             parameter=missing[0], problem="missing")
 
 
 def _module_is_quantised(quant: Mapping[str, Any], module: str) -> bool:
@@ -282,7 +283,8 @@ def storage_from_config(cfg: Mapping[str, Any], quant: Optional[Mapping[str, Any
     """
     dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16").replace("torch.", "")
     if dtype not in DTYPE_BYTES:
-        raise PerfModelError(f"{where}: unknown torch_dtype '{dtype}'; expected one of {sorted(DTYPE_BYTES)}")
+        raise PerfModelError(f"{where}: unknown torch_dtype '{dtype}'; expected one of {sorted(DTYPE_BYTES)}",
+                             parameter="torch_dtype", value=dtype, problem="unknown")
     base = DTYPE_BYTES[dtype]
     if not quant:
         return Storage(linear=base, expert=base, lm_head=base, kv=base if base <= 2 else 2.0)
@@ -310,7 +312,7 @@ def storage_from_config(cfg: Mapping[str, Any], quant: Optional[Mapping[str, Any
             expert=per if _module_is_quantised(quant, "model.layers.1.mlp.experts.0.down_proj") else base,
             lm_head=per if _module_is_quantised(quant, "lm_head") else base, kv=2.0)
     raise PerfModelError(f"{where}: quantization method '{method}' is not modelled; supported: compressed-tensors, "
-                         "fp8, awq, gptq, mxfp4")
+                         "fp8, awq, gptq, mxfp4", parameter="quant_method", value=method, problem="unsupported")
 
 
 def model_from_config(cfg: Mapping[str, Any], name: Optional[str] = None, source: str = "config.json") -> ModelArch:
@@ -320,13 +322,15 @@ def model_from_config(cfg: Mapping[str, Any], name: Optional[str] = None, source
     archs = cfg.get("architectures")
     if not archs or not isinstance(archs, list):
         raise PerfModelError(f"{source}: config has no 'architectures' list; the cost model needs it to know the "
-                             f"layout (supported: {', '.join(SUPPORTED)})")
+                             f"layout (supported: {', '.join(SUPPORTED)})", parameter="architectures",
+                             problem="missing")
     arch = archs[0]
     quant = cfg.get("quantization_config")
     if arch in WRAPPER_ARCHS:
         text = cfg.get("text_config")
         if not isinstance(text, Mapping):
-            raise PerfModelError(f"{source}: {arch} config has no text_config")
+            raise PerfModelError(f"{source}: {arch} config has no text_config", parameter="text_config",
+                                 problem="missing")
         inner = dict(text)
         inner["architectures"] = [WRAPPER_ARCHS[arch]]
         quant = quant or text.get("quantization_config")
@@ -335,7 +339,8 @@ def model_from_config(cfg: Mapping[str, Any], name: Optional[str] = None, source
         return model_from_config(inner, name or arch, f"{source} text_config")
     if arch not in DENSE_ARCHS and arch not in MOE_ARCHS and arch not in MLA_ARCHS:
         raise UnsupportedArchitectureError(f"{source}: architecture {arch} is not modelled by the cost model; "
-                                           f"supported: {', '.join(SUPPORTED)}")
+                                           f"supported: {', '.join(SUPPORTED)}", architecture=arch,
+                                           supported=tuple(SUPPORTED))
     where = f"{source} ({arch})"
     _require(cfg, ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size"), where)
     layers, hidden, heads = int(cfg["num_hidden_layers"]), int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
@@ -451,7 +456,7 @@ def drafter_from_config(cfg: Mapping[str, Any], source: str = "draft config.json
     archs = cfg.get("architectures") or []
     if "LlamaForCausalLMEagle3" not in archs:
         raise PerfModelError(f"{source}: a drafter config must name LlamaForCausalLMEagle3 in 'architectures', got "
-                             f"{archs or 'none'}")
+                             f"{archs or 'none'}", parameter="architectures", value=archs, problem="not_a_drafter")
     _require(cfg, ("hidden_size", "num_attention_heads", "intermediate_size", "vocab_size"), source)
     hidden, heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
     target_hidden = int(cfg.get("target_hidden_size") or hidden)

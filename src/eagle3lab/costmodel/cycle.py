@@ -50,7 +50,8 @@ def verify_tokens(spec: SpeculativeFlags) -> int:
         most = 1 + spec.eagle_topk + (spec.num_steps - 1) * spec.eagle_topk ** 2
         if not 2 <= spec.num_draft_tokens <= most:
             raise PerfModelError(f"num_draft_tokens={spec.num_draft_tokens} must be in [2, {most}] for a tree of "
-                                 f"{spec.num_steps} steps and topk {spec.eagle_topk}")
+                                 f"{spec.num_steps} steps and topk {spec.eagle_topk}", parameter="num_draft_tokens",
+                                 value=spec.num_draft_tokens, problem="out_of_range")
     return spec.verify_tokens
 
 
@@ -63,7 +64,8 @@ def check_accept_length(accept_length: float, spec: SpeculativeFlags) -> None:
     top = max_accept_length(spec)
     if not 1.0 <= accept_length <= top:
         raise PerfModelError(f"acceptance length must be in [1, {top}] (tokens per verify) for num_steps="
-                             f"{spec.num_steps}, got {accept_length}")
+                             f"{spec.num_steps}, got {accept_length}", parameter="accept_length",
+                             value=accept_length, problem="out_of_range")
 
 
 @dataclass(frozen=True)

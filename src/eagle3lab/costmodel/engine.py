@@ -66,13 +66,16 @@ class Engine:
                                                                                   "spec_step_extra_s"):
                 raise PerfModelError(f"engine '{self.name}': {f.name} has no source; add one to sources")
         if not 0 < self.bandwidth_efficiency <= 1 or not 0 < self.flops_efficiency <= 1:
-            raise PerfModelError(f"engine '{self.name}': efficiencies must be in (0, 1]")
+            raise PerfModelError(f"engine '{self.name}': efficiencies must be in (0, 1]",
+                                 parameter="bandwidth_efficiency" if not 0 < self.bandwidth_efficiency <= 1
+                                 else "flops_efficiency", problem="out_of_range")
 
     def with_(self, source: str, **changes: float) -> "Engine":
         """The same engine with some numbers replaced; ``source`` says where the new numbers come from."""
         unknown = set(changes) - {f.name for f in fields(self)}
         if unknown:
-            raise PerfModelError(f"engine '{self.name}': unknown parameter(s) {sorted(unknown)}")
+            raise PerfModelError(f"engine '{self.name}': unknown parameter(s) {sorted(unknown)}",
+                                 parameter=sorted(unknown)[0], problem="unknown_parameter")
         return replace(self, **changes, sources={**self.sources, **{k: source for k in changes}})
 
 

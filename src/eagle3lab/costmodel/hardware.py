@@ -56,5 +56,6 @@ class Hardware:
         """The same hardware with some numbers replaced; ``source`` says where the new numbers come from."""
         unknown = set(changes) - {f.name for f in fields(self)}
         if unknown:
-            raise PerfModelError(f"hardware '{self.name}': unknown parameter(s) {sorted(unknown)}")
+            raise PerfModelError(f"hardware '{self.name}': unknown parameter(s) {sorted(unknown)}",
+                                 parameter=sorted(unknown)[0], problem="unknown_parameter")
         return replace(self, **changes, sources={**self.sources, **{k: source for k in changes}})

@@ -44,7 +44,8 @@ def cycle_components_path(profile: str) -> Path:
 def _ms(value: Any, where: str) -> float:
     ms = value.get("ms") if isinstance(value, Mapping) else value
     if isinstance(ms, bool) or not isinstance(ms, (int, float)) or math.isnan(ms) or ms < 0:
-        raise PerfModelError(f"{where}: expected a time in ms >= 0, got {ms!r}")
+        raise PerfModelError(f"{where}: expected a time in ms >= 0, got {ms!r}", parameter=where, value=ms,
+                             problem="invalid")
     return float(ms)
 
 
@@ -118,13 +119,15 @@ def parse_cycle_components(data: Mapping[str, Any], where: str) -> MeasuredCycle
     plain = data.get("plain_step_ms", (data.get("plain_step") or {}).get("ms") if isinstance(data.get("plain_step"),
                                                                                                Mapping) else None)
     if plain is None:
-        raise PerfModelError(f"{where}: no plain_step_ms (the plain decode step the cycle is measured against)")
+        raise PerfModelError(f"{where}: no plain_step_ms (the plain decode step the cycle is measured against)",
+                             parameter="plain_step_ms", problem="missing")
     plain_s = _ms(plain, f"{where}: plain_step_ms") / 1e3
     if plain_s <= 0:
         raise PerfModelError(f"{where}: plain_step_ms must be > 0")
     steps = data.get("num_steps") or (data.get("spec") or {}).get("num_steps")
     if not isinstance(steps, int) or steps < 1:
-        raise PerfModelError(f"{where}: num_steps must be an integer >= 1, got {steps!r}")
+        raise PerfModelError(f"{where}: num_steps must be an integer >= 1, got {steps!r}", parameter="num_steps",
+                             value=steps, problem="invalid")
     scoped: dict[str, dict[str, float]] = {scope: {} for scope in SCOPES}
     if "components" in data:
         for i, row in enumerate(data["components"] or []):

@@ -24,10 +24,12 @@ def _solve_increasing(f: Callable[[float], float], target: float, lo: float, hi:
     f_lo, f_hi = f(lo), f(hi)
     if target < f_lo:
         raise PerfModelError(f"calibration: {what} is below what the model allows with no overhead at all "
-                             f"({target:.6g} < {f_lo:.6g}); check the hardware, tp and context")
+                             f"({target:.6g} < {f_lo:.6g}); check the hardware, tp and context", value=target,
+                             problem="below_model_floor")
     if target > f_hi:
         raise PerfModelError(f"calibration: {what} needs more than {hi:.3g} of overhead ({target:.6g} > "
-                             f"{f_hi:.6g}); check the measurement and its units")
+                             f"{f_hi:.6g}); check the measurement and its units", value=target,
+                             problem="above_model_ceiling")
     for _ in range(200):
         mid = (lo + hi) / 2
         if f(mid) < target:
@@ -47,7 +49,8 @@ def calibrate_baseline(dep: Deployment, single_stream_tok_s: float, where: str) 
     """
     if not single_stream_tok_s > 0:
         raise PerfModelError(f"calibration: the measured single-stream rate must be > 0 tok/s, got "
-                             f"{single_stream_tok_s!r}")
+                             f"{single_stream_tok_s!r}", parameter="single_stream_tok_s", value=single_stream_tok_s,
+                             problem="not_positive")
     step = 1.0 / single_stream_tok_s
 
     def step_with(overhead: float) -> float:
@@ -68,7 +71,8 @@ def calibrate_spec_extra(dep: Deployment, spec: SpeculativeFlags, accept_length:
     if cycle < base:
         raise PerfModelError(f"calibration: the measured EAGLE single-stream cycle ({cycle * 1e3:.3f} ms) is shorter "
                              f"than the model's ({base * 1e3:.3f} ms) before any extra; the physics overestimates "
-                             f"the cycle for {where}")
+                             f"the cycle for {where}", parameter="spec_single_stream_tok_s",
+                             value=spec_single_stream_tok_s, problem="cycle_shorter_than_model")
     return _with_engine(dep, source=f"calibrated: EAGLE single-stream {spec_single_stream_tok_s:.6g} tok/s at "
                                     f"acceptance {accept_length:g} ({where})", spec_cycle_extra_s=cycle - base)
 
@@ -76,12 +80,15 @@ def calibrate_spec_extra(dep: Deployment, spec: SpeculativeFlags, accept_length:
 def calibrate_accept_length(dep: Deployment, spec: SpeculativeFlags, single_stream_speedup: float) -> float:
     """The acceptance length that reproduces a published single-stream speedup (speedup is linear in it)."""
     if not single_stream_speedup > 0:
-        raise PerfModelError(f"calibration: speedup must be > 0, got {single_stream_speedup!r}")
+        raise PerfModelError(f"calibration: speedup must be > 0, got {single_stream_speedup!r}",
+                             parameter="single_stream_speedup", value=single_stream_speedup, problem="not_positive")
     accept = single_stream_speedup * break_even_accept_length(dep, spec, 1)
     top = max_accept_length(spec)
     if not 1.0 <= accept <= top:
         raise PerfModelError(f"calibration: a single-stream speedup of {single_stream_speedup:g} needs acceptance "
-                             f"{accept:.3f}, outside [1, {top}]: the model's cycle cost is off for this deployment")
+                             f"{accept:.3f}, outside [1, {top}]: the model's cycle cost is off for this deployment",
+                             parameter="single_stream_speedup", value=single_stream_speedup,
+                             problem="acceptance_out_of_range")
     return accept
 
 
@@ -145,7 +152,8 @@ def predict(dep: Deployment, spec: SpeculativeFlags, accept_length: float, batch
     """Plain and EAGLE-3 throughput, speedup and break-even acceptance at each batch size."""
     check_accept_length(accept_length, spec)
     if not batches or any(int(b) != b or b < 1 for b in batches):
-        raise PerfModelError(f"batch sizes must be integers >= 1, got {list(batches)}")
+        raise PerfModelError(f"batch sizes must be integers >= 1, got {list(batches)}", parameter="batches",
+                             value=list(batches))
     points = []
     for b in sorted(set(int(x) for x in batches)):
         step, cycle = plain_step(dep, b), spec_cycle(dep, spec, b)

@@ -71,7 +71,8 @@ def hardware_preset(name: str) -> Hardware:
     try:
         return HARDWARE[name]()
     except KeyError:
-        raise PerfModelError(f"unknown hardware '{name}'; known: {', '.join(sorted(HARDWARE))}") from None
+        raise PerfModelError(f"unknown hardware '{name}'; known: {', '.join(sorted(HARDWARE))}", parameter="hardware",
+                             value=name, problem="unknown") from None
 
 
 # ---------------------------------------------------------------------------------------------- model configs
@@ -85,14 +86,15 @@ def load_config(path_or_name: str | Path) -> tuple[dict[str, Any], str]:
         if not stored.is_file():
             known = ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.json")))
             raise PerfModelError(f"config '{path_or_name}' is neither a config.json (or a folder holding one) nor "
-                                 f"a stored config ({known})")
+                                 f"a stored config ({known})", path=path, value=str(path_or_name), problem="not_found")
         path = stored
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise PerfModelError(f"cannot read config {path}: {exc}") from None
     except json.JSONDecodeError as exc:
-        raise PerfModelError(f"{path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+        raise PerfModelError(f"{path} is not valid JSON (line {exc.lineno}: {exc.msg})", path=path,
+                             problem="unreadable") from None
     if not isinstance(data, dict):
         raise PerfModelError(f"{path}: a config.json must be a JSON object")
     return data, str(data.get("_source") or path)

@@ -190,13 +190,14 @@ def load_dataset(path: Path = DATASET) -> Dataset:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
         return Dataset.model_validate(raw)
     except OSError as exc:
-        raise PerfModelError(f"cannot read validation dataset {path}: {exc}") from None
+        raise PerfModelError(f"cannot read validation dataset {path}: {exc}", path=path, problem="unreadable") from None
     except yaml.YAMLError as exc:
         raise PerfModelError(f"validation dataset {path} is not valid YAML: {exc}") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise PerfModelError(f"validation dataset {path}: {where}: {first['msg']}") from None
+        raise PerfModelError(f"validation dataset {path}: {where}: {first['msg']}", path=path, parameter=where,
+                             problem="invalid") from None
 
 
 # ------------------------------------------------------------------------------------------------ computing
@@ -350,7 +351,8 @@ def _calibrate(source: Source, series: Series, dep: Deployment, done: dict[str, 
                            "single-stream rate (nothing from the EAGLE arm)"), False
     if how == "accept_length_from_single_stream_speedup":
         if series.accept_length is not None:
-            raise PerfModelError(f"{where}: the source publishes the acceptance length; it must not be fitted")
+            raise PerfModelError(f"{where}: the source publishes the acceptance length; it must not be fitted",
+                                 parameter="accept_length", problem="published_value_fitted")
         accept = calibrate_accept_length(dep, spec, s1)
         return dep, accept, (f"{SHAPE_ONLY}: acceptance {accept:.3f} fitted to the published single-stream speedup "
                              f"{s1:g}"), True
@@ -448,7 +450,7 @@ def fit_orchestration(data: Dataset, engine: str = "sglang-0.5") -> dict[str, fl
     held = [s.id for s in data.sources if s.split != "development"]
     if held:
         raise PerfModelError(f"fit_orchestration: held-out sources {held} must not be read when fitting; pass "
-                             "development_only(dataset)")
+                             "development_only(dataset)", value=held, problem="held_out_read")
     zero = Frozen(date="fit", fitted_on=[], what="fit", engines={engine: {k: 0.0 for k in ORCHESTRATION_FIELDS}})
     rows: list[tuple[float, float]] = []
     needs: list[float] = []

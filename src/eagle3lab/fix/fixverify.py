@@ -45,7 +45,8 @@ def _import_child(modules: Sequence[str], env: dict[str, str], timeout_s: float 
     """module -> "ok" or "<error type>: <first line>", from a fresh interpreter (``main`` below)."""
     answer = ask_child("eagle3lab.fix.fixverify", modules, env=env, timeout_s=timeout_s)
     if not answer.ok:
-        raise CaptureCheckError(f"the import check gave no result: {answer.failure()}")
+        raise CaptureCheckError(f"the import check gave no result: {answer.failure()}",
+                                returncode=answer.returncode, problem="no_result")
     return answer.payload
 
 
@@ -125,7 +126,7 @@ def capture_verify(fix: Fix, entry: str, *, num_layers: int = 4, timeout_s: floa
     installed = sources.open_source(sources.INSTALLED)
     if installed.version != fix.release:
         raise CaptureCheckError(f"the capture check runs on the installed sglang {installed.version}; "
-                                f"{fix.name} is for {fix.release}")
+                                f"{fix.name} is for {fix.release}", patch=fix.name, problem="wrong_release")
     target = build_wrapper_model(entry, num_layers)
     draft = build_tiny_models(num_layers=num_layers).draft_dir
     env = cpu_environment(shims=WRAPPER_SHIMS)

@@ -16,15 +16,58 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+import unidiff
+
 from eagle3lab.errors import EntryClassError, SourceError
 from eagle3lab.fix.capture_order_fix import PATCH_NAME as CAPTURE_PATCH
-from eagle3lab.fix.fixgen import patch_that_fixes
+from eagle3lab.fix.fixcheck import patched_source
+from eagle3lab.fix.fixseries import read_series, refusals
+from eagle3lab.package import diffs
+from eagle3lab.paths import REPO_ROOT
 from eagle3lab.runtime import modelinfo
 from eagle3lab.trace import audit, capture_order, registry, sources
 from eagle3lab.trace.facts import release_facts
+from eagle3lab.trace.modindex import ClassRef
 from eagle3lab.trace.resolve import Resolver
+from eagle3lab.trace.sources import SglangSource
 
 KEYS = ("architecture", "entry_class", "sglang_version", "will_crash", "missing", "first_raise", "patch")
+
+
+def patch_that_fixes(src: SglangSource, ref: ClassRef, missing: list[str]) -> dict[str, Any]:
+    """The first patch under ``patches/`` for this release that makes ``ref`` conform, tried in memory."""
+    res = Resolver(src)
+    files = {res.index.by_name.get(c.module) for c in res.index.mro(ref) if c.node is not None}
+    inner = res.inner(ref)
+    if inner is not None and not any(res.has(c, m) for c in inner.resolved for m in missing):
+        return {"path": None, "reason": f"real lack: the inner model ({', '.join(c.name for c in inner.resolved)}) "
+                                        f"has none of {', '.join(missing)} either; no delegation can fix it"}
+    if inner is None:
+        return {"path": None, "reason": f"{ref.name} holds no inner language model: it needs its own EAGLE-3 "
+                                        "capture support, not a delegation"}
+    wanted = f"sglang=={src.version}"
+    # the project's own patches first (notebook 03 verifies them end to end), then the generated series
+    candidates = sorted((REPO_ROOT / "patches").glob("*.patch")) + read_series(src.version)
+    for path in candidates:
+        text = path.read_text(encoding="utf-8")
+        if diffs.read_header(text, path.stem).applies_to != wanted:
+            continue
+        targets = {diffs.target_path(f).removeprefix("sglang/") for f in unidiff.PatchSet(text)}
+        if not targets & files:
+            continue
+        patched, _ = patched_source(src, text)
+        if patched is None:
+            continue
+        pres = Resolver(patched)
+        pref = pres.index.resolve(ref.module, ref.name)
+        if pref.node is not None and all(pres.has(pref, m) for m in missing):
+            return {"path": str(path.relative_to(REPO_ROOT)), "members": missing,
+                    "how": f"applies cleanly to sglang {src.version}; re-audit: {ref.name} conforms"}
+    refused = refusals(src.version).get(ref.name)
+    if refused:
+        return {"path": None, "reason": f"the generated delegation fix was refused: {refused}"}
+    return {"path": None, "reason": f"no patch under patches/ for sglang {src.version} makes {ref.name} conform; "
+                                    f"generate one with python -m eagle3lab upstream-fixes --sglang {src.version}"}
 
 
 def read_architectures(config: str | Path) -> list[str]:
@@ -35,12 +78,15 @@ def read_architectures(config: str | Path) -> list[str]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise EntryClassError(f"{path} not found; pass a model's config.json or its folder") from None
+        raise EntryClassError(f"{path} not found; pass a model's config.json or its folder", path=Path(path),
+                              problem="missing") from None
     except (OSError, ValueError) as err:
-        raise EntryClassError(f"{path} is not readable JSON ({err}); pass a model's config.json") from None
+        raise EntryClassError(f"{path} is not readable JSON ({err}); pass a model's config.json", path=Path(path),
+                              problem="unreadable") from None
     archs = data.get("architectures") if isinstance(data, dict) else None
     if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs) or not archs:
-        raise EntryClassError(f"{path} has no 'architectures' list; pass --arch ARCHITECTURE instead")
+        raise EntryClassError(f"{path} has no 'architectures' list; pass --arch ARCHITECTURE instead", path=Path(path),
+                              problem="no_architectures")
     return archs
 
 
@@ -106,7 +152,8 @@ def preflight(architectures: list[str], version: Optional[str] = None, with_patc
     reg = facts.registry[chosen]
     ref = res.index.resolve(reg["module"], reg["class"])
     if ref.node is None:
-        raise SourceError(f"{reg['class']} is registered by {reg['file']} but not readable in sglang {src.version}")
+        raise SourceError(f"{reg['class']} is registered by {reg['file']} but not readable in sglang {src.version}",
+                          version=src.version, file=reg['file'], problem="unreadable_class")
     row = audit.classify(res, reg["file"], ref, audit.Contract.of(src).required, frozenset(facts.draft_only))
     verdict = audit.verdict_for(src, res, ref)
     missing = verdict["missing_members"]

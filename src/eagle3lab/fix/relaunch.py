@@ -147,10 +147,10 @@ def patched_server(spec: ServerSpec, log: Path, timeout_s: float, patches: Seque
     try:
         if outcome.status == "died":
             raise ServerDiedError(f"the server exited with code {outcome.returncode} after {outcome.seconds} s "
-                                  f"before becoming ready; see {log}")
+                                  f"before becoming ready; see {log}", returncode=outcome.returncode, log=log)
         if outcome.status != "ready":
             raise ServerTimeoutError(f"the server was not ready after {timeout_s:g} s; see {log} "
-                                     f"(raise 'ready_timeout_s' if it is just slow)")
+                                     f"(raise 'ready_timeout_s' if it is just slow)", timeout_s=timeout_s, log=log)
         yield server
     finally:
         server.stop()
@@ -221,7 +221,8 @@ def expect_chain(results: Sequence[StepResult], profile: Profile, contract_membe
     if first is not None:
         if not _is_wrapper_gap(first.report, wrapper):
             raise ExpectationError(f"unpatched launch did not die on a wrapper gap: {first.status}, "
-                                   f"{first.report.signature if first.report else 'no traceback'}")
+                                   f"{first.report.signature if first.report else 'no traceback'}",
+                                   problem="unpatched_not_a_gap", found=first.status)
         story.append(f"unpatched: dies asking the wrapper for '{first.report.missing_attribute}'")
     middle = by_name.get("one-method patch")
     if middle is not None:
@@ -230,10 +231,12 @@ def expect_chain(results: Sequence[StepResult], profile: Profile, contract_membe
         elif _is_wrapper_gap(middle.report, wrapper):
             member = middle.report.missing_attribute
             if member == SET_LAYERS_TO_CAPTURE:
-                raise ExpectationError("the one-method patch did not take effect: the same member is still missing")
+                raise ExpectationError("the one-method patch did not take effect: the same member is still missing",
+                                       problem="patch_without_effect", found=member)
             if member not in contract_members:
                 raise ExpectationError(f"the one-method patch stops at '{member}', which the traced contract does "
-                                       f"not list: the trace (notebook 02) misses a member")
+                                       f"not list: the trace (notebook 02) misses a member",
+                                       problem="member_not_in_contract", found=member)
             story.append(f"one-method patch: passes the first hook, then dies asking the wrapper for '{member}' "
                          f"at {middle.report.call_site}")
         else:
@@ -247,15 +250,18 @@ def expect_chain(results: Sequence[StepResult], profile: Profile, contract_membe
 def _expect_full_patch(last: StepResult, profile: Profile) -> str:
     report = last.report
     if report and report.category == "interface_gap":
-        raise ExpectationError(f"the full patch still hits an interface gap: {report.signature}")
+        raise ExpectationError(f"the full patch still hits an interface gap: {report.signature}",
+                               problem="interface_gap", found=report.signature)
     if last.status == "ready":
         probe = last.probe
         if probe is None or not probe.ok:
             raise ExpectationError(f"the full patch brought the server up but /generate failed: "
-                                   f"{probe.error if probe else 'not probed'}")
+                                   f"{probe.error if probe else 'not probed'}", problem="generate_failed",
+                                   found=probe.error if probe else None)
         if not probe.speculated:
             raise ExpectationError("the full patch brought the server up but its /generate reports no verify step "
-                                   "(spec_verify_ct): the server answered without speculative decoding")
+                                   "(spec_verify_ct): the server answered without speculative decoding",
+                                   problem="no_speculation")
         return (f"full delegation patch: every wrapper hook passes; the server comes up with EAGLE-3 and answers "
                 f"/generate ({probe.completion_tokens} tokens in {probe.spec_verify_ct} verify steps)")
     if profile.device == "cpu" and report and report.rule == HARNESS_LIMIT_RULE:
@@ -264,9 +270,11 @@ def _expect_full_patch(last: StepResult, profile: Profile) -> str:
     if report and report.rule == CPU_LIMIT_RULE:
         raise ExpectationError(f"the full patch stopped at sglang's missing CPU attention backend for EAGLE "
                                f"({report.signature}); the speculative CPU shims did not reach the server "
-                               f"(pass cpu_harness.SPEC_SHIMS)")
+                               f"(pass cpu_harness.SPEC_SHIMS)", problem="cpu_backend_missing",
+                               found=report.signature)
     raise ExpectationError(f"the full patch did not bring the server up: "
-                           f"{report.signature if report else last.status}")
+                           f"{report.signature if report else last.status}", problem="not_up",
+                           found=report.signature if report else last.status)
 
 
 def not_runnable_reason(results: Sequence[StepResult]) -> dict[str, Any] | None:

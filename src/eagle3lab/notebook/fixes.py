@@ -6,7 +6,7 @@ import time
 from typing import Any, Optional
 
 from eagle3lab import resultcache
-from eagle3lab.fix import fixgen, fixverify
+from eagle3lab.fix import fixseries, fixverify
 from eagle3lab.trace import sources
 from eagle3lab.runtime.tinymodel.wrappers import WRAPPER_CONFIGS
 
@@ -14,11 +14,11 @@ from eagle3lab.runtime.tinymodel.wrappers import WRAPPER_CONFIGS
 def fixes(src: sources.SglangSource, conf: dict[str, Any]) -> dict[str, Any]:
     """Generated fixes for one release's lacking wrappers, their checks, the series re-audit, the committed state."""
     started = time.perf_counter()
-    made, series = fixgen.fixes_with_series(src, conf)
+    made, series = fixseries.fixes_with_series(src, conf)
     return {
         "release": src.version,
         "provenance": f"generated and checked from sglang {src.version}'s source ({src.origin_label})",
-        "fixes": [{**f.to_dict(), "committed": fixgen.committed_state(f)} for f in made],
+        "fixes": [{**f.to_dict(), "committed": fixseries.committed_state(f)} for f in made],
         "series": series,
         "checked": sum(f.ok for f in made),
         "refused": [{"class": f.owner, "entries": f.entries, "reason": f.refused} for f in made if not f.ok],

@@ -175,10 +175,10 @@ def audit_summary(conf: dict[str, Any]) -> str:
     """The audit's counts in one sentence, every number computed from the conformance result."""
     c = conf["counts"]
     return (f"sglang {conf['sglang_version']} [traced]: {c['entry_classes']} registered entry classes; "
-            f"{c[audit.WRAPPER]} wrap an EAGLE-3-capable model ({c['wrappers conforming']} conforming, "
-            f"{c['wrappers lacking']} lacking, {c['wrappers unresolved']} unresolved); "
-            f"{c[audit.OTHER_WRAPPER]} wrap a model without EAGLE-3; {c[audit.PLAIN]} are not wrappers; "
-            f"{c[audit.DRAFT]} are draft heads; {c[audit.UNRESOLVED]} could not be resolved. Contract members: "
+            f"{c['wrapper']} wrap an EAGLE-3-capable model ({c['wrappers_conforming']} conforming, "
+            f"{c['wrappers_lacking']} lacking, {c['wrappers_unresolved']} unresolved); "
+            f"{c['other_wrapper']} wrap a model without EAGLE-3; {c['plain']} are not wrappers; "
+            f"{c['draft']} are draft heads; {c['unresolved']} could not be resolved. Contract members: "
             f"{', '.join(conf['members'])} (left out, every nn.Module has them: "
             f"{', '.join(conf['every_module_has']) or 'none'}). Audited in {conf['seconds']} s [measured].")
 
@@ -186,8 +186,9 @@ def audit_summary(conf: dict[str, Any]) -> str:
 def count_rows(conf: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per kind and per wrapper verdict, with the counts that add up to the entry classes."""
     c = conf["counts"]
-    rows = [{"release": conf["sglang_version"], "group": kind, "count": c[kind]} for kind in audit.KINDS]
-    rows += [{"release": conf["sglang_version"], "group": f"  of which {v}", "count": c[f"wrappers {v}"]}
+    rows = [{"release": conf["sglang_version"], "group": kind, "count": c[audit.KIND_KEYS[kind]]}
+            for kind in audit.KINDS]
+    rows += [{"release": conf["sglang_version"], "group": f"  of which {v}", "count": c[audit.verdict_key(v)]}
              for v in audit.VERDICTS]
     rows.append({"release": conf["sglang_version"], "group": "entry classes (total)", "count": c["entry_classes"]})
     return rows

@@ -54,20 +54,23 @@ def _type_ok(value: Any, annotation: Any) -> bool:
 def resolve(namespace: MutableMapping[str, Any]) -> NotebookParameters:
     """Check declared parameter types, route injected profile keys to the profile, reject anything else."""
     if MARK not in namespace:
-        raise ProfileError("notebook bug: call eagle3lab.notebook.params.begin(globals()) before the parameters cell")
+        raise ProfileError("notebook bug: call eagle3lab.notebook.params.begin(globals()) before the parameters cell",
+                           problem="notebook_bug")
     declared: dict[str, Any] = dict(namespace.get("__annotations__", {}))
     values = {name: namespace[name] for name in declared if name in namespace}
     for name, annotation in declared.items():
         if name in values and not _type_ok(values[name], annotation):
             shown = getattr(annotation, "__name__", str(annotation))
             raise ProfileError(f"notebook parameter '{name}' should be {shown}, "
-                               f"got {type(values[name]).__name__} {values[name]!r}")
+                               f"got {type(values[name]).__name__} {values[name]!r}", key=name, problem="type",
+                               value=values[name])
     injected = [name for name in namespace
                 if name not in namespace[MARK] and name not in declared and not name.startswith("_")]
     unknown = [name for name in injected if name not in Profile.model_fields]
     if unknown:
         raise ProfileError(f"unknown notebook parameter '{unknown[0]}': not declared in the parameters cell and "
-                           f"not a profile key (see `papermill --help-notebook` and params/*.yaml)")
+                           f"not a profile key (see `papermill --help-notebook` and params/*.yaml)", key=unknown[0],
+                           problem="unknown")
     overrides = {**values.get("overrides", {}), **{name: namespace[name] for name in injected}}
     profile = load_profile(values.get("profile", "cpu"), overrides=overrides)
     return NotebookParameters(values, profile, overrides)

@@ -22,6 +22,7 @@ from eagle3lab.bench.sweep import (ARM_FAILED, ARM_KIND_BASELINE, ARM_KIND_EAGLE
 from eagle3lab.bench.workload import SweepConfig, model_vocab_size, special_id_floor
 from eagle3lab.errors import BenchError, BenchmarkIncomplete, ExpectationError
 from eagle3lab.package import patching
+from eagle3lab.package.diffs import PatchInfo
 from eagle3lab.fix.relaunch import StepResult, patched_server, serving_server, stop_serving
 from eagle3lab.runtime.cpu_harness.spec_shims import GREEDY_ONLY
 from eagle3lab.runtime import modelinfo
@@ -42,7 +43,7 @@ def patch_table(names: Sequence[str]) -> list[dict[str, Any]]:
     rows = []
     for name in names:
         result = patching.check(patching.resolve_patch(name))
-        info = result.info or patching.PatchInfo(name=name)
+        info = result.info or PatchInfo(name=name)
         rows.append({"patch": info.name, "what": info.what, "fixed upstream": info.fixed_upstream,
                      "dry run": result.status})
     return rows
@@ -111,7 +112,8 @@ def check_greedy(profile: Profile, config: SweepConfig) -> None:
     sampling = config.extra_sampling_params
     temperature = float(sampling.get("temperature", 0.0) or 0.0)
     if profile.device == "cpu" and temperature > 0 and sampling.get("top_k", -1) != 1:
-        raise BenchError(f"temperature {temperature:g} with EAGLE-3 on CPU: {GREEDY_ONLY}")
+        raise BenchError(f"temperature {temperature:g} with EAGLE-3 on CPU: {GREEDY_ONLY}", key="temperature",
+                         value=temperature)
 
 
 @dataclass(frozen=True)

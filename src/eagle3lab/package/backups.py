@@ -63,7 +63,8 @@ def inside(path: Path, folder: Path) -> bool:
 def backup_dir(root: Path, patch_name: str) -> Path:
     folder = _cache_root() / _root_key(root) / _slug(patch_name)
     if not inside(folder, _cache_root()):
-        raise PatchError(f"backup folder for {patch_name!r} would leave the cache ({folder}); refused")
+        raise PatchError(f"backup folder for {patch_name!r} would leave the cache ({folder}); refused",
+                         patch=patch_name, path=folder, problem="outside_backup")
     return folder
 
 
@@ -88,7 +89,8 @@ class Manifest:
     def original(self, rel: str) -> Path:
         copy = self.folder / "originals" / rel
         if not inside(copy, self.folder):
-            raise PatchError(f"manifest {self.path} names {rel!r}, which is outside its backup; delete it by hand")
+            raise PatchError(f"manifest {self.path} names {rel!r}, which is outside its backup; delete it by hand",
+                             path=self.path, file=rel, problem="outside_backup")
         return copy
 
     def holder_alive(self) -> bool:
@@ -133,7 +135,8 @@ def save(root: Path, patch_name: str, patch_file: str, kind: str,
         for rel, text, sha_original, sha_patched in files:
             copy = folder / "originals" / rel
             if not inside(copy, folder):
-                raise PatchError(f"{patch_name}: backup path {rel!r} would leave the backup folder; refused")
+                raise PatchError(f"{patch_name}: backup path {rel!r} would leave the backup folder; refused",
+                                 patch=patch_name, file=rel, problem="outside_backup")
             write_text_atomic(copy, text, mode=None)
             entries.append({"path": rel, "sha256_original": sha_original, "sha256_patched": sha_patched})
         manifest = Manifest(folder / MANIFEST, str(Path(root).resolve()), patch_name, patch_file, kind,
@@ -153,7 +156,8 @@ def load(path: Path) -> Manifest:
                         float(data.get("saved_at", 0.0)))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise PatchError(f"backup manifest {path} is unreadable ({type(exc).__name__}); "
-                         f"run {RESTORE_COMMAND}, which restores from the release wheel") from None
+                         f"run {RESTORE_COMMAND}, which restores from the release wheel",
+                         path=Path(path), problem="manifest_unreadable") from None
 
 
 def manifests(root: Path) -> list[Manifest]:
@@ -283,7 +287,7 @@ def package_lock(root: Path, on_wait: Callable[[str], None] | None = _say,
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
         raise PatchError(f"cannot create the patch lock {path} ({exc.strerror}); the folder holding sglang "
-                         f"must be writable to patch it") from None
+                         f"must be writable to patch it", path=path, problem="lock_failed") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -26,7 +26,8 @@ def installed_root() -> Path:
     purelib = Path(sysconfig.get_paths()["purelib"])
     if (purelib / PACKAGE).is_dir():
         return purelib
-    raise PatchError("sglang is not installed in this Python; install sglang==0.5.9 or pass site_packages")
+    raise PatchError("sglang is not installed in this Python; install sglang==0.5.9 or pass site_packages",
+                     problem="not_installed")
 
 
 def site_packages_root(site_packages: str | os.PathLike | None = None) -> Path:
@@ -35,7 +36,8 @@ def site_packages_root(site_packages: str | os.PathLike | None = None) -> Path:
         return installed_root()
     root = Path(site_packages).resolve()
     if not root.is_dir():
-        raise PatchError(f"{site_packages} is not a directory; pass the site-packages folder that holds sglang/")
+        raise PatchError(f"{site_packages} is not a directory; pass the site-packages folder that holds sglang/",
+                         path=root, problem="not_a_directory")
     return root
 
 

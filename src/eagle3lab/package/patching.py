@@ -1,33 +1,29 @@
 """Check, apply, verify and revert the project's sglang patches, atomically and idempotently.
 
-Why not GNU ``patch``: it edits files in place, applies with fuzz, and cannot tell "already applied" from
-"unexpected original" in one answer. Here the diff is parsed with ``unidiff``, every hunk must match its
-context exactly (line offsets allowed, so independent patches stack), every target file is rewritten through
-a temp file and ``os.replace``, and a failure puts back exactly the files it had replaced. Every path in a patch
-must resolve inside the target sglang package (no ``../``, absolute paths or escaping symlinks), checked before
-anything is written. While a patch is applied its originals sit in a backup folder under the cache with their
-sha256 and the process holding them (``backups``), so a run killed meanwhile is found and repaired by
-``python -m eagle3lab patch restore`` (``restore``). ``verify`` reads the patched source with ``ast``: each method the patch adds must call the method of
-the same name on an attribute of ``self`` (the wrapped model), passing all its arguments on.
+This module is the API; the parts live beside it: ``diffs`` parses the unified diff and applies its hunks in
+memory with exact context, ``transaction`` rewrites the target files as one step, ``members`` reads what the patch
+adds with ``ast``. Every path in a patch must resolve inside the target sglang package (no ``../``, absolute paths
+or escaping symlinks), checked here before anything is written. While a patch is applied its originals sit in a
+backup folder under the cache with their sha256 and the process holding them (``backups``), so a run killed
+meanwhile is found and repaired by ``python -m eagle3lab patch restore`` (``restore``).
 """
 
 from __future__ import annotations
 
-import ast
-import email.parser
 import hashlib
 import os
 from collections.abc import Iterator
-from pathlib import PurePosixPath
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import unidiff
 
-from eagle3lab.atomic import write_text_atomic
-from eagle3lab.errors import Eagle3LabError, OutputWriteError, PatchError
-from eagle3lab.package import backups
+from eagle3lab.errors import Eagle3LabError, PatchError
+from eagle3lab.package import backups, diffs, transaction
+from eagle3lab.package.diffs import PatchInfo
+from eagle3lab.package.members import MemberCheck, added_methods, check_member
+from eagle3lab.package.transaction import reason
 from eagle3lab.package.backups import RESTORE_COMMAND
 from eagle3lab.package.location import site_packages_root
 from eagle3lab.paths import REPO_ROOT
@@ -50,38 +46,12 @@ PACKAGE = "sglang"
 
 
 @dataclass(frozen=True)
-class PatchInfo:
-    """The header every project patch carries (RFC 822 style lines before the first ``---``)."""
-
-    name: str
-    applies_to: str = ""
-    what: str = ""
-    why: str = ""
-    fixed_upstream: str = ""
-
-
-@dataclass(frozen=True)
 class FileChange:
     """One target file: where it is and its content hash before and after the action."""
 
     path: str
     sha256_before: str
     sha256_after: str
-
-
-@dataclass(frozen=True)
-class MemberCheck:
-    """One method the patch adds to a class, as read from the patched source."""
-
-    cls: str
-    name: str
-    delegates_to: str | None  # "self.language_model.name" when it forwards the call
-    passes_args: bool  # every parameter of the method reaches the delegated call
-    guarded: bool  # a hasattr() check raises a clear error before delegating
-
-    @property
-    def ok(self) -> bool:
-        return self.delegates_to is not None and self.passes_args
 
 
 @dataclass
@@ -128,51 +98,18 @@ def resolve_patch(patch: str | os.PathLike) -> Path:
     for candidate in (PATCHES_DIR / path.name, PATCHES_DIR / f"{path.name}.patch"):
         if candidate.is_file():
             return candidate
-    raise PatchError(f"patch {patch} not found; pass a path or a name from {PATCHES_DIR.name}/")
+    raise PatchError(f"patch {patch} not found; pass a path or a name from {PATCHES_DIR.name}/",
+                     patch=str(patch), problem="not_found")
 
 
 def _read_patch(patch: str | os.PathLike) -> _Patch:
     path = resolve_patch(patch)
-    text = path.read_text(encoding="utf-8")
-    try:
-        files = list(unidiff.PatchSet(text))
-    except unidiff.UnidiffParseError as err:
-        raise PatchError(f"{path.name} is not a valid unified diff ({err}); regenerate it with diff -u") from err
-    if not files:
-        raise PatchError(f"{path.name} contains no file changes; it must be a unified diff")
-    return _Patch(path, _read_header(text, default_name=path.stem), files)
+    return _Patch(path, *diffs.parse(path))
 
 
 def patch_info(patch: str | os.PathLike) -> PatchInfo:
     """A patch's header (name, what, why, where fixed upstream), read from the file alone: no package is checked."""
     return _read_patch(patch).info
-
-
-def _read_header(text: str, default_name: str) -> PatchInfo:
-    """Header lines before the diff, parsed as RFC 822 fields (folded lines joined)."""
-    head = text.split("\n--- ", 1)[0].split("\n\n", 1)[0]
-    fields = email.parser.HeaderParser().parsestr(head + "\n\n")
-
-    def get(key: str) -> str:
-        return " ".join(str(fields.get(key, "")).split())
-
-    return PatchInfo(
-        name=get("Patch-Name") or default_name,
-        applies_to=get("Applies-To"),
-        what=get("What"),
-        why=get("Why"),
-        fixed_upstream=get("Fixed-Upstream"),
-    )
-
-
-def _diff_path(name: str) -> str:
-    """A path as the diff names it, without its ``a/`` or ``b/`` prefix."""
-    return name[2:] if name.startswith(("a/", "b/")) else name
-
-
-def _target_path(pfile: unidiff.PatchedFile) -> str:
-    """The ``b/`` side of a file in the diff, without its prefix (not confined: for in-memory use only)."""
-    return _diff_path(pfile.target_file)
 
 
 def _confined(root: Path, patch_name: str, name: str) -> tuple[str, Path]:
@@ -181,64 +118,22 @@ def _confined(root: Path, patch_name: str, name: str) -> tuple[str, Path]:
     Refused before anything is written: absolute paths, ``..`` anywhere, paths outside ``sglang/``, and paths
     that leave the package through a symlink.
     """
-    rel = _diff_path(name)
+    rel = diffs.diff_path(name)
     parts = PurePosixPath(rel).parts
     if not parts or PurePosixPath(rel).is_absolute() or ".." in parts or "\\" in rel or parts[0] != PACKAGE:
         raise PatchError(f"{patch_name}: refused, path {name!r} is not inside the {PACKAGE} package "
-                         f"(absolute paths, '..' and other packages are not patched); nothing was written")
+                         f"(absolute paths, '..' and other packages are not patched); nothing was written",
+                         patch=patch_name, file=rel, problem="outside_package")
     package = (root / PACKAGE).resolve()
     real = (root / rel).resolve()
     if not real.is_relative_to(package):
         raise PatchError(f"{patch_name}: refused, {rel} resolves to {real}, outside {package} (a symlink); "
-                         f"nothing was written")
+                         f"nothing was written", patch=patch_name, file=rel, path=real, problem="outside_package")
     return PurePosixPath(*parts).as_posix(), real
 
 
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Exact-context hunk application (in memory)
-
-
-def _hunk_sides(hunk: unidiff.Hunk, reverse: bool) -> tuple[list[str], list[str]]:
-    old = [line.value for line in hunk if line.is_context or (line.is_added if reverse else line.is_removed)]
-    new = [line.value for line in hunk if line.is_context or (line.is_removed if reverse else line.is_added)]
-    return old, new
-
-
-def _find(lines: list[str], block: list[str], expected: int, start: int) -> int | None:
-    """Index where ``block`` occurs exactly, at or after ``start``, nearest to ``expected``."""
-    if not block:
-        return max(start, min(expected, len(lines)))
-    last = len(lines) - len(block)
-    candidates = range(start, last + 1)
-    for pos in sorted(candidates, key=lambda p: abs(p - expected)):
-        if lines[pos : pos + len(block)] == block:
-            return pos
-    return None
-
-
-def _apply_hunks(text: str, pfile: unidiff.PatchedFile, reverse: bool) -> tuple[str | None, int]:
-    """Patched text, or (None, number of the first hunk that does not match)."""
-    lines = text.splitlines(keepends=True)
-    out: list[str] = []
-    cursor = 0
-    offset = 0
-    for number, hunk in enumerate(pfile, start=1):
-        old, new = _hunk_sides(hunk, reverse)
-        start_line = hunk.target_start if reverse else hunk.source_start
-        expected = max(start_line - 1, 0) + offset
-        pos = _find(lines, old, expected, cursor)
-        if pos is None:
-            return None, number
-        offset = pos - max(start_line - 1, 0)
-        out.extend(lines[cursor:pos])
-        out.extend(new)
-        cursor = pos + len(old)
-    out.extend(lines[cursor:])
-    return "".join(out), 0
 
 
 @dataclass
@@ -268,13 +163,18 @@ def _plan(patch: _Patch, root: Path) -> list[_FilePlan]:
     plans = []
     for pfile, rel, path in confined:
         if not path.is_file():
-            raise PatchError(f"{rel} not found under {root}; point site_packages at a folder holding sglang 0.5.9")
+            raise PatchError(f"{rel} not found under {root}; point site_packages at a folder holding sglang 0.5.9",
+                             patch=patch.info.name, file=rel, path=path, problem="missing_file")
         with path.open(encoding="utf-8", newline="") as handle:  # keep line endings byte for byte
             text = handle.read()
-        forward, bad = _apply_hunks(text, pfile, reverse=False)
-        backward, _ = _apply_hunks(text, pfile, reverse=True)
+        forward, bad = diffs.apply_hunks(text, pfile, reverse=False)
+        backward, _ = diffs.apply_hunks(text, pfile, reverse=True)
         plans.append(_FilePlan(rel, path, text, forward, backward, bad))
     return plans
+
+
+def _rewrites(plans: list[_FilePlan], contents: list[str]) -> list[transaction.Rewrite]:
+    return [transaction.Rewrite(p.rel, p.path, p.text, new) for p, new in zip(plans, contents)]
 
 
 def _state(patch: _Patch, plans: list[_FilePlan]) -> str:
@@ -283,118 +183,18 @@ def _state(patch: _Patch, plans: list[_FilePlan]) -> str:
         if plan.state is None:
             raise PatchError(
                 f"{plan.rel} does not match {patch.path.name} (hunk {plan.bad_hunk} context not found): "
-                f"unexpected original, expected {patch.info.applies_to or 'the release the patch was made for'}"
-            )
+                f"unexpected original, expected {patch.info.applies_to or 'the release the patch was made for'}",
+                patch=patch.info.name, file=plan.rel, hunk=plan.bad_hunk, problem="unexpected_original")
     states = {plan.state for plan in plans}
     if len(states) > 1:
         mixed = ", ".join(f"{p.rel}: {p.state}" for p in plans)
-        raise PatchError(f"{patch.path.name} is only partly applied ({mixed}); run {RESTORE_COMMAND}")
+        raise PatchError(f"{patch.path.name} is only partly applied ({mixed}); run {RESTORE_COMMAND}",
+                         patch=patch.info.name, problem="partly_applied")
     return states.pop()
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Atomic writes that undo exactly what they did
-
-
-class _WriteFailed(Exception):
-    """Writing the files failed; ``unrestored`` lists files replaced that could not be put back."""
-
-    def __init__(self, cause: BaseException, unrestored: list[str]):
-        super().__init__(str(cause))
-        self.cause = cause
-        self.unrestored = unrestored
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` in one step, keeping its mode: a reader sees the old or the new file."""
-    write_text_atomic(path, text, mode=None)
-
-
-def _write_all(plans: list[_FilePlan], contents: list[str]) -> None:
-    """Write every file or none. On a failure, only the files already replaced get their old text back, once;
-    files never touched are not rewritten (on a read-only folder that would only fail a second time)."""
-    done: list[tuple[_FilePlan, str]] = []
-    try:
-        for plan, text in zip(plans, contents):
-            old = plan.text
-            if text == old:
-                continue
-            _write_atomic(plan.path, text)
-            done.append((plan, old))
-    except BaseException as err:
-        raise _WriteFailed(err, _put_back(done)) from None
-
-
-def _put_back(files: list[tuple[_FilePlan, str]]) -> list[str]:
-    """Write each file's earlier text back, each once; the ones that could not be written are returned."""
-    unrestored = []
-    for plan, old in files:
-        try:
-            _write_atomic(plan.path, old)
-        except OutputWriteError:
-            unrestored.append(plan.rel)
-    return unrestored
-
-
-def _reason(err: BaseException) -> str:
-    return str(err) if isinstance(err, Eagle3LabError) else f"{type(err).__name__}: {err}"
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Verification from source
-
-
-def _added_methods(original: str, patched: str) -> list[tuple[str, ast.FunctionDef]]:
-    """(class, method) pairs present in ``patched`` but not in ``original``."""
-
-    def methods(tree: ast.Module) -> dict[str, dict[str, ast.FunctionDef]]:
-        return {
-            node.name: {fn.name: fn for fn in node.body if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))}
-            for node in ast.walk(tree)
-            if isinstance(node, ast.ClassDef)
-        }
-
-    before, after = methods(ast.parse(original)), methods(ast.parse(patched))
-    return [
-        (cls, fn)
-        for cls, fns in after.items()
-        for name, fn in fns.items()
-        if name not in before.get(cls, {})
-    ]
-
-
-def _self_attr(node: ast.AST) -> str | None:
-    """``X`` when node is ``self.X``."""
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-        return node.attr
-    return None
-
-
-def check_member(cls: str, fn: ast.FunctionDef) -> MemberCheck:
-    """Does ``fn`` forward to ``self.<inner>.<same name>(...)`` with all its parameters, behind a hasattr guard?"""
-    params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs][1:]
-    params += [a.arg for a in (fn.args.vararg, fn.args.kwarg) if a is not None]
-    delegates_to, passes_args, guarded = None, False, False
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == fn.name:
-            inner = _self_attr(node.func.value)
-            if inner is not None:
-                delegates_to = f"self.{inner}.{fn.name}"
-                used = {n.id for arg in (*node.args, *(k.value for k in node.keywords)) for n in ast.walk(arg)
-                        if isinstance(n, ast.Name)}
-                passes_args = set(params) <= used
-        if isinstance(node, ast.If) and any(isinstance(n, ast.Raise) for n in ast.walk(ast.Module(node.body, []))):
-            for call in ast.walk(node.test):
-                if (
-                    isinstance(call, ast.Call)
-                    and isinstance(call.func, ast.Name)
-                    and call.func.id == "hasattr"
-                    and len(call.args) == 2
-                    and isinstance(call.args[1], ast.Constant)
-                    and call.args[1].value == fn.name
-                ):
-                    guarded = True
-    return MemberCheck(cls, fn.name, delegates_to, passes_args, guarded)
+# What the patch adds (``members``)
 
 
 def added_members(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None = None) -> list[MemberCheck]:
@@ -409,7 +209,7 @@ def _members(plans: list[_FilePlan]) -> list[MemberCheck]:
         applied = plan.state == ALREADY_APPLIED
         original, patched_text = (plan.backward, plan.text) if applied else (plan.text, plan.forward)
         if plan.path.suffix == ".py" and original is not None and patched_text is not None:
-            members += [check_member(cls, fn) for cls, fn in _added_methods(original, patched_text)]
+            members += [check_member(cls, fn) for cls, fn in added_methods(original, patched_text)]
     return members
 
 
@@ -444,7 +244,8 @@ def verify(patch_path: str | os.PathLike, site_packages: str | os.PathLike | Non
     _known_state(root)
     plans = _plan(patch, root)
     if _state(patch, plans) != ALREADY_APPLIED:
-        raise PatchError(f"{patch.info.name} is not applied under {root}; run apply first")
+        raise PatchError(f"{patch.info.name} is not applied under {root}; run apply first",
+                         patch=patch.info.name, path=root, problem="not_applied")
     return _verified(patch, root, plans)
 
 
@@ -452,7 +253,8 @@ def _verified(patch: _Patch, root: Path, plans: list[_FilePlan]) -> PatchResult:
     members = _members(plans)
     bad = [f"{m.cls}.{m.name}" for m in members if not m.ok]
     if bad:
-        raise PatchError(f"{patch.info.name}: {', '.join(bad)} do not forward to the wrapped model with all arguments")
+        raise PatchError(f"{patch.info.name}: {', '.join(bad)} do not forward to the wrapped model with all arguments",
+                         patch=patch.info.name, problem="not_forwarding")
     files = [FileChange(p.rel, _sha256(p.backward or ""), _sha256(p.text)) for p in plans]
     names = ", ".join(f"{m.name} -> {m.delegates_to}" for m in members) or "no methods added"
     return _result(patch, root, "verify", VERIFIED, files=files, members=members, message=f"{patch.info.name}: {names}")
@@ -475,37 +277,42 @@ def apply(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None
             return _result(patch, root, "apply", ALREADY_APPLIED, files=result.files, members=result.members,
                            message=f"{patch.info.name}: already applied under {root}, nothing changed")
         contents = [plan.forward or "" for plan in plans]
+        rewrites = _rewrites(plans, contents)
         try:
             manifest = backups.save(root, patch.info.name, str(patch.path), kind,
                                     [(p.rel, p.text, _sha256(p.text), _sha256(c)) for p, c in zip(plans, contents)])
         except Eagle3LabError as err:
-            raise PatchError(f"{patch.info.name}: could not save the originals ({_reason(err)}); "
-                             f"nothing was applied") from None
+            raise PatchError(f"{patch.info.name}: could not save the originals ({reason(err)}); "
+                             f"nothing was applied", patch=patch.info.name, problem="backup_failed") from None
         try:
-            _write_all(plans, contents)
-        except _WriteFailed as failed:
+            transaction.write_all(rewrites)
+        except transaction.WriteFailed as failed:
             if failed.unrestored:
-                raise PatchError(f"{patch.info.name}: applying failed ({_reason(failed.cause)}) and "
+                raise PatchError(f"{patch.info.name}: applying failed ({reason(failed.cause)}) and "
                                  f"{', '.join(failed.unrestored)} could not be put back; run {RESTORE_COMMAND} "
-                                 f"(backup: {manifest.path})") from None
+                                 f"(backup: {manifest.path})", patch=patch.info.name, problem="apply_failed",
+                                 unrestored=tuple(failed.unrestored), path=manifest.path) from None
             backups.drop(manifest)
             if not isinstance(failed.cause, Exception):
                 raise failed.cause from None
-            raise PatchError(f"{patch.info.name}: applying failed ({_reason(failed.cause)}); "
-                             f"the package is unchanged") from None
+            raise PatchError(f"{patch.info.name}: applying failed ({reason(failed.cause)}); "
+                             f"the package is unchanged", patch=patch.info.name, problem="apply_failed",
+                             unrestored=()) from None
         try:
             verified = _verified(patch, root, _plan(patch, root))
         except BaseException as err:
-            unrestored = _put_back([(plan, plan.text) for plan in plans])
+            unrestored = transaction.put_back(rewrites)
             if unrestored:
-                raise PatchError(f"{patch.info.name}: verification failed ({_reason(err)}) and "
+                raise PatchError(f"{patch.info.name}: verification failed ({reason(err)}) and "
                                  f"{', '.join(unrestored)} could not be put back; run {RESTORE_COMMAND} "
-                                 f"(backup: {manifest.path})") from None
+                                 f"(backup: {manifest.path})", patch=patch.info.name, problem="verify_failed",
+                                 unrestored=tuple(unrestored), path=manifest.path) from None
             backups.drop(manifest)
             if isinstance(err, Eagle3LabError) or not isinstance(err, Exception):
                 raise
-            raise PatchError(f"{patch.info.name}: verification failed ({_reason(err)}); "
-                             f"the originals were restored") from None
+            raise PatchError(f"{patch.info.name}: verification failed ({reason(err)}); "
+                             f"the originals were restored", patch=patch.info.name, problem="verify_failed",
+                             unrestored=()) from None
         files = [FileChange(p.rel, _sha256(p.text), _sha256(c)) for p, c in zip(plans, contents)]
         return _result(patch, root, "apply", APPLIED, files=files, members=verified.members,
                        backup_dir=str(manifest.folder),
@@ -526,11 +333,12 @@ def _revert(patch: _Patch, root: Path) -> PatchResult:
         return _result(patch, root, "revert", NOT_APPLIED, message=f"{patch.info.name}: not applied under {root}")
     contents = [plan.backward or "" for plan in plans]
     try:
-        _write_all(plans, contents)
-    except _WriteFailed as failed:
+        transaction.write_all(_rewrites(plans, contents))
+    except transaction.WriteFailed as failed:
         undone = f"; {', '.join(failed.unrestored)} could not be put back either" if failed.unrestored else ""
-        raise PatchError(f"{patch.info.name}: reverting failed ({_reason(failed.cause)}){undone}; "
-                         f"run {RESTORE_COMMAND}") from None
+        raise PatchError(f"{patch.info.name}: reverting failed ({reason(failed.cause)}){undone}; "
+                         f"run {RESTORE_COMMAND}", patch=patch.info.name, problem="revert_failed",
+                         unrestored=tuple(failed.unrestored)) from None
     manifest = backups.find(root, patch.info.name)
     if manifest is not None:
         backups.drop(manifest)

@@ -78,13 +78,15 @@ def require_known_state(root: Path, *, wait_message: bool = True) -> PackageStat
         m = state.stale[0]
         raise StaleStateError(
             f"sglang under {root} may still carry patch {m.patch}: its backup manifest {m.path} was left by "
-            f"{m.describe_holder()}, which is gone; run {RESTORE_COMMAND}")
+            f"{m.describe_holder()}, which is gone; run {RESTORE_COMMAND}",
+            patch=m.patch, path=m.path, holder_pid=m.holder.get("pid"), problem="stale_backup")
     if state.unexplained:
         rel = state.unexplained[0]
         more = f" (+{len(state.unexplained) - 1} more)" if len(state.unexplained) > 1 else ""
         raise StaleStateError(
             f"{root / rel}{more} differs from the sglang {state.drift.version} release and no eagle3lab backup "
-            f"explains it; run {RESTORE_COMMAND} (it takes the file from the release wheel)")
+            f"explains it; run {RESTORE_COMMAND} (it takes the file from the release wheel)",
+            file=rel, path=root / rel, problem="unexplained_change")
     return state
 
 
@@ -95,7 +97,8 @@ def require_release(root: Path, for_what: str) -> PackageState:
         m = state.held[0]
         how = "applied with `patch apply`" if m.kind == backups.APPLIED else f"held right now by {m.describe_holder()}"
         raise StaleStateError(f"{for_what} needs the sglang release, but {root} carries patch {m.patch} ({how}; "
-                              f"backup manifest {m.path}); run {RESTORE_COMMAND}")
+                              f"backup manifest {m.path}); run {RESTORE_COMMAND}",
+                              patch=m.patch, path=m.path, holder_pid=m.holder.get("pid"), problem="patched")
     return state
 
 
@@ -137,7 +140,8 @@ class RestoreResult:
 def _confined(root: Path, rel: str) -> Path:
     path = root / rel
     if not rel.startswith("sglang/") or ".." in Path(rel).parts or not backups.inside(path, root / "sglang"):
-        raise PatchError(f"refusing to restore {rel!r}: it is not inside {root / 'sglang'}")
+        raise PatchError(f"refusing to restore {rel!r}: it is not inside {root / 'sglang'}", file=rel,
+                         problem="outside_package")
     return path
 
 
@@ -179,13 +183,14 @@ def _from_wheel(root: Path, record: ReleaseRecord, files: list[str], wheel: Path
                 if hashlib.sha256(data).hexdigest() != record.hashes[rel]:
                     raise PatchError(f"{rel} in {wheel} does not match the installed RECORD of sglang "
                                      f"{record.version}; reinstall with pip install --force-reinstall "
-                                     f"sglang=={record.version}")
+                                     f"sglang=={record.version}", file=rel, path=wheel, problem="wheel_mismatch")
                 _put_back(_confined(root, rel), data)
                 result.from_wheel.append(rel)
                 signals.restored(f"{rel} restored from the sglang {record.version} wheel")
     except (zipfile.BadZipFile, KeyError, OSError) as exc:
         raise PatchError(f"cannot restore from {wheel} ({type(exc).__name__}: {exc}); delete it so it is "
-                         f"downloaded again, or pip install --force-reinstall sglang=={record.version}") from None
+                         f"downloaded again, or pip install --force-reinstall sglang=={record.version}",
+                         path=wheel, problem="wheel_unreadable") from None
 
 
 def restore(site_packages: str | Path | None = None, wheel: Path | None = None) -> RestoreResult:
@@ -199,7 +204,8 @@ def restore(site_packages: str | Path | None = None, wheel: Path | None = None) 
                 and m.holder.get("pid") != backups.this_process()["pid"]]
         if live:
             raise PatchError(f"{live[0].describe_holder()} holds patch {live[0].patch} right now; "
-                             f"stop it (it restores on exit) instead of restoring under it")
+                             f"stop it (it restores on exit) instead of restoring under it",
+                             patch=live[0].patch, path=live[0].path, problem="held")
         _from_backups(root, found, result)
         if record is None:
             return result
@@ -212,5 +218,6 @@ def restore(site_packages: str | Path | None = None, wheel: Path | None = None) 
         after = drift(root, record)
         if not after.clean:
             raise PatchError(f"after restoring, {root / after.files()[0]} still differs from sglang "
-                             f"{record.version}; pip install --force-reinstall sglang=={record.version}")
+                             f"{record.version}; pip install --force-reinstall sglang=={record.version}",
+                             file=after.files()[0], path=root / after.files()[0], problem="still_differs")
         return result

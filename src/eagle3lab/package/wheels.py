@@ -27,7 +27,8 @@ def check_version(version: str) -> str:
     try:
         return str(Version(version))
     except InvalidVersion:
-        raise SourceError(f"'{version}' is not a version; use 'installed' or a release such as 0.5.9") from None
+        raise SourceError(f"'{version}' is not a version; use 'installed' or a release such as 0.5.9", version=version,
+                          problem="not_a_version") from None
 
 
 def cached_wheel(version: str, wheels: Optional[Path] = None) -> Optional[Path]:
@@ -55,13 +56,13 @@ def _pip_failure(version: str, stderr: str, index_url: Optional[str], folder: Pa
         if listing.returncode == 0 and match:
             newest = match.group(1).split(",")[0].strip()
             return SourceError(
-                f"sglang {version} is not on the package index (newest: {newest}); pick one from list_releases()"
-            )
+                f"sglang {version} is not on the package index (newest: {newest}); pick one from list_releases()",
+                version=version, newest=newest, problem="not_on_index")
         return SourceError(
             f"cannot reach the package index (it lists no sglang) and no cached wheel of sglang {version}; "
-            f"connect, or put the wheel in {folder}"
-        )
-    return SourceError(f"pip could not download sglang {version} ({lines[-1] if lines else 'no output'}); rerun later")
+            f"connect, or put the wheel in {folder}", version=version, path=folder, problem="offline")
+    return SourceError(f"pip could not download sglang {version} ({lines[-1] if lines else 'no output'}); rerun later",
+                       version=version, problem="download_failed")
 
 
 def fetch_wheel(version: str, wheels: Optional[Path] = None, index_url: Optional[str] = None) -> Path:
@@ -95,7 +96,8 @@ def list_releases(index_url: Optional[str] = None) -> list[str]:
     match = re.search(r"Available versions:\s*(.+)", proc.stdout)
     if proc.returncode != 0 or not match:
         where = index_url or "the index in pip's config"
-        raise SourceError(f"cannot list sglang releases: {where} is unreachable or has none; connect and rerun")
+        raise SourceError(f"cannot list sglang releases: {where} is unreachable or has none; connect and rerun",
+                          problem="offline")
     found = [Version(v.strip()) for v in match.group(1).split(",") if v.strip()]
     return [str(v) for v in sorted(found) if not v.is_prerelease]
 

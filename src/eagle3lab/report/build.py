@@ -28,7 +28,7 @@ from eagle3lab.runtime.envinfo import environment_table
 from eagle3lab.sidecars import (SCHEMAS, CrashReproSidecar, InterfaceTraceSidecar, PatchBenchSidecar,
                                 read_if_present)
 from eagle3lab.trace import audit
-from eagle3lab.fix.capture_check import CaptureResult
+from eagle3lab.fix.capture_result import CaptureResult
 from eagle3lab.report.plots.model import (COMPONENT_LABELS, cpu_profile_figures, incident_figures,
                                           measured_points_from_bench, validation_figure)
 from eagle3lab.report import incident
@@ -43,15 +43,19 @@ def _r(value: float | None, digits: int = 1) -> str:
     return "n/a" if value is None else f"{value:,.{digits}f}"
 
 
+def _gib(nbytes: int) -> float:
+    return nbytes / 2**30
+
+
 def _crash_context(s01: CrashReproSidecar | None) -> tuple[dict | None, dict | None]:
     if s01 is None:
         return None, None
     crash, control = s01.crash, s01.control
     return ({"signature": crash.signature, "call_site": crash.call_site, "category": crash.category,
-             "seconds": crash.seconds_to_outcome, "rss": crash.peak_rss_gib,
+             "seconds": crash.seconds_to_outcome, "rss": round(_gib(crash.peak_rss_bytes), 2),
              "sglang": s01.environment.get("sglang")},
             {"seconds": control.seconds_to_ready, "tokens": control.completion_tokens,
-             "generate": control.generate_seconds})
+             "generate": round(control.generate_seconds, 3)})
 
 
 ACCESS_KINDS = (("call", "calls"), ("read", "attribute reads"), ("check", "hasattr checks"), ("write", "writes"))
@@ -131,13 +135,13 @@ def _audit_contexts(s02: InterfaceTraceSidecar) -> list[dict[str, Any]]:
     out, seen = [], set()
     for key in ("traced", "newest"):
         conf = s02.conformance.get(key)
-        if conf is None or conf.sglang_version in seen or not conf.counts:
+        if conf is None or conf.sglang_version in seen or conf.counts is None:
             continue
         seen.add(conf.sglang_version)
         counts = conf.counts
-        rows = [{"group": kind, "count": counts.get(kind, 0)} for kind in audit.KINDS]
-        wrappers = [{"verdict": v, "count": counts.get(f"wrappers {v}", 0)} for v in audit.VERDICTS]
-        out.append({"version": conf.sglang_version, "provenance": conf.provenance, "total": counts.get("entry_classes"),
+        rows = [{"group": kind, "count": counts.of(audit.KIND_KEYS[kind])} for kind in audit.KINDS]
+        wrappers = [{"verdict": v, "count": counts.of(audit.verdict_key(v))} for v in audit.VERDICTS]
+        out.append({"version": conf.sglang_version, "provenance": conf.provenance, "total": counts.entry_classes,
                     "rows": rows, "wrappers": wrappers, "members": ", ".join(f"`{m}`" for m in conf.members),
                     "left_out": ", ".join(f"`{m}`" for m in conf.every_module_has),
                     "lacking": [{"file": r["file"], "entry": r["entry"], "inner": f"self.{r['inner_attr']}",
@@ -154,7 +158,7 @@ def _fixes_context(s02: InterfaceTraceSidecar) -> dict[str, Any] | None:
     if not record.releases:
         return None
     releases = [{"release": r.release, "checked": r.checked, "total": len(r.fixes),
-                 "series": r.series.get("detail", ""), "refused": r.refused,
+                 "series": r.series.detail if r.series else "", "refused": r.refused,
                  "stale": [f.name for f in r.fixes if f.ok and f.committed != "identical"]}
                 for r in record.releases.values()]
     verification = record.verification or {}
@@ -687,7 +691,14 @@ class ReportSources:
 
     def evidence(self) -> "provenance.Evidence":
         return provenance.Evidence.of(self.generated, self.environment, self.crash, self.trace, self.patch,
-                                      self.model.to_dict(), self.incident, self.figures)
+                                      self.model.to_dict(), self.incident, self.figures, self.in_display_units())
+
+    def in_display_units(self) -> dict[str, float]:
+        """The sidecars' raw values the renderer converts before printing (bytes shown as GiB), converted alike."""
+        if self.crash is None:
+            return {}
+        return {"crash_peak_rss_gib": _gib(self.crash.crash.peak_rss_bytes),
+                "control_peak_rss_gib": _gib(self.crash.control.peak_rss_bytes)}
 
     def tree(self) -> dict[str, Any]:
         """The evidence as one tree of plain values: what a bound sentence's keys name (``provenance.lookup``)."""

@@ -141,7 +141,8 @@ def incident_sensitivity(variations: Mapping[str, Mapping[str, float]] = INCIDEN
         context = change.pop("context_len", setup.context_len)
         unknown = set(change) - hw_fields - engine_fields
         if unknown:
-            raise PerfModelError(f"sensitivity '{name}': unknown parameter(s) {sorted(unknown)}")
+            raise PerfModelError(f"sensitivity '{name}': unknown parameter(s) {sorted(unknown)}",
+                                 parameter=sorted(unknown)[0], problem="unknown_parameter")
         hw = hardware_preset("rtx-pro-6000-blackwell")
         hw_change = {k: v for k, v in change.items() if k in hw_fields}
         engine_change = {k: v for k, v in change.items() if k in engine_fields}

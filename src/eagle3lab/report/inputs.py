@@ -47,12 +47,14 @@ def read_json(path: Path, what: str, rerun: str) -> Any:
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ReportInputError(f"{what} {path} is missing; {rerun}") from None
+        raise ReportInputError(f"{what} {path} is missing; {rerun}", path=Path(path), problem="missing") from None
     except json.JSONDecodeError as exc:
         raise ReportInputError(f"{what} {path} is unreadable (line {exc.lineno} column {exc.colno}: {exc.msg}; "
-                               f"cut short?); {rerun}") from None
+                               f"cut short?); {rerun}", path=Path(path), problem="unreadable", line=exc.lineno,
+                               column=exc.colno) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ReportInputError(f"{what} {path} is unreadable ({type(exc).__name__}); {rerun}") from None
+        raise ReportInputError(f"{what} {path} is unreadable ({type(exc).__name__}); {rerun}", path=Path(path),
+                               problem="unreadable") from None
 
 
 def _run_started(executed: Path, rerun: str) -> float:
@@ -60,7 +62,8 @@ def _run_started(executed: Path, rerun: str) -> float:
     notebook = read_json(executed, "executed notebook", rerun)
     meta = (notebook.get("metadata") or {}).get("papermill") or {}
     if meta.get("exception"):
-        raise ReportInputError(f"executed notebook {executed} records a failed run; {rerun}")
+        raise ReportInputError(f"executed notebook {executed} records a failed run; {rerun}", path=executed,
+                               problem="failed_run")
     started = meta.get("start_time")
     if not started:
         return executed.stat().st_mtime
@@ -82,12 +85,13 @@ def check_inputs(profile: str, notebooks: Sequence[str], executed: Sequence[Path
     """Each executed notebook exists and passed; each of its sidecars exists, parses, and is not older than
     the run that should have written it. Raises ReportInputError (one line) at the first problem."""
     if not notebooks:
-        raise ReportInputError("there is nothing to report: no notebooks were given or found")
+        raise ReportInputError("there is nothing to report: no notebooks were given or found", problem="nothing")
     checked = []
     for notebook, path in zip(notebooks, executed):
         rerun = f"rerun it: python -m eagle3lab report --profile {profile} --notebooks {notebook.split('_')[0]}"
         if not Path(path).is_file():
-            raise ReportInputError(f"there is no executed notebook {path} to report from; {rerun} (without --no-run)")
+            raise ReportInputError(f"there is no executed notebook {path} to report from; {rerun} (without --no-run)",
+                                   path=Path(path), notebook=notebook, problem="missing")
         started = _run_started(Path(path), rerun)
         sidecars = sidecars_of(notebook, profile)
         for sidecar in list(sidecars):
@@ -97,7 +101,8 @@ def check_inputs(profile: str, notebooks: Sequence[str], executed: Sequence[Path
                 when = dt.datetime.fromtimestamp(written).isoformat(timespec="seconds")
                 began = dt.datetime.fromtimestamp(started).isoformat(timespec="seconds")
                 raise ReportInputError(f"sidecar of {notebook} {sidecar} (written {when}) is older than the run "
-                                       f"of {path} (started {began}): that run did not write it; {rerun}")
+                                       f"of {path} (started {began}): that run did not write it; {rerun}",
+                                       path=Path(sidecar), notebook=notebook, problem="stale")
             data = check_sidecar(notebook, profile, sidecar, rerun)
             for extra in _extra_sidecars(notebook, data):
                 read_json(extra, f"benchmark sidecar of {notebook}", rerun)

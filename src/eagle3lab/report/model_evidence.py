@@ -69,10 +69,11 @@ def load(profile: str, path: Optional[Path] = None) -> ModelEvidence:
         return ModelEvidence.from_dict(json.loads(path.read_text(encoding="utf-8")))
     except FileNotFoundError:
         raise PerfModelError(f"model evidence {path} is missing; write it with: python -m eagle3lab report "
-                             f"--profile {profile} --no-run") from None
+                             f"--profile {profile} --no-run", path=path, problem="missing") from None
     except (json.JSONDecodeError, TypeError) as exc:
         raise PerfModelError(f"model evidence {path} is unreadable ({type(exc).__name__}: {exc}); rewrite it with: "
-                             f"python -m eagle3lab report --profile {profile} --no-run") from None
+                             f"python -m eagle3lab report --profile {profile} --no-run", path=path,
+                             problem="unreadable") from None
 
 
 # ------------------------------------------------------------------------------------------ published sources

@@ -67,7 +67,8 @@ def run_deployment(profile: Profile, report: Optional[BenchReport] = None, mem_b
         return calibrate_baseline(dep, 1.0 / step, where), where
     if profile.device == "cpu":
         raise PerfModelError(f"profile '{profile.name}': no measured plain single-stream point to calibrate the "
-                             "cost model on; include concurrency 1 in bench_concurrency")
+                             "cost model on; include concurrency 1 in bench_concurrency", parameter="bench_concurrency",
+                             problem="no_single_stream")
     return calibrate_baseline(dep, incident.SINGLE_STREAM.value, incident.SOURCE), \
         f"the engineer's reported {incident.SINGLE_STREAM.value:g} tok/s (no single-stream point measured here)"
 

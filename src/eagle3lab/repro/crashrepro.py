@@ -46,14 +46,19 @@ class CrashRun:
     report: CrashReport | None
 
     def summary(self) -> dict[str, Any]:
+        """Raw values (the sidecar's ``CrashRecord``); ``table`` formats them for people."""
         return {"status": self.outcome.status, "seconds_to_outcome": self.outcome.seconds,
                 "returncode": self.outcome.returncode,
-                "peak_rss_gib": round(self.outcome.peak_rss_bytes / 2**30, 2),
-                "peak_pss_gib": round(self.outcome.peak_pss_bytes / 2**30, 2),
+                "peak_rss_bytes": self.outcome.peak_rss_bytes,
+                "peak_pss_bytes": self.outcome.peak_pss_bytes,
                 "category": self.report.category if self.report else None,
                 "signature": self.report.signature if self.report else None,
                 "call_site": str(self.report.call_site) if self.report and self.report.call_site else None,
                 "log": str(self.outcome.log_path)}
+
+    def table(self) -> dict[str, Any]:
+        """``summary`` for the notebook's table: memory in GiB."""
+        return _gib(self.summary())
 
 
 @dataclass
@@ -71,11 +76,22 @@ class ControlRun:
     meta_info: dict = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
-        return {"seconds_to_ready": self.seconds_to_ready,
-                "peak_rss_gib": round(self.peak_rss_bytes / 2**30, 2),
-                "generate_seconds": round(self.generate_seconds, 3),
+        """Raw values (the sidecar's ``ControlRecord``); ``table`` formats them for people."""
+        return {"seconds_to_ready": self.seconds_to_ready, "peak_rss_bytes": self.peak_rss_bytes,
+                "generate_seconds": self.generate_seconds,
                 "completion_tokens": self.completion_tokens, "completion": self.completion,
                 "log": str(self.log_path)}
+
+    def table(self) -> dict[str, Any]:
+        """``summary`` for the notebook's table: memory in GiB, the request time in ms resolution."""
+        return {**_gib(self.summary()), "generate_seconds": round(self.generate_seconds, 3)}
+
+
+def _gib(summary: dict[str, Any]) -> dict[str, Any]:
+    """The same row with every ``*_bytes`` figure shown as ``*_gib`` (two decimals)."""
+    return {(k.removesuffix("_bytes") + "_gib" if k.endswith("_bytes") else k):
+            (round(v / 2**30, 2) if k.endswith("_bytes") and isinstance(v, (int, float)) else v)
+            for k, v in summary.items()}
 
 
 def log_path(logs_dir: Path, run: str, profile: Profile) -> Path:
@@ -100,19 +116,23 @@ def expect_signature(run: CrashRun, expected: ExpectedCrash) -> CrashReport:
     """Fail unless the server died with exactly the expected error on the model object."""
     if run.outcome.status == "ready":
         raise ExpectationError(f"the server came up: the expected crash ({expected.describe()}) did not happen; "
-                               f"sglang or the wrapper changed -- see {run.outcome.log_path}")
+                               f"sglang or the wrapper changed -- see {run.outcome.log_path}",
+                               expected=expected.describe(), found="ready", log=run.outcome.log_path)
     if run.outcome.status == "timeout":
         raise ExpectationError(f"the server neither crashed nor became ready within the timeout; "
-                               f"see {run.outcome.log_path}")
+                               f"see {run.outcome.log_path}", expected=expected.describe(), found="timeout",
+                               log=run.outcome.log_path)
     report = run.report
     if report is None:
         raise ExpectationError(f"the server died (exit {run.outcome.returncode}) but its log holds no Python "
-                               f"traceback; see {run.outcome.log_path}")
+                               f"traceback; see {run.outcome.log_path}",
+                               expected=expected.describe(), found="no_traceback", log=run.outcome.log_path)
     found = (report.exc_type.rsplit(".", 1)[-1], report.object_class, report.missing_attribute)
     wanted = (expected.exc_type, expected.object_class, expected.missing_attribute)
     if found != wanted or report.category != "interface_gap":
         raise ExpectationError(f"the server died differently than expected: got '{report.signature}' "
-                               f"({report.category}), expected '{expected.describe()}'")
+                               f"({report.category}), expected '{expected.describe()}'", expected=expected.describe(),
+                               found=report.signature)
     return report
 
 
@@ -138,7 +158,7 @@ def control_run(profile: Profile, models: Models, logs_dir: Path, shims: Sequenc
     except ServerDiedError as exc:
         report = crash_report(path.read_text(encoding="utf-8", errors="replace"), profile.name)
         detail = f": {report.signature}" + (f" (fix: {report.fix})" if report.fix else "") if report else ""
-        raise ServerDiedError(f"{exc}{detail}") from None
+        raise ServerDiedError(f"{exc}{detail}", **exc.fields) from None
     meta = body.get("meta_info", {})
     return ControlRun(spec.argv(), round(ready_s, 2), peak, prompt, body.get("text", ""),
                       int(meta.get("completion_tokens", 0)), seconds, path, meta)

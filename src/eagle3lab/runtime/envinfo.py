@@ -47,10 +47,12 @@ def check_sglang(expected: str) -> str:
     found = package_version("sglang")
     if found is None:
         raise EnvironmentProblem(f"sglang is not installed in this Python environment; run `make setup` "
-                                 f"(the profile pins sglang=={expected})")
+                                 f"(the profile pins sglang=={expected})", package="sglang",
+                                 expected=expected, found=None, problem="not_installed")
     if found != expected:
         raise EnvironmentProblem(f"sglang {found} is installed but the profile pins {expected}; "
-                                 f"run `make setup` or set 'sglang_version' in the profile")
+                                 f"run `make setup` or set 'sglang_version' in the profile", package="sglang",
+                                 expected=expected, found=found, problem="wrong_version")
     return found
 
 

@@ -90,7 +90,8 @@ def plan(role: str, repo_id: str, *, endpoint: str | None = None, local_dir: Pat
         where = _endpoint(endpoint) or "https://huggingface.co"
         raise FetchError(f"cannot list {repo_id} on {where} ({type(exc).__name__}: "
                          f"{(str(exc).splitlines() or [''])[0]}); check the network, the repo id, or set "
-                         "HF_ENDPOINT / --endpoint to a mirror (gated repos need HF_TOKEN)") from None
+                         "HF_ENDPOINT / --endpoint to a mirror (gated repos need HF_TOKEN)", repo=repo_id,
+                         problem="list_failed") from None
     listed = {s.rfilename: s.size for s in info.siblings or []}
     patterns = tuple(allow_patterns) if allow_patterns else serving_patterns(list(listed))
     files = {name: size for name, size in listed.items() if any(fnmatch(name, p) for p in patterns)}
@@ -109,7 +110,8 @@ def check_free_disk(plans: Sequence[RepoPlan], where: Path) -> None:
     needed = sum(p.to_fetch_bytes for p in plans)
     if needed > free:
         raise FetchError(f"{needed / 1e9:.1f} GB to fetch but only {free / 1e9:.1f} GB free at {probe}; free space "
-                         "or move the cache (HF_HOME / HF_HUB_CACHE, or --local-dir)")
+                         "or move the cache (HF_HOME / HF_HUB_CACHE, or --local-dir)", path=probe,
+                         needed_gb=needed / 1e9, free_gb=free / 1e9, problem="no_space")
 
 
 def record_manifest(plan_: RepoPlan, endpoint: str | None) -> Path:
@@ -152,7 +154,8 @@ def fetch_models(profile: Profile, *, endpoint: str | None = None, local_dir: st
             path = snapshot_download(p.repo_id, **kwargs)
         except (HfHubHTTPError, OSError, ValueError) as exc:
             raise FetchError(f"download of {p.repo_id} stopped ({type(exc).__name__}: "
-                             f"{(str(exc).splitlines() or [''])[0]}); run the same command again to resume") from None
+                             f"{(str(exc).splitlines() or [''])[0]}); run the same command again to resume",
+                             repo=p.repo_id, problem="download_stopped") from None
         if dirs[p.repo_id] is None:
             _point_main_at(p)
         if not configs_only:

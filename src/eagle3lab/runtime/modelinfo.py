@@ -24,11 +24,13 @@ def read_config(model_dir: str | Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ModelPathError(f"{path} does not exist; point the profile at a model directory") from None
+        raise ModelPathError(f"{path} does not exist; point the profile at a model directory", path=path,
+                             problem="missing") from None
     except (OSError, ValueError) as exc:
-        raise ModelPathError(f"{path} is not readable JSON ({type(exc).__name__})") from None
+        raise ModelPathError(f"{path} is not readable JSON ({type(exc).__name__})", path=path,
+                             problem="unreadable") from None
     if not isinstance(data, dict):
-        raise ModelPathError(f"{path} is not a JSON object")
+        raise ModelPathError(f"{path} is not a JSON object", path=path, problem="not_an_object")
     return data
 
 
@@ -69,7 +71,8 @@ def drafter_dir_aux_layer_ids(drafter_dir: str | Path) -> list[int]:
     ids = drafter_aux_layer_ids(read_config(drafter_dir))
     if ids is None:
         raise ModelPathError(f"{drafter_dir} is not an EAGLE-3 drafter directory (its config.json has no "
-                             "eagle_config.eagle_aux_hidden_state_layer_ids)")
+                             "eagle_config.eagle_aux_hidden_state_layer_ids)", path=Path(drafter_dir),
+                             role="draft", problem="not_a_drafter")
     return ids
 
 

@@ -99,9 +99,18 @@ def profile_path(name_or_path: str | Path) -> Path:
     return params_dir() / f"{name_or_path}.yaml"
 
 
-def _describe(error: dict[str, Any]) -> str:
-    key = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]).lstrip(".") \
+def _key(error: dict[str, Any]) -> str:
+    """A pydantic error's location as a profile key: ``bench_concurrency[1]``."""
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]).lstrip(".") \
         or "(top level)"
+
+
+def _problem(error: dict[str, Any]) -> str:
+    return {"missing": "missing", "extra_forbidden": "unknown"}.get(error["type"], "invalid")
+
+
+def _describe(error: dict[str, Any]) -> str:
+    key = _key(error)
     kind = error["type"]
     if kind == "missing":
         return f"key '{key}' is missing"
@@ -114,7 +123,8 @@ def _describe(error: dict[str, Any]) -> str:
 def validate_profile(data: Any, source: str, overrides: dict[str, Any] | None = None) -> Profile:
     """Turn a raw mapping (plus overrides) into a Profile, or raise ProfileError naming the key and the source."""
     if not isinstance(data, dict):
-        raise ProfileError(f"{source}: expected a mapping of keys to values, got {type(data).__name__}")
+        raise ProfileError(f"{source}: expected a mapping of keys to values, got {type(data).__name__}",
+                           source=source, problem="not_a_mapping")
     merged = {**data, **(overrides or {})}
     try:
         return Profile.model_validate(merged)
@@ -122,7 +132,8 @@ def validate_profile(data: Any, source: str, overrides: dict[str, Any] | None = 
         first = exc.errors()[0]
         origin = "override" if overrides and str(first["loc"][0]) in overrides else source
         more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise ProfileError(f"{origin}: {_describe(first)}{more}") from None
+        raise ProfileError(f"{origin}: {_describe(first)}{more}", source=origin, key=_key(first),
+                           problem=_problem(first), value=first.get("input")) from None
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -140,13 +151,15 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _yaml_error(path: Path, exc: yaml.YAMLError) -> str:
+def _yaml_error(path: Path, exc: yaml.YAMLError) -> ProfileError:
     """``file:line:column: problem`` (1-based, as editors count), so the mistake can be found at once."""
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     context = getattr(exc, "context", None)
     where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
-    return f"{where}: not valid YAML ({problem}{', ' + context if context else ''})"
+    return ProfileError(f"{where}: not valid YAML ({problem}{', ' + context if context else ''})",
+                        source=str(path), problem="yaml", line=mark.line + 1 if mark is not None else None,
+                        column=mark.column + 1 if mark is not None else None)
 
 
 def load_profile(name_or_path: str | Path = DEFAULT_PROFILE, overrides: dict[str, Any] | None = None) -> Profile:
@@ -154,11 +167,12 @@ def load_profile(name_or_path: str | Path = DEFAULT_PROFILE, overrides: dict[str
     path = profile_path(name_or_path)
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in params_dir().glob("*.yaml")))
-        raise ProfileError(f"profile '{name_or_path}' not found at {path}; known profiles: {known}")
+        raise ProfileError(f"profile '{name_or_path}' not found at {path}; known profiles: {known}",
+                           profile=str(name_or_path), source=str(path), problem="not_found")
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as exc:
-        raise ProfileError(_yaml_error(path, exc)) from None
+        raise _yaml_error(path, exc) from None
     return validate_profile(data, str(path), overrides)
 
 

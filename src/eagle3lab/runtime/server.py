@@ -112,11 +112,13 @@ def check_model_path(path: str, what: str = "model") -> None:
     local = Path(path).expanduser()
     if local.exists():
         if not (local / "config.json").is_file():
-            raise ModelPathError(f"{what} path {path} holds no config.json; point it at a model directory")
+            raise ModelPathError(f"{what} path {path} holds no config.json; point it at a model directory",
+                                 path=local, role=what, problem="no_config")
         return
     if HUB_ID.match(path) and not path.startswith((".", "/", "~")):
         return
-    raise ModelPathError(f"{what} path {path} does not exist; check the profile's {what} setting")
+    raise ModelPathError(f"{what} path {path} does not exist; check the profile's {what} setting", path=local,
+                         role=what, problem="missing")
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -129,7 +131,7 @@ def check_port_free(host: str, port: int) -> None:
         family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     except socket.gaierror as exc:
         raise HostBindError(f"host '{host}' does not resolve ({exc.strerror}); set 'host' to an address of this "
-                            f"machine, e.g. 127.0.0.1") from None
+                            f"machine, e.g. 127.0.0.1", host=host, problem="unresolvable") from None
     with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -138,12 +140,14 @@ def check_port_free(host: str, port: int) -> None:
             if exc.errno == errno.EADDRINUSE:
                 raise PortInUseError(
                     f"port {port} on {host} is already in use{_port_owner(port)}; "
-                    f"stop that process or choose another port (parameter 'port')") from None
+                    f"stop that process or choose another port (parameter 'port')", port=port, host=host) from None
             if exc.errno == errno.EACCES:
                 raise HostBindError(f"binding {host}:{port} is not permitted ({exc.strerror}); ports below 1024 "
-                                    f"need privileges, choose another port (parameter 'port')") from None
+                                    f"need privileges, choose another port (parameter 'port')", host=host,
+                                    problem="not_permitted") from None
             raise HostBindError(f"host '{host}' cannot be bound on this machine ({exc.strerror}); set 'host' to "
-                                f"one of its addresses, e.g. 127.0.0.1 (parameter 'host')") from None
+                                f"one of its addresses, e.g. 127.0.0.1 (parameter 'host')", host=host,
+                                problem="not_bindable") from None
 
 
 def check_log_space(folder: Path, need_bytes: int = MIN_LOG_SPACE_BYTES) -> None:
@@ -152,7 +156,8 @@ def check_log_space(folder: Path, need_bytes: int = MIN_LOG_SPACE_BYTES) -> None
     free = shutil.disk_usage(folder).free
     if free < need_bytes:
         raise OutputWriteError(f"no space left on the device holding {folder} ({free >> 10} KiB free, the server "
-                               f"log needs {need_bytes >> 20} MiB); free some space and rerun")
+                               f"log needs {need_bytes >> 20} MiB); free some space and rerun", path=folder,
+                               errno=errno.ENOSPC)
 
 
 def _port_owner(port: int) -> str:
@@ -219,7 +224,8 @@ class ServerProcess:
             signals.release_termination()
             if exc.errno == errno.ENOSPC:
                 raise OutputWriteError(f"no space left on the device while writing {self.log_path}; "
-                                       f"free some space and rerun") from None
+                                       f"free some space and rerun", path=self.log_path,
+                                       errno=errno.ENOSPC) from None
             raise
         except BaseException:
             signals.release_termination()
@@ -301,7 +307,8 @@ class ServerProcess:
             return
         if free < (1 << 20):
             raise OutputWriteError(f"the server {status} while the device holding its log {self.log_path} is full "
-                                   f"({free >> 10} KiB free), so its log is cut short; free some space and rerun")
+                                   f"({free >> 10} KiB free), so its log is cut short; free some space and rerun",
+                                   path=self.log_path, errno=errno.ENOSPC)
 
     def stop(self, grace_s: float = 10.0) -> None:
         """Kill the whole process tree (SIGTERM, then SIGKILL) and wait until the port is free.
@@ -371,10 +378,12 @@ def running_server(spec: ServerSpec, log_path: Path, timeout_s: float) -> Iterat
         outcome = server.wait(timeout_s)
         if outcome.status == "died":
             raise ServerDiedError(f"the server exited with code {outcome.returncode} after {outcome.seconds} s "
-                                  f"before becoming ready; see {log_path}")
+                                  f"before becoming ready; see {log_path}", returncode=outcome.returncode,
+                                  log=log_path)
         if outcome.status == "timeout":
             raise ServerTimeoutError(f"the server was not ready after {timeout_s:g} s; see {log_path} "
-                                     f"(raise 'ready_timeout_s' if it is just slow)")
+                                     f"(raise 'ready_timeout_s' if it is just slow)", timeout_s=timeout_s,
+                                     log=log_path)
         yield server
     finally:
         server.stop()

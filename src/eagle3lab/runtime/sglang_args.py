@@ -79,9 +79,11 @@ def parse_launches(argvs: Mapping[str, Sequence[str]], env: Mapping[str, str] | 
     answer = ask_child("eagle3lab.runtime.sglang_args", stdin=request, env={**os.environ, **(env or {})},
                        timeout_s=timeout_s, python=python)
     if answer.timed_out:
-        raise EnvironmentProblem(f"sglang's argument parser did not answer within {timeout_s:.0f} s")
+        raise EnvironmentProblem(f"sglang's argument parser did not answer within {timeout_s:.0f} s",
+                                 package="sglang", problem="timeout")
     if not answer.ok:
-        raise EnvironmentProblem(f"could not run sglang's argument parser: {answer.failure()}")
+        raise EnvironmentProblem(f"could not run sglang's argument parser: {answer.failure()}",
+                                 package="sglang", problem="parser_failed")
     data = answer.payload
     return {label: ParsedLaunch(**value) for label, value in data.items()}
 

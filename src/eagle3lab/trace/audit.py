@@ -259,6 +259,14 @@ DRAFT = "draft model (MTP/NextN head)"
 UNRESOLVED = "unresolved entry"
 KINDS = (WRAPPER, OTHER_WRAPPER, PLAIN, DRAFT, UNRESOLVED)
 VERDICTS = ("conforming", "lacking", "unresolved")
+# The short key of each kind, as the counts (and the sidecar's ``AuditCounts``) carry it; KINDS are the labels.
+KIND_KEYS = {WRAPPER: "wrapper", OTHER_WRAPPER: "other_wrapper", PLAIN: "plain", DRAFT: "draft",
+             UNRESOLVED: "unresolved"}
+
+
+def verdict_key(verdict: str) -> str:
+    """The counts' key of a wrapper verdict: ``wrappers_lacking``."""
+    return f"wrappers_{verdict}"
 
 
 def classify(res: Resolver, path: str, ref: ClassRef, members: list[str], draft_only: frozenset[str]) -> dict:
@@ -320,8 +328,8 @@ def conformance(src: SglangSource, members: Optional[list[str]] = None) -> dict[
     kinds = Counter(e["kind"] for e in entries)
     wrappers = [e for e in entries if e["kind"] == WRAPPER]
     verdicts = Counter(e["verdict"] for e in wrappers)
-    counts = {"entry_classes": len(entries), **{k: kinds.get(k, 0) for k in KINDS},
-              **{f"wrappers {v}": verdicts.get(v, 0) for v in VERDICTS}}
+    counts = {"entry_classes": len(entries), **{KIND_KEYS[k]: kinds.get(k, 0) for k in KINDS},
+              **{verdict_key(v): verdicts.get(v, 0) for v in VERDICTS}}
     if sum(kinds.values()) != len(entries) or sum(verdicts.values()) != len(wrappers):
         raise AssertionError("an entry class fell out of the counts")  # a programming error
     unresolved = [{"entry": e["entry"], "file": e["file"], "kind": e["kind"],

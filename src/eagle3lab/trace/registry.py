@@ -58,7 +58,7 @@ def choose(architectures: list[str], registered: Collection[str], version: str =
     transformers fallback when any is not registered. One line when nothing fits."""
     if not architectures:
         raise EntryClassError("the config names no architectures; pass --arch ARCHITECTURE or a config.json "
-                              "with an 'architectures' list")
+                              "with an 'architectures' list", problem="no_architectures")
     supported = [a for a in architectures if a in registered]
     note = ""
     if len(supported) != len(architectures):
@@ -70,4 +70,5 @@ def choose(architectures: list[str], registered: Collection[str], version: str =
                 note += f"; sglang falls back to {FALLBACK_ARCH} (the transformers backend)"
             return arch, note
     raise EntryClassError(f"no architecture of {architectures} is registered in sglang {version} and it has no "
-                          f"{FALLBACK_ARCH}; check the name (case matters) or pick another release")
+                          f"{FALLBACK_ARCH}; check the name (case matters) or pick another release",
+                          architectures=tuple(architectures), version=version, problem="not_registered")

@@ -237,8 +237,8 @@ class Resolver:
         if ref is None:
             raise EntryClassError(
                 f"class '{entry}' is not defined under srt/models in sglang {self.src.version}; "
-                f"pick one from audit.entry_class_names()"
-            )
+                f"pick one from audit.entry_class_names()",
+                entry_class=entry, version=self.src.version, problem="not_defined")
         return ref
 
     def defined(self, cls: ClassRef) -> dict[str, ast.AST]:

@@ -80,7 +80,8 @@ def _function(tree: ast.Module, name: str) -> ast.FunctionDef:
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == name:
             return node
-    raise SourceError(f"{EAGLE_UTILS} defines no top-level {name}(); this sglang release is laid out differently")
+    raise SourceError(f"{EAGLE_UTILS} defines no top-level {name}(); this sglang release is laid out differently",
+                      file=EAGLE_UTILS, problem="missing_function")
 
 
 def _calls(nodes: list[ast.stmt]) -> list[str]:
@@ -140,7 +141,8 @@ def find_dispatch_gap(source: SglangSource) -> DispatchGap:
     """Read ``verify_tree_greedy_func``'s device dispatch from ``source`` (``trace.sources.open_source()``)."""
     tree = source.tree(EAGLE_UTILS) if source.exists(EAGLE_UTILS) else None
     if tree is None:
-        raise SourceError(f"sglang {source.version} has no parsable {EAGLE_UTILS}; this release has no EAGLE utils")
+        raise SourceError(f"sglang {source.version} has no parsable {EAGLE_UTILS}; this release has no EAGLE utils",
+                          version=source.version, file=EAGLE_UTILS, problem="unparsable")
     fn = _function(tree, FUNCTION)
     branches, has_else = _dispatch(fn)
     names = set().union(*(_names(b.condition) for b in branches)) if branches else set()

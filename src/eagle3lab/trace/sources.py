@@ -60,7 +60,8 @@ class SglangSource:
     def text(self, path: str) -> str:
         """Decoded text; a UTF-8 byte-order mark is dropped (``utf-8-sig``), since ``ast`` rejects it in str."""
         if path not in self._texts:
-            raise SourceError(f"{path} is not in sglang {self.version} ({self.origin}); check the path with .files()")
+            raise SourceError(f"{path} is not in sglang {self.version} ({self.origin}); check the path with .files()",
+                              version=self.version, file=path, problem="missing_file")
         return self._texts[path].decode("utf-8-sig")
 
     def tree(self, path: str) -> Optional[ast.Module]:
@@ -106,7 +107,7 @@ def installed_source() -> SglangSource:
         site = installed_root()
     except PatchError:
         raise SourceError("sglang is not installed in this environment; install it or pass a release version "
-                          "instead") from None
+                          "instead", problem="not_installed") from None
     root = site / PACKAGE
     entries = ((p.relative_to(root).as_posix(), p.read_bytes()) for p in root.rglob("*") if p.is_file())
     texts, skipped = _collect(entries)
@@ -125,9 +126,11 @@ def wheel_source(wheel: Path, version: str) -> SglangSource:
                 (name[len(PACKAGE) + 1 :], zf.read(name) if name.endswith(".py") else b"") for name in names
             ]  # ZipFile.read checks each member's CRC
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
-        raise SourceError(f"wheel {wheel} is corrupt ({exc}); delete it and rerun to download again") from None
+        raise SourceError(f"wheel {wheel} is corrupt ({exc}); delete it and rerun to download again", path=wheel,
+                          version=version, problem="corrupt") from None
     if not entries:
-        raise SourceError(f"wheel {wheel} holds no '{PACKAGE}/' package; delete it and rerun to download again")
+        raise SourceError(f"wheel {wheel} holds no '{PACKAGE}/' package; delete it and rerun to download again",
+                          path=wheel, version=version, problem="no_package")
     texts, skipped = _collect(entries)
     return SglangSource(version, str(wheel), texts, skipped)
 

@@ -96,7 +96,7 @@ def breakdown_cases(deployments: Sequence[Deployment], spec: SpeculativeFlags,
 def draw_step_breakdown(cases: Sequence[tuple[str, PassCost]], title: str = "Predicted decode pass time") -> Figure:
     """Stacked horizontal bars: where each forward pass's time goes (predicted)."""
     if not cases:
-        raise PerfModelError("step breakdown: no cases to draw")
+        raise PerfModelError("step breakdown: no cases to draw", parameter="cases", problem="empty")
     fig, ax = plt.subplots(figsize=(9, 0.55 * len(cases) + 1.8))
     labels = [label for label, _ in cases]
     left = [0.0] * len(cases)
@@ -174,7 +174,8 @@ def draw_throughput(dep: Deployment, spec: SpeculativeFlags, max_batch: int, spe
     """Output tok/s vs running requests: plain decoding up to its KV limit, EAGLE-3 up to its request limit
     (flat beyond: more clients only queue). Measured points filled; the incident's reported numbers hollow."""
     if max_batch < 1 or spec_max_batch < 1:
-        raise PerfModelError(f"throughput plot: batch limits must be >= 1, got {max_batch}, {spec_max_batch}")
+        raise PerfModelError(f"throughput plot: batch limits must be >= 1, got {max_batch}, {spec_max_batch}",
+                             parameter="max_batch", value=(max_batch, spec_max_batch))
     fig, ax = plt.subplots(figsize=(8, 4.8))
     grid = sorted({max(1, round(2 ** (i / 4))) for i in range(0, 4 * max(1, max_batch.bit_length()) + 1)} | {max_batch})
     grid = [b for b in grid if b <= max_batch]
@@ -212,7 +213,7 @@ def draw_validation(results) -> Figure:
     +-15%). Then one panel per source: published speedups (hollow) and the model's predictions (lines) per series,
     the single-stream point each series was calibrated on filled. Panel titles carry the computed MAPE."""
     if not results:
-        raise PerfModelError("validation figure: no results")
+        raise PerfModelError("validation figure: no results", parameter="results", problem="empty")
     fig, axes = plt.subplots(1, len(results) + 1, figsize=(5.2 * (len(results) + 1), 6.4), squeeze=False)
     parity, panels = axes[0][0], axes[0][1:]
     lo, hi = 0.4, 2.6
@@ -271,7 +272,8 @@ def measured_points_from_bench(report, rate: str = "output") -> list[MeasuredPoi
     decode-only rate (``PointMetrics.decode_tok_per_s``), the rate the cost model predicts.
     """
     if rate not in ("output", "decode"):
-        raise PerfModelError(f"measured points: rate must be 'output' or 'decode', got {rate!r}")
+        raise PerfModelError(f"measured points: rate must be 'output' or 'decode', got {rate!r}",
+                             parameter="rate", value=rate)
     points = []
     label = f"measured here ({report.profile}, {report.date}){', decode rate' if rate == 'decode' else ''}"
 
@@ -368,7 +370,8 @@ def cpu_profile_figures(report, profile, out_dir: Optional[Path] = None,
     step = single_stream_step_s(report)
     if step is None:
         raise PerfModelError(f"cpu figures: bench report of '{report.profile}' has no measured baseline point at "
-                             "concurrency 1; include 1 in bench_concurrency")
+                             "concurrency 1; include 1 in bench_concurrency", parameter="bench_concurrency",
+                             problem="no_single_stream")
     dep, calibrated = run_deployment(profile, report, mem_bandwidth)
     spec = SpeculativeSpec.from_profile(profile, profile.draft_model)
     measured = measured_points_from_bench(report, rate="decode")

@@ -42,7 +42,8 @@ def _check(history: Mapping[str, Any]) -> None:
     missing = [key for key in REQUIRED if key not in history]
     if missing or not history.get("train_curve") or not history.get("evals"):
         raise TinyModelError(f"the training history lacks {', '.join(missing) or 'curve points'}; "
-                               "rebuild the drafter (build_trained_drafter) to record it")
+                               "rebuild the drafter (build_trained_drafter) to record it", parameter="history",
+                             value=missing or ["train_curve", "evals"], problem="incomplete_history")
 
 
 def plot_training(history: Mapping[str, Any], profile: str) -> Figure:

@@ -225,7 +225,8 @@ def check_shim_names(names: Sequence[str]) -> tuple[str, ...]:
     """Validate shim names; unknown names fail with one line listing the known ones."""
     unknown = [name for name in names if name not in SHIMS]
     if unknown:
-        raise HarnessBuildError(f"unknown shim(s) {', '.join(unknown)}; known shims: {', '.join(ALL_SHIMS)}")
+        raise HarnessBuildError(f"unknown shim(s) {', '.join(unknown)}; known shims: {', '.join(ALL_SHIMS)}",
+                                shim=unknown[0], problem="unknown_shim")
     return tuple(dict.fromkeys(names))
 
 

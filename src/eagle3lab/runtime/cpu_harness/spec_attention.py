@@ -28,13 +28,18 @@ UNSUPPORTED_PAGE = ("the eagle3lab CPU harness runs EAGLE with --page-size 1 onl
 class SpeculativeCpuError(HarnessBuildError):
     """A speculative configuration the CPU harness does not implement."""
 
+    setting: str | None = None  # the server argument it refuses ("speculative_eagle_topk", "page_size")
+    value: object = None
+
 
 def check_supported(topk: int, page_size: int) -> None:
     """The one gate for what the CPU EAGLE harness supports; raises one line otherwise."""
     if topk != 1:
-        raise SpeculativeCpuError(UNSUPPORTED_TOPK.format(topk=topk))
+        raise SpeculativeCpuError(UNSUPPORTED_TOPK.format(topk=topk), setting="speculative_eagle_topk", value=topk,
+                                  problem="unsupported")
     if page_size != 1:
-        raise SpeculativeCpuError(UNSUPPORTED_PAGE.format(page_size=page_size))
+        raise SpeculativeCpuError(UNSUPPORTED_PAGE.format(page_size=page_size), setting="page_size",
+                                  value=page_size, problem="unsupported")
 
 
 @contextmanager
@@ -58,7 +63,8 @@ def verify_lengths(forward_batch: Any) -> dict[str, Any]:
     spec = forward_batch.spec_info
     topk = getattr(spec, "topk", None)
     if topk != 1:
-        raise SpeculativeCpuError(UNSUPPORTED_TOPK.format(topk=topk))
+        raise SpeculativeCpuError(UNSUPPORTED_TOPK.format(topk=topk), setting="speculative_eagle_topk", value=topk,
+                                  problem="unsupported")
     prefix = forward_batch.seq_lens
     extend = torch.full_like(prefix, int(spec.draft_token_num))
     return {"seq_lens": prefix + extend, "extend_prefix_lens": prefix, "extend_seq_lens": extend}
@@ -70,7 +76,7 @@ def draft_extend_lengths(forward_batch: Any) -> dict[str, Any]:
     extend = forward_batch.extend_seq_lens
     if extend is None:
         raise SpeculativeCpuError("DRAFT_EXTEND batch without extend_seq_lens; this sglang release is not the one "
-                                  "the CPU harness was written for (0.5.9)")
+                                  "the CPU harness was written for (0.5.9)", problem="other_release")
     seq_lens = forward_batch.seq_lens
     return {"extend_prefix_lens": seq_lens - extend.to(seq_lens.dtype), "extend_seq_lens": extend}
 
@@ -87,7 +93,7 @@ def patch_forward_extend(backend_class: type) -> None:
             lengths = draft_extend_lengths(forward_batch)
         elif mode.is_draft_extend_v2():
             raise SpeculativeCpuError("DRAFT_EXTEND_V2 (the overlap EAGLE worker) is not supported by the CPU "
-                                      "harness; it runs sglang's v1 EAGLE worker")
+                                      "harness; it runs sglang's v1 EAGLE worker", problem="unsupported")
         else:
             return original(self, q, k, v, layer, forward_batch, save_kv_cache, **kwargs)
         with _lengths(forward_batch, **lengths):
@@ -207,7 +213,8 @@ class TorchNativeMultiStepDraftBackend:
             backend.init_forward_metadata(forward_batch)
 
     def init_cuda_graph_state(self, max_bs: int, max_num_tokens: int) -> None:
-        raise SpeculativeCpuError("CUDA graphs with the torch_native draft backend: pass --disable-cuda-graph on CPU")
+        raise SpeculativeCpuError("CUDA graphs with the torch_native draft backend: pass --disable-cuda-graph on CPU",
+                                  setting="disable_cuda_graph", value=False, problem="unsupported")
 
 
 def draft_backend_factory(module: Any) -> None:
@@ -227,7 +234,7 @@ def draft_backend_factory(module: Any) -> None:
             entry = lambda: _draft_extend_backend(self)  # noqa: E731
         else:
             raise SpeculativeCpuError("DraftBackendFactory asked for a map that is neither the decode nor the "
-                                      "draft-extend one; this sglang release is not 0.5.9")
+                                      "draft-extend one; this sglang release is not 0.5.9", problem="other_release")
         return original(self, backend_name, {**backend_map, "torch_native": entry}, error_template)
 
     _create_backend.__wrapped__ = original  # type: ignore[attr-defined]

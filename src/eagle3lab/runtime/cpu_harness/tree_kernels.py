@@ -22,12 +22,18 @@ FULL_MASK, QLEN_ONLY, QLEN_ONLY_BITPACKING = 0, 1, 2
 class TreeKernelError(HarnessBuildError):
     """Input the CUDA kernel would mis-handle silently; the port refuses it with one line."""
 
+    argument: str | None = None  # the kernel argument that is wrong
+    request: int | None = None  # the request (batch row) whose draft tree is invalid
+    token: int | None = None  # the draft token in that tree
+
 
 def _require(tensor: torch.Tensor, name: str, dtype: torch.dtype, dim: int) -> None:
     if tensor.dtype != dtype:
-        raise TreeKernelError(f"{name} must be {dtype} (as sgl_kernel requires), got {tensor.dtype}")
+        raise TreeKernelError(f"{name} must be {dtype} (as sgl_kernel requires), got {tensor.dtype}", argument=name,
+                              problem="dtype")
     if tensor.dim() != dim:
-        raise TreeKernelError(f"{name} must have {dim} dimension(s), got shape {tuple(tensor.shape)}")
+        raise TreeKernelError(f"{name} must have {dim} dimension(s), got shape {tuple(tensor.shape)}", argument=name,
+                              problem="dim")
 
 
 def build_tree_kernel_efficient(
@@ -54,11 +60,14 @@ def build_tree_kernel_efficient(
     """
     if int(tree_mask_mode) == QLEN_ONLY_BITPACKING:
         raise TreeKernelError("tree_mask_mode QLEN_ONLY_BITPACKING is not ported to CPU; only FULL_MASK and "
-                              "QLEN_ONLY are (sglang's v1 EAGLE worker uses FULL_MASK)")
+                              "QLEN_ONLY are (sglang's v1 EAGLE worker uses FULL_MASK)", argument="tree_mask_mode",
+                              problem="not_ported")
     if int(tree_mask_mode) not in (FULL_MASK, QLEN_ONLY):
-        raise TreeKernelError(f"unknown tree_mask_mode {tree_mask_mode}")
+        raise TreeKernelError(f"unknown tree_mask_mode {tree_mask_mode}", argument="tree_mask_mode",
+                              problem="unknown")
     if topk < 1 or depth < 1 or draft_token_num < 1:
-        raise TreeKernelError(f"topk, depth and draft_token_num must be >= 1, got {topk}, {depth}, {draft_token_num}")
+        raise TreeKernelError(f"topk, depth and draft_token_num must be >= 1, got {topk}, {depth}, {draft_token_num}",
+                              problem="below_one")
     parents = parent_list.tolist()
     selected = selected_index.tolist()
     seq_lens = [int(x) for x in verified_seq_len.tolist()]
@@ -96,7 +105,8 @@ def build_tree_kernel_efficient(
                         found = index_of(bid, parents[bid][parent_tb_idx])
                         if found is None:  # the kernel prints "invalid eagle tree" and skips the token
                             raise TreeKernelError(f"invalid eagle tree in request {bid}: draft token {i} has no "
-                                                  f"parent among the selected tokens (NaN log-probs?)")
+                                                  f"parent among the selected tokens (NaN log-probs?)", request=bid,
+                                                  token=i, problem="no_parent")
                         parent_position = found + 1
                     slot = bid * n + parent_position
                     if r_next[slot] == -1:
@@ -112,7 +122,8 @@ def build_tree_kernel_efficient(
                     position += 1
                     if position > n:  # the CUDA kernel would spin forever on a parent cycle
                         raise TreeKernelError(f"invalid eagle tree in request {bid}: the ancestors of draft token "
-                                              f"{tid} form a cycle (parent_list does not match selected_index)")
+                                              f"{tid} form a cycle (parent_list does not match selected_index)",
+                                              request=bid, token=tid, problem="cycle")
                     mask[token_tree_idx + cur_position] = True
                     parent_tb_idx = selected[bid][cur_position] // topk
                     if parent_tb_idx == 0:
@@ -120,7 +131,8 @@ def build_tree_kernel_efficient(
                     found = index_of(bid, parents[bid][parent_tb_idx])
                     if found is None:
                         raise TreeKernelError(f"invalid eagle tree in request {bid}: the ancestors of draft token "
-                                              f"{tid} leave the selected tokens")
+                                              f"{tid} leave the selected tokens", request=bid, token=tid,
+                                              problem="leaves_selection")
                     cur_position = found
                 pos[bid * n + tid] = position + seq_len
 
@@ -150,11 +162,13 @@ def verify_tree_greedy(
                          ("target_predict", target_predict)):
         _require(tensor, name, torch.int64, 2)
         if tensor.shape != candidates.shape:
-            raise TreeKernelError(f"{name} has shape {tuple(tensor.shape)}, expected {tuple(candidates.shape)}")
+            raise TreeKernelError(f"{name} has shape {tuple(tensor.shape)}, expected {tuple(candidates.shape)}", argument=name,
+                                  problem="shape")
     batch_size, num_draft_tokens = candidates.shape
     num_spec_step = accept_index.shape[1]
     if accept_index.shape[0] != batch_size or accept_token_num.shape[0] != batch_size:
-        raise TreeKernelError("accept_index and accept_token_num must have one row per request")
+        raise TreeKernelError("accept_index and accept_token_num must have one row per request",
+                              problem="shape")
     cand, r_index = candidates.tolist(), retrive_index.tolist()
     r_next, r_sibling = retrive_next_token.tolist(), retrive_next_sibling.tolist()
     # target_predict is indexed with the flat retrive index, exactly as the kernel does.

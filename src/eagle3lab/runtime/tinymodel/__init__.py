@@ -60,7 +60,7 @@ def tiny_model_inputs(seed: int = 0, num_layers: int = 4, aux_layer_ids: Sequenc
                       ) -> dict[str, Any]:
     """Everything that determines the generated files (hashed into the cache key)."""
     if not isinstance(seed, int) or seed < 0:
-        raise TinyModelError(f"seed must be a non-negative integer, got {seed!r}")
+        raise TinyModelError(f"seed must be a non-negative integer, got {seed!r}", parameter="seed", value=seed)
     return {
         "generator_version": GENERATOR_VERSION,
         "seed": seed,
@@ -84,7 +84,8 @@ def _probe_tensor_specs(inputs: dict[str, Any]) -> dict[str, Any]:
     request = json.dumps({"target": inputs["target"], "draft": inputs["draft"]})
     answer = ask_child("eagle3lab.runtime.tinymodel.probe", stdin=request, env=env)
     if not answer.ok:
-        raise TinyModelError(f"could not derive the tiny checkpoint's tensors from sglang: {answer.failure()}")
+        raise TinyModelError(f"could not derive the tiny checkpoint's tensors from sglang: {answer.failure()}",
+                             problem="probe_failed")
     return answer.payload
 
 
@@ -140,17 +141,18 @@ def verify_cache(root: Path, manifest: dict[str, Any]) -> None:
             problem = safetensors_problem(path)
             if problem:
                 raise TinyModelError(f"tiny model cache {root} is damaged: {path.relative_to(root)} {problem}; "
-                                     f"{REBUILD_HINT}")
+                                     f"{REBUILD_HINT}", path=path, problem="damaged")
 
         write_json_atomic(root / MANIFEST, {**manifest, "files": _file_hashes(root)})
         return
     actual = _file_hashes(root)
     for rel, digest in recorded.items():
         if rel not in actual:
-            raise TinyModelError(f"tiny model cache {root} is damaged: {rel} is missing; {REBUILD_HINT}")
+            raise TinyModelError(f"tiny model cache {root} is damaged: {rel} is missing; {REBUILD_HINT}", path=root / rel,
+                                 problem="damaged")
         if actual[rel] != digest:
             raise TinyModelError(f"tiny model cache {root} is damaged: {rel} does not match the checksum recorded "
-                                 f"when it was built; {REBUILD_HINT}")
+                                 f"when it was built; {REBUILD_HINT}", path=root / rel, problem="damaged")
 
 
 def build_tiny_models(cache_root: Path | None = None, seed: int = 0, num_layers: int = 4,

@@ -51,12 +51,14 @@ def simulate_request(hits: Sequence[Sequence[bool]], output_len: int) -> Request
     ignored; a missing reachable row is an error, never a silent zero).
     """
     if output_len < 1:
-        raise TinyModelError(f"output_len must be at least 1, got {output_len}")
+        raise TinyModelError(f"output_len must be at least 1, got {output_len}", parameter="output_len",
+                             value=output_len)
     emitted, verifies, accepted = 1, 0, []  # the prefill emits the first completion token
     while emitted < output_len:
         if emitted - 1 >= len(hits):
             raise TinyModelError(f"hits has {len(hits)} rows but the request reaches anchor {emitted - 1}; "
-                                 f"give one row per anchor (output_len - 1 = {output_len - 1})")
+                                 f"give one row per anchor (output_len - 1 = {output_len - 1})", parameter="hits",
+                                 value=emitted - 1, problem="too_few_rows")
         count = accepted_drafts(hits[emitted - 1])
         accepted.append(count)
         verifies += 1
@@ -82,7 +84,7 @@ class AcceptanceSummary:
 
 def summarise(results: Sequence[RequestAcceptance]) -> AcceptanceSummary:
     if not results:
-        raise TinyModelError("no requests to summarise")
+        raise TinyModelError("no requests to summarise", parameter="results", problem="empty")
     histogram: dict[int, int] = {}
     for result in results:
         for count in result.accepted_per_verify:

@@ -42,7 +42,8 @@ def scale_aux_layer_ids(
     """
     if num_layers < MIN_LAYERS:
         raise TinyModelError(f"num_layers={num_layers} is too shallow: the tiny target needs at least {MIN_LAYERS} "
-                             f"layers for {len(real_ids)} distinct EAGLE-3 capture points")
+                             f"layers for {len(real_ids)} distinct EAGLE-3 capture points", parameter="num_layers",
+                             value=num_layers, problem="too_shallow")
     real_low, real_high, high = 1, real_num_layers - 2, num_layers - 2
     scaled: list[int] = []
     for real_id in sorted(real_ids):

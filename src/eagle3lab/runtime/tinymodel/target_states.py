@@ -61,13 +61,14 @@ def load_text_model(target_dir: Path | str, dtype: torch.dtype = torch.float32,
         tensors = load_file(str(target_dir / "model.safetensors"))
     except (OSError, KeyError, ValueError) as exc:
         raise TinyModelError(f"cannot read the tiny target at {target_dir} ({type(exc).__name__}); "
-                             "rebuild it with build_tiny_models()") from None
+                             "rebuild it with build_tiny_models()", path=Path(target_dir), problem="unreadable") from None
     model = DeepseekV3ForCausalLM(DeepseekV3Config(**text_config))
     state = {name.removeprefix(LANGUAGE_PREFIX): t for name, t in tensors.items() if name.startswith(LANGUAGE_PREFIX)}
     missing, unexpected = model.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise TinyModelError(f"the target checkpoint at {target_dir} does not match transformers' DeepseekV3 "
-                             f"({len(missing)} missing, {len(unexpected)} unexpected tensors); rebuild it")
+                             f"({len(missing)} missing, {len(unexpected)} unexpected tensors); rebuild it",
+                             path=Path(target_dir), problem="mismatch")
     model = model.to(dtype).eval()
     return vectorise_experts(model) if vectorised else model
 
@@ -95,7 +96,8 @@ class TargetRollout:
         bad = [i for i in aux_layer_ids if not 0 <= i < capturable]
         if bad:
             raise TinyModelError(f"aux layer ids {bad} are outside 0..{capturable - 1} for a {capturable + 1}-layer "
-                                 "target (sglang captures id i at the input of layer i + 1)")
+                                 "target (sglang captures id i at the input of layer i + 1)",
+                                 parameter="aux_layer_ids", value=list(aux_layer_ids), problem="out_of_range")
         states = self.layer_states[rows][:, :, list(aux_layer_ids)]
         return states.reshape(*states.shape[:2], -1)
 
@@ -124,7 +126,8 @@ def rollout(model: torch.nn.Module, prompts: Sequence[Sequence[int]], new_tokens
             batch_size: int = 512, progress=None) -> TargetRollout:
     """Greedy continuations and layer states for ``prompts`` (all of one length), in batches."""
     if not prompts or len({len(p) for p in prompts}) != 1:
-        raise TinyModelError("rollout needs prompts, all of the same length (the benchmark's are)")
+        raise TinyModelError("rollout needs prompts, all of the same length (the benchmark's are)",
+                             parameter="prompts", problem="ragged")
     tokens, states = [], []
     for start in range(0, len(prompts), batch_size):
         chunk = torch.tensor([list(p) for p in prompts[start:start + batch_size]], dtype=torch.long)

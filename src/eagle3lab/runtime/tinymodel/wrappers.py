@@ -88,7 +88,8 @@ WRAPPER_CONFIGS: dict[str, Callable[[int], dict[str, Any]]] = {
 def build_wrapper_model(entry: str, num_layers: int = 4, cache_root: Path | None = None) -> Path:
     """A folder with the tiny ``config.json`` of ``entry``, built once into the cache (atomically)."""
     if entry not in WRAPPER_CONFIGS:
-        raise TinyModelError(f"no tiny config for {entry}; known: {', '.join(sorted(WRAPPER_CONFIGS))}")
+        raise TinyModelError(f"no tiny config for {entry}; known: {', '.join(sorted(WRAPPER_CONFIGS))}",
+                             parameter="entry", value=entry, problem="unknown")
     config = WRAPPER_CONFIGS[entry](num_layers)
     key = hashlib.sha256(json.dumps({"v": WRAPPER_VERSION, "config": config}, sort_keys=True).encode()).hexdigest()
     base = Path(cache_root) if cache_root is not None else cache_dir("wrapper-models")
