@@ -297,7 +297,8 @@ show.images(figures.values())
 # ## Why no speedup? Diagnostics on this run's evidence
 
 # %%
-findings = patchbench.diagnose_run(P, report if bench else None, bench_dir, logs_dir, drafters.offline_acceptance)
+findings = patchbench.diagnose_run(P, report if bench else None, bench_dir, logs_dir, drafters.offline_acceptance,
+                                   cycle_table)
 show.table(findings)
 
 # %% [markdown]

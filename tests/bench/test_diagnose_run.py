@@ -79,3 +79,31 @@ def test_without_a_calibration_point_the_rule_says_unknown_and_why(cpu, tmp_path
     assert value is None and "concurrency 1" in why
     assert _findings(cpu, report, tmp_path)[RULE]["applies"] == "unknown"
     assert run_break_even_or_none(cpu, None) == (None, "no benchmark report")
+
+
+def test_the_cycle_table_measures_the_break_even_before_the_control_arm():
+    """The headline arm's own cycles (bench.cycle) decide the measured break-even; a control arm serving another
+    drafter comes second, and the cost model's is shown beside either."""
+    from eagle3lab.bench.diagnostics import cycle_break_even, evidence_from_artifacts
+
+    table = {"cycle_in_plain_steps": 1.77, "cycle_ms": 15.97, "plain_step_ms": 9.01, "batch_size": 1,
+             "eagle_arm": "eagle3", "profile": "cpu", "measured_on": "2026-12-01T17:40:00+00:00"}
+    threshold, size = cycle_break_even(table)
+    assert (threshold.value, threshold.provenance, size) == (1.77, "measured", 1)
+    assert "one cycle 16.0 ms / plain step 9.0 ms at batch size 1" in threshold.where
+    assert cycle_break_even(None) is None and cycle_break_even({"cycle_in_plain_steps": 0}) is None
+    assert evidence_from_artifacts(cycle_components=table).break_even is None  # no bench report: nothing served
+
+
+def test_with_a_cycle_table_the_served_arms_own_cycle_judges_not_the_control_arm(cpu, tmp_path):
+    """A control arm whose cycle is slow (another drafter, or a loaded machine) must not overrule the headline arm's
+    own measured cycle: with the cycle table the acceptance 2.25 against 1.5 plain steps per cycle is no cause."""
+    report = BenchReport.create("cpu", [synthetic_arm("baseline", (1, 4), 0.02),
+                                        synthetic_arm("eagle3", (1, 4), 0.03, 4),
+                                        synthetic_arm("eagle3-untrained", (1,), 0.5, 9, kind="eagle3_control")])
+    table = {"cycle_in_plain_steps": 1.5, "cycle_ms": 30.0, "plain_step_ms": 20.0, "batch_size": 1,
+             "eagle_arm": "eagle3", "profile": "cpu", "measured_on": "2026-12-01"}
+    with_table = {f["cause"]: f for f in diagnose_run(cpu, report, tmp_path, tmp_path, None, table)}[RULE]
+    without = _findings(cpu, report, tmp_path)[RULE]
+    assert with_table["applies"] == "no" and "cycle table: arm 'eagle3'" in with_table["evidence"]
+    assert without["applies"] == "yes"  # the slow control arm alone would call it low acceptance

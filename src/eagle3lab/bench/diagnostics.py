@@ -811,6 +811,18 @@ def control_cycles(report) -> list[dict[str, Any]]:
     return rows
 
 
+def cycle_break_even(table: Optional[Mapping[str, Any]]) -> Optional[tuple[Threshold, int]]:
+    """(break-even acceptance measured on the EAGLE-3 arm's own cycles, their batch size) from the cycle component
+    table (``bench.cycle``): one cycle in plain steps is the tokens per request a cycle must emit to pay."""
+    if not table or not table.get("cycle_in_plain_steps"):
+        return None
+    size = int(table.get("batch_size") or 1)
+    return Threshold(float(table["cycle_in_plain_steps"]), "measured",
+                     f"cycle table: arm '{table.get('eagle_arm')}' one cycle {float(table['cycle_ms']):.1f} ms / "
+                     f"plain step {float(table['plain_step_ms']):.1f} ms at batch size {size} "
+                     f"({table.get('profile')}, {str(table.get('measured_on', ''))[:10]})"), size
+
+
 def measured_break_even(report) -> Optional[tuple[Threshold, int]]:
     """(break-even acceptance measured by the control arm, its concurrency): one cycle in plain steps."""
     rows = control_cycles(report)
@@ -897,11 +909,14 @@ def evidence_from_artifacts(bench_report: Any = None, requests_dir: Optional[Pat
                             layer_profile: Optional[str] = None,
                             break_even: Optional[Threshold] = None, modelled_break_even: Optional[Threshold] = None,
                             offline_acceptance: Optional[Mapping[str, Any]] = None,
-                            device: Optional[str] = None) -> Evidence:
+                            device: Optional[str] = None,
+                            cycle_components: Optional[Mapping[str, Any]] = None) -> Evidence:
     """A run's evidence from what the notebooks wrote: the bench report (``bench.BenchReport``), the per-request
     JSONL files in ``requests_dir``, server logs, notebook 02's layer-id tables (restricted to ``layer_profile``),
-    the drafter's offline acceptance, and the break-even: measured by the control arm where the report has one
-    (then ``break_even`` passed in is shown beside it as the modelled one), else the one passed in.
+    the drafter's offline acceptance, and the break-even: measured on the headline arm's own cycle where the cycle
+    table (``bench.cycle``) has one, else by the control arm where the report has one (either way ``break_even``
+    passed in is shown beside it as the modelled one), else the one passed in. The cycle table comes first: it
+    times the served drafter's own cycles, while the control arm serves another drafter on another server.
 
     The served acceptance is the headline EAGLE-3 arm's at the control arm's concurrency where the break-even is
     measured (the two are compared at the same load), else at its highest concurrency."""
@@ -918,7 +933,7 @@ def evidence_from_artifacts(bench_report: Any = None, requests_dir: Optional[Pat
         ev.layer_table = tables or None
     if bench_report is None:
         return ev
-    measured = measured_break_even(bench_report)
+    measured = cycle_break_even(cycle_components) or measured_break_even(bench_report)
     at = None
     if measured is not None:
         ev.break_even, at = measured

@@ -237,10 +237,12 @@ def run_break_even_or_none(profile: Profile, report: BenchReport | None) -> tupl
 
 
 def diagnose_run(profile: Profile, report: BenchReport | None, bench_dir: Path, logs_dir: Path,
-                 offline_acceptance: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+                 offline_acceptance: dict[str, Any] | None = None,
+                 cycle_components: Any = None) -> list[dict[str, Any]]:
     """Every cause of a missing EAGLE-3 speedup, checked on this run's own artifacts by the same rules engine
-    ``doctor`` uses: one row per cause tag (yes / no / unknown), the acceptance judged against the break-even the
-    control arm measured (the cost model's beside it), the prompts against the drafter's offline acceptance
+    ``doctor`` uses: one row per cause tag (yes / no / unknown), the acceptance judged against the break-even
+    measured on the headline arm's own cycles (``cycle_components``, the cycle table), else by the control arm
+    (the cost model's beside it), the prompts against the drafter's offline acceptance
     (``Drafters.offline_acceptance``)."""
 
     trace = read_if_present(InterfaceTraceSidecar, profile.name)
@@ -258,7 +260,8 @@ def diagnose_run(profile: Profile, report: BenchReport | None, bench_dir: Path, 
         layer_tables=[table.model_dump() for table in trace.layer_ids] if trace is not None else None,
         layer_profile="cpu" if profile.device == "cpu" else "gpu",
         break_even=modelled, modelled_break_even=modelled, offline_acceptance=offline_acceptance,
-        device=profile.device)
+        device=profile.device,
+        cycle_components=cycle_components.model_dump() if hasattr(cycle_components, "model_dump") else cycle_components)
     return findings_table(diagnose(evidence))
 
 

@@ -496,10 +496,9 @@ def _cycle_gap_lines(check: Mapping[str, Any]) -> list[str]:
                      f"{_r(c['plain_step_ms'], 2)} ms **[measured]**.")
     if check.get("cpu_harness") and any(r["unmodelled_cycle_ms"] > 0 for r in rows):
         lines.append("The model has no term for what this profile's CPU harness adds to each speculative cycle: "
-                     "sglang's Triton kernels of the EAGLE loop run in the Triton interpreter (`TRITON_INTERPRET=1`, "
-                     "speculative servers only) and its tree kernels as torch ports (`runtime/cpu_harness`). That "
-                     "cost is a likely part of the gap, not measured apart here, and it does not exist on a GPU: "
-                     "this miss is no evidence about the GPU cycle the incident's model describes.")
+                     "the EAGLE loop's GPU kernels run as torch ports (`runtime/cpu_harness`), a share the cycle "
+                     "table of section 5 measures apart. It does not exist on a GPU: this miss is no evidence about "
+                     "the GPU cycle the incident's model describes.")
     return lines
 
 
@@ -624,8 +623,8 @@ def _summary(crash: dict | None, trace: dict | None, fix: dict | None, model: di
             f"{premise['unknown'][1:]} (section 1) **[traced]**.")))
     patch = tree.get("patch") if isinstance(tree, dict) else None
     if patch and patch.get("speedup"):
-        caveat = (" This is a tiny model on CPU whose speculative kernels run in the Triton interpreter: no evidence "
-                  "about GPU speedups." if profile == "cpu" else "")
+        caveat = (" This is a tiny random model on CPU whose EAGLE loop runs its GPU kernels as torch ports: no "
+                  "evidence about GPU speedups." if profile == "cpu" else "")
         lines.append(b.sentence("summary.run_speedup", (
             f"**Does EAGLE-3 pay on this run ({profile} profile)?** "
             f"{b.rule('direction', _direction, 'patch.speedup')}: output throughput "
