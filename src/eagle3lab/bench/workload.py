@@ -11,15 +11,13 @@ import json
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import Any, Literal, Union
 
 from eagle3lab.errors import BenchError
+from eagle3lab.runtime.profiles import Profile
 from eagle3lab.runtime.prompts import TOKEN_ID_LOW, random_token_ids
 
 CHAT_QUESTIONS = Path(__file__).resolve().parent / "data" / "chat_questions.json"
-
-if TYPE_CHECKING:
-    from eagle3lab.runtime.profiles import Profile
 
 Prompt = Union[list[int], str]
 
@@ -102,7 +100,7 @@ class SweepConfig:
         return cls(**data)
 
     @classmethod
-    def from_profile(cls, profile: "Profile", **overrides: Any) -> "SweepConfig":
+    def from_profile(cls, profile: Profile, **overrides: Any) -> "SweepConfig":
         """The profile's bench_* keys, plus any override (for example ``vocab_size`` of the model)."""
         values: dict[str, Any] = dict(
             concurrency=list(profile.bench_concurrency),

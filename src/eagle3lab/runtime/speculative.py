@@ -9,10 +9,9 @@ names, from which ``ServerSpec.argv()`` builds the flags.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from eagle3lab.runtime.profiles import Profile
+from eagle3lab.runtime.profiles import Profile
 
 
 @dataclass(frozen=True)
@@ -26,7 +25,7 @@ class SpeculativeSpec:
     num_draft_tokens: int = 4
 
     @classmethod
-    def from_profile(cls, profile: "Profile", draft_model_path: str) -> "SpeculativeSpec":
+    def from_profile(cls, profile: Profile, draft_model_path: str) -> "SpeculativeSpec":
         """The profile's ``speculative_*`` keys with the resolved drafter path (a local dir or a hub id)."""
         return cls(draft_model_path=draft_model_path, algorithm=profile.speculative_algorithm,
                    num_steps=profile.speculative_num_steps, eagle_topk=profile.speculative_eagle_topk,

@@ -10,6 +10,7 @@ import importlib.util
 import os
 import sys
 
+# Imported only when asked: this file runs in every Python process on the harness's path, and the shims import sglang.
 if os.environ.get("EAGLE3LAB_SHIMS", "").strip():
     from eagle3lab.runtime.cpu_harness.shims import install_from_environment
 
