@@ -436,3 +436,26 @@ def test_a_point_measured_with_repeats_shows_its_spread(sources):
     text = render(sources)
     assert "| baseline | 1 | 21.4 ± 0.8 (sd of 3 repeats) |" in text
     assert unsourced(text, sources) == []
+
+
+def test_the_capture_order_defect_is_stated_from_notebook_02s_trace_with_its_sources(sources):
+    from eagle3lab.sidecars import CaptureOrderRecord
+
+    assert "A second EAGLE-3 defect" not in render(sources)  # no trace of it: no claim
+    call = {"where": "srt/model_executor/cuda_graph_runner.py:365", "with_ids": False}
+    sources.trace.capture_order = CaptureOrderRecord(
+        drafter_ids=[2, 30, 58], depth=61, ids_source="the write-up's quote",
+        releases=[{"release": "0.5.9", "defect": True, "default_expr": "[2, num_layers // 2, num_layers - 3]",
+                   "calls": [call, {"where": "srt/model_executor/model_runner.py:622", "with_ids": True}]}],
+        layers=[{"release": "0.5.9", "depth": 61, "cuda_graph_layers": [2, 30, 58], "eager_layers": [3, 31, 59],
+                 "mismatch": True},
+                {"release": "0.5.9", "depth": 6, "cuda_graph_layers": [2, 3, 3], "eager_layers": [2, 3, 5],
+                 "mismatch": True}],
+        first_fixed="0.5.11", fix_pr="https://github.com/sgl-project/sglang/pull/22836")
+    text = render(sources)
+    assert "| 0.5.9 | [2, 30, 58] | [3, 31, 59] | no |" in text
+    assert "[2, 3, 3]" not in text  # only the incident's depth is tabled
+    paragraph = text[text.index("A second EAGLE-3 defect"):text.index("| sglang | CUDA-graph")]
+    assert "`srt/model_executor/cuda_graph_runner.py:365`" in paragraph and "model_runner.py:622" not in paragraph
+    assert "release with the calls in order: 0.5.11" in text and "pull/22836" in text
+    assert untagged(text, sources) == []

@@ -126,7 +126,24 @@ def _trace_context(s02: InterfaceTraceSidecar | None) -> dict | None:
         "audits": _audit_contexts(s02),
         "fixes": _fixes_context(s02),
         "figures": [Path(f).name for f in s02.figures],
+        "capture_order": _capture_order_context(s02),
     }
+
+
+def _capture_order_context(s02: InterfaceTraceSidecar) -> dict[str, Any] | None:
+    """sglang's second EAGLE-3 defect, as notebook 02 traced it: the layers graph replays and eager forwards capture
+    for the incident's drafter ids, per release, the call sites that decide it, and the first release that fixed it."""
+    order = s02.capture_order
+    if order is None:
+        return None
+    data = order.model_dump() if hasattr(order, "model_dump") else dict(order)
+    depth = data.get("depth")
+    rows = [row for row in data.get("layers", []) if row.get("depth") == depth]
+    defect = next((r for r in data.get("releases", []) if r.get("defect")), None)
+    return {"ids": data.get("drafter_ids"), "depth": depth, "ids_source": data.get("ids_source"), "rows": rows,
+            "first_fixed": data.get("first_fixed"), "fix_pr": data.get("fix_pr"),
+            "sites": [c["where"] for c in (defect or {}).get("calls", []) if not c.get("with_ids")],
+            "default": (defect or {}).get("default_expr")}
 
 
 def _audit_contexts(s02: InterfaceTraceSidecar) -> list[dict[str, Any]]:
@@ -497,7 +514,7 @@ def _cycle_gap_lines(check: Mapping[str, Any]) -> list[str]:
     if check.get("cpu_harness") and any(r["unmodelled_cycle_ms"] > 0 for r in rows):
         lines.append("The model has no term for what this profile's CPU harness adds to each speculative cycle: "
                      "the EAGLE loop's GPU kernels run as torch ports (`runtime/cpu_harness`), a share the cycle "
-                     "table of section 5 measures apart. It does not exist on a GPU: this miss is no evidence about "
+                     "table measures apart. It does not exist on a GPU: this miss is no evidence about "
                      "the GPU cycle the incident's model describes.")
     return lines
 
