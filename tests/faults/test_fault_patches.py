@@ -194,11 +194,11 @@ def test_interrupt_during_apply_waits_until_the_files_are_consistent(sandbox, tm
     ``patched`` block then reverts it: never half a patch."""
     script = (
         "import os, signal, time\n"
-        "from eagle3lab.package import patching\n"
-        "real = patching._write_atomic\n"
+        "from eagle3lab.package import patching, transaction\n"
+        "real = transaction.write_atomic\n"
         "def slow(path, text):\n"
         "    os.kill(os.getpid(), signal.SIGTERM); time.sleep(0.2); real(path, text)\n"
-        "patching._write_atomic = slow\n"
+        "transaction.write_atomic = slow\n"
         f"with patching.patched({FULL!r}):\n"
         "    print('inside the block', flush=True)\n")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=sandbox.env(),
