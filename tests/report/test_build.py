@@ -459,3 +459,11 @@ def test_the_capture_order_defect_is_stated_from_notebook_02s_trace_with_its_sou
     assert "`srt/model_executor/cuda_graph_runner.py:365`" in paragraph and "model_runner.py:622" not in paragraph
     assert "release with the calls in order: 0.5.11" in text and "pull/22836" in text
     assert untagged(text, sources) == []
+
+
+def test_a_trace_without_a_bisect_names_no_fixed_release(sources):
+    """A GPU rehearsal's notebook 02 may bisect nothing: the summary then names no release instead of failing."""
+    sources.trace.bisect.first_fixed = None
+    text = render(sources)
+    assert "ships the fix" not in text and "or upgrade to sglang" not in text
+    assert "**The fix:**" in text and untagged(text, sources) == []

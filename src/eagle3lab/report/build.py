@@ -631,8 +631,9 @@ def _summary(crash: dict | None, trace: dict | None, fix: dict | None, model: di
                 + (f"; {fix['story'][-1]} **[measured]**" if fix["story"] else ""))
         if trace:
             text += (f". The write-up's one-method fix is "
-                     f"{b.rule('enough', _enough, 'trace.verdict.one_method_enough')}"
-                     f" **[traced]**; sglang {b.num('trace.bisect.first_fixed', 's')} ships the fix **[traced]**")
+                     f"{b.rule('enough', _enough, 'trace.verdict.one_method_enough')} **[traced]**")
+            if trace.get("first_fixed"):  # a trace that bisected no releases names none
+                text += f"; sglang {b.num('trace.bisect.first_fixed', 's')} ships the fix **[traced]**"
         lines.append(b.sentence("summary.fix", text + "."))
     if premise and not premise["holds"]:
         lines.append(b.sentence("summary.premise", (
@@ -665,7 +666,8 @@ def _summary(crash: dict | None, trace: dict | None, fix: dict | None, model: di
         f"{b.rule('sensitivity_range', _sensitivity_range, 'model.incident.sensitivity')} across the sensitivity "
         f"table) and {b.num(f'{rtx}.break_even_single_stream', '.2f')} at one request **[modelled]**.{public_text}")))
     todo = ["apply the full delegation patch"
-            + (f" or upgrade to sglang {b.num('trace.bisect.first_fixed', 's')}" if trace else ""),
+            + (f" or upgrade to sglang {b.num('trace.bisect.first_fixed', 's')}" if trace and trace.get("first_fixed")
+               else ""),
             f"measure acceptance on your own traffic and compare it with {b.num(f'{rtx}.break_even_at_peak', '.2f')}"
             f" at peak and {b.num(f'{rtx}.break_even_single_stream', '.2f')} at one request"]
     rows = evidence.incident["sensitivity"]
