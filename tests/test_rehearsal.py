@@ -17,6 +17,7 @@ import pytest
 from conftest import HUB_IDS
 
 from eagle3lab import preflight
+from eagle3lab.bench.workload import SweepConfig
 from eagle3lab.runtime.profiles import load_profile
 from eagle3lab.runtime.server import free_port
 
@@ -81,6 +82,8 @@ def test_the_gpu_profile_runs_end_to_end_from_an_offline_hub_cache(offline_hub, 
     s03 = json.loads((artifacts / "03_patch_and_bench.blackwell-8x.json").read_text())
     assert s03["parameters"]["prompt_kind"] == "text"
     baseline = next(row for row in s03["arms"] if row["arm"] == "baseline")
-    assert baseline["status"] == "ok" and baseline["ok"] == "2/2" and baseline["out_tok_s"] > 0
+    sent = SweepConfig.from_profile(load_profile("blackwell-8x", overrides=overrides)).prompts_for(1)
+    assert sent == max(2, 4)  # the profile's sizing: max(bench_num_prompts, bench_prompts_per_concurrency x c)
+    assert baseline["status"] == "ok" and baseline["ok"] == f"{sent}/{sent}" and baseline["out_tok_s"] > 0
     assert s03["cross_check"], "sglang's bench_serving ran with the snapshot's tokenizer"
     assert (tmp_path / "REPORT.md").read_text().count("blackwell-8x") >= 1
