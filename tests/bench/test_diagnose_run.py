@@ -54,14 +54,6 @@ def test_a_control_arm_measures_the_break_even_and_a_slowdown_says_yes(cpu, tmp_
     assert "[modelled" in finding["evidence"] and "slower than plain decoding" in finding["evidence"]
 
 
-def test_control_cycles_of_the_report_module_are_the_engines(cpu):
-    from eagle3lab.report.model_evidence import control_cycles as report_cycles
-
-    report = BenchReport.create("cpu", [synthetic_arm("baseline", (1,), 0.02),
-                                        synthetic_arm("eagle3-untrained", (1,), 0.06, 9, kind="eagle3_control")])
-    assert report_cycles(report, {}) == control_cycles(report)
-
-
 def test_prompt_rule_uses_the_drafters_offline_acceptance(cpu, tmp_path):
     report = BenchReport.create("cpu", [synthetic_arm("baseline", (1,), 0.02),
                                         synthetic_arm("eagle3", (1,), 0.03, 4)])

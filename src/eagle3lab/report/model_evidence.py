@@ -94,13 +94,6 @@ def published_acceptance(results) -> list[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------------------------------ a measured run
-def control_cycles(report, base: Optional[dict[int, Any]] = None) -> list[dict[str, Any]]:
-    """The control arm's measured cycle in plain steps: one computation, in the diagnostics engine (``base`` is
-    accepted for callers that still pass the measured points; the engine reads the same decode rates itself)."""
-
-    return measured_cycles(report)
-
-
 def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None) -> dict[str, Any]:
     """The cost model against a run measured here: calibrated on the run's own plain single-stream decode step
     (nothing else), it predicts the plain decode rate at every other concurrency and, where the EAGLE-3 arm was
@@ -156,7 +149,7 @@ def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None) -
         "speedup_mape_pct": statistics.fmean(abs(r["speedup_error_pct"]) for r in with_speedup)
         if with_speedup else None,
     }
-    out["control_cycles"] = control_cycles(report, base)
+    out["control_cycles"] = measured_cycles(report)  # the one computation, in the diagnostics engine
     if len(predicted_base) >= 1:
         batches = [r["concurrency"] for r in rows]
         out["baseline_trend"] = {"measured": trend(batches, [r["measured_baseline_tok_s"] for r in rows]),
