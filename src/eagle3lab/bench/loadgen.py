@@ -33,6 +33,11 @@ def describe_error(exc: BaseException) -> str:
     return _one_line(f"{type(exc).__name__}: {exc}")
 
 
+def is_stall(error: str | None) -> bool:
+    """Did this request end on the stall timeout (no byte for ``stall_timeout_s``: aiohttp's read timeout)?"""
+    return bool(error) and error.startswith(f"{aiohttp.SocketTimeoutError.__name__}: ")  # describe_error's form
+
+
 async def _mark_sent(session: aiohttp.ClientSession, ctx: SimpleNamespace, params: Any) -> None:
     # Headers first, then body chunks: the last of these callbacks is when the request has fully left.
     ctx.trace_request_ctx["sent"] = time.perf_counter()

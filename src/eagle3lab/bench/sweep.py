@@ -21,15 +21,15 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
 
 from eagle3lab.bench import cpuload
 from eagle3lab.runtime import procwatch
 from eagle3lab.errors import BenchError
 from eagle3lab.progress import progress_bar
-from eagle3lab.bench.loadgen import (DeathWatch, JsonlSink, fetch_json, flush_cache, run_phase, server_alive,
-                                     watch_for_death)
+from eagle3lab.bench.loadgen import (DeathWatch, JsonlSink, fetch_json, flush_cache, is_stall, run_phase,
+                                     server_alive, watch_for_death)
 from eagle3lab.bench.metrics import PointMetrics, RequestRecord, compute_point_metrics, format_point
 from eagle3lab.atomic import write_json_atomic
 from eagle3lab.bench.workload import SweepConfig, make_prompts
@@ -38,6 +38,12 @@ T = TypeVar("T")
 
 POINT_OK, POINT_ERRORS, POINT_FAILED = "ok", "errors", "failed"
 SERVER_DIED = "server died"  # how a point's reason starts when a server process was seen to die
+SERVER_STALLED = "server stalled"  # ... when every server process lives but one is stopped (SIGSTOP, a debugger)
+SERVER_HUNG = "server hung"  # ... when every server process lives and runs, yet the server went silent
+# Why a failed point (and so its arm) failed, as ``PointResult.failure`` and the arm's ``reason["kind"]``. Both are
+# failures alike (the arm measured nothing usable at that point); the words and the remedy differ. A server whose
+# processes this host cannot see (a remote one) cannot be told apart, and counts as died, as it always has.
+FAILURE_DIED, FAILURE_STALLED = "server_died", "server_stalled"
 ARM_MEASURED, ARM_FAILED, ARM_NOT_RUNNABLE = "measured", "failed", "not_runnable"
 
 # What an arm is, as a field (never guessed from its name). ``eagle3`` is the headline speculative arm (the trained
@@ -64,7 +70,7 @@ class PointResult:
     """One concurrency of one arm. ``metrics`` is kept even for a failed point (its finished requests)."""
 
     concurrency: int
-    status: str  # ok | errors (server alive, some requests failed) | failed (server gone; sweep stopped)
+    status: str  # ok | errors (server alive, some requests failed) | failed (server died or stalled; sweep stopped)
     reason: str | None
     metrics: PointMetrics | None
     server_info: dict[str, Any] | None
@@ -83,6 +89,7 @@ class PointResult:
     # /get_server_info avg_spec_accept_length right after the measurement (its counters were reset by the flush
     # before it; sglang refreshes them every decode_log_interval steps, so the last few steps may be missing).
     server_avg_accept_length: float | None = None
+    failure: str | None = None  # a failed point's FAILURE_DIED or FAILURE_STALLED (None for older sidecars)
 
     @property
     def measured(self) -> bool:
@@ -178,6 +185,33 @@ def _first_error(records: list[RequestRecord]) -> str:
     return next((r.error for r in records if r.error), "no error text")
 
 
+def _stopped(watch: DeathWatch | None) -> str | None | bool:
+    """A stopped member of the watched tree (its words), None if none is, False if the watch cannot tell (a plain
+    callable, such as a test's or a remote server's, only sees deaths)."""
+    stopped = getattr(watch, "stopped", None)
+    return stopped() if callable(stopped) else False
+
+
+def classify_silence(watch: DeathWatch | None, base_url: str, phase: str, detail: str,
+                     stall_timeout_s: float, stalled: bool) -> tuple[str, str]:
+    """(failure kind, reason) of a point whose server stopped answering: died, stopped, or hung.
+
+    Why: a scheduler stopped with SIGSTOP (or deadlocked) ends the point at the stall timeout just as a dead one
+    would, but it is alive, and the remedy differs (resume it, or stop the server; not "it crashed, read its log").
+    ``stalled``: the phase's requests ended on the stall timeout (no token for ``stall_timeout_s``)."""
+    death = watch() if watch is not None else None
+    if death:
+        return FAILURE_DIED, f"{SERVER_DIED} during {phase}: {death}"
+    stopped = _stopped(watch)
+    if stopped is False:
+        return FAILURE_DIED, f"server at {base_url} stopped answering during {phase}: {detail}"
+    if stopped:
+        return FAILURE_STALLED, f"{SERVER_STALLED} during {phase}: {stopped}"
+    if stalled:
+        return FAILURE_STALLED, f"{SERVER_HUNG} during {phase}: alive but no token for {stall_timeout_s:g} s"
+    return FAILURE_STALLED, f"{SERVER_HUNG} during {phase}: alive but not answering ({detail})"
+
+
 async def _guarded(coro: Awaitable[T], watch: DeathWatch | None) -> tuple[T | None, str | None]:
     """(result, None), or (None, which server process died) as soon as the watch sees a death."""
     if watch is None:
@@ -202,13 +236,14 @@ async def _run_point(base_url: str, config: SweepConfig, concurrency: int, sink:
                         warmup_requests=config.warmup_count(concurrency), warmup_failed=0, not_sent=0,
                         flushed=False, started_at=_now())
 
-    def failed(phase: str, detail: str) -> PointResult:
+    def failed(phase: str, detail: str, records: Sequence[RequestRecord] = ()) -> PointResult:
         point.status = POINT_FAILED
-        point.reason = f"server at {base_url} stopped answering during {phase}: {detail}"
+        point.failure, point.reason = classify_silence(watch, base_url, phase, detail, config.stall_timeout_s,
+                                                       any(is_stall(r.error) for r in records))
         return point
 
     def died(phase: str, death: str) -> PointResult:
-        point.status = POINT_FAILED
+        point.status, point.failure = POINT_FAILED, FAILURE_DIED
         point.reason = f"{SERVER_DIED} during {phase}: {death}"
         return point
 
@@ -224,7 +259,7 @@ async def _run_point(base_url: str, config: SweepConfig, concurrency: int, sink:
     if warm.server_lost:
         point.not_sent = warm.not_sent
         return died("warm-up", warm.server_died) if warm.server_died else \
-            failed("warm-up", _first_error(warm.records))
+            failed("warm-up", _first_error(warm.records), warm.records)
     flushed, death = await _guarded(flush_cache(base_url), watch)
     if death:
         return died("the cache flush before measuring", death)
@@ -245,7 +280,7 @@ async def _run_point(base_url: str, config: SweepConfig, concurrency: int, sink:
         point.metrics = compute_point_metrics(measure.records, client_cpu_s=measure.client_cpu_s)
     if measure.server_lost:
         return died("measurement", measure.server_died) if measure.server_died else \
-            failed("measurement", _first_error(measure.records))
+            failed("measurement", _first_error(measure.records), measure.records)
     point.server_info, death = await _guarded(fetch_json(base_url, "/get_server_info"), watch)
     if death:
         return died("the server-info snapshot", death)
@@ -298,7 +333,9 @@ def run_arm(name: str, base_url: str, sweep_config: SweepConfig, out_dir: Path, 
     """Sweep one running server; writes ``<name>.requests.jsonl`` (live) and ``<name>.arm.json`` (at the end).
 
     The server's process tree is watched (``watch``, by default found from the port of a local ``base_url``),
-    so a dead scheduler ends the point within seconds, recorded as "server died" with its exit status.
+    so a dead scheduler ends the point within seconds, recorded as "server died" with its exit status; a server
+    that goes silent with every process alive ends the point at the stall timeout, recorded as stalled (a stopped
+    process, named) or hung.
     """
     check_kind(kind)
     out_dir = Path(out_dir)
@@ -326,7 +363,8 @@ def run_arm(name: str, base_url: str, sweep_config: SweepConfig, out_dir: Path, 
     failed = [p for p in arm.points if p.status == POINT_FAILED]
     if failed:
         arm.status = ARM_FAILED
-        arm.reason = {"kind": "server_died", "concurrency": failed[0].concurrency, "message": failed[0].reason}
+        arm.reason = {"kind": failed[0].failure or FAILURE_DIED, "concurrency": failed[0].concurrency,
+                      "message": failed[0].reason}
     arm.finished_at = _now()
     save_arm(arm, out_dir)
     return arm

@@ -3,14 +3,17 @@
 Why: an sglang server is a tree (launcher, scheduler, detokenizer). When the scheduler dies, sglang 0.5.9's
 HTTP front stays up and requests simply hang, so watching sockets alone notices nothing until a timeout. A
 ``TreeWatch`` takes the tree once it is up and reports the first member that exits, with its exit status, within
-a poll interval. ``kill_tree`` is the last resort that guarantees nothing outlives what started it.
+a poll interval. A tree whose members all live but whose streams went silent is either stopped (a member in the
+``stopped`` or ``tracing-stop`` state: SIGSTOP, Ctrl-Z, a debugger) or hung; ``TreeWatch.stopped()`` names the
+stopped member, so a stall is not mistaken for a death. ``kill_tree`` is the last resort that guarantees nothing
+outlives what started it.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -29,6 +32,43 @@ class Death:
 
     def describe(self) -> str:
         return f"{self.role} {self.name} (pid {self.pid}) {self.status}"
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """A member of a watched tree that is alive but stopped: it will not run until it is resumed."""
+
+    pid: int
+    name: str
+    status: str  # psutil.STATUS_STOPPED or psutil.STATUS_TRACING_STOP
+
+    def describe(self) -> str:
+        if self.status == psutil.STATUS_TRACING_STOP:
+            return (f"{self.name} (pid {self.pid}) is stopped under a tracer (a debugger?); detach it or stop the "
+                    f"server")
+        return (f"{self.name} (pid {self.pid}) is stopped (SIGSTOP?); resume it with kill -CONT {self.pid} or stop "
+                f"the server")
+
+
+STOPPED_STATES = (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
+
+
+def first_stopped(members: Sequence[psutil.Process], names: dict[int, str] | None = None) -> Stopped | None:
+    """The first of ``members`` that is stopped (members gone meanwhile are skipped: that is the death watch's job)."""
+    for proc in members:
+        try:
+            status = proc.status()
+        except psutil.Error:
+            continue
+        if status in STOPPED_STATES:
+            name = (names or {}).get(proc.pid)
+            if name is None:
+                try:
+                    name = proc.name()
+                except psutil.Error:
+                    name = "?"
+            return Stopped(proc.pid, name, status)
+    return None
 
 
 def describe_wait_status(code: int) -> str:
@@ -145,6 +185,10 @@ class TreeWatch:
             return Death(proc.pid, self.names.get(proc.pid, "?"), status, role)
         return None
 
+    def stopped(self) -> Stopped | None:
+        """The first member that is alive but stopped (SIGSTOP, a debugger), or None."""
+        return first_stopped(self.members, self.names)
+
 
 def kill_tree(pid: int, timeout_s: float = 5.0) -> list[int]:
     """SIGKILL a process and every descendant; returns the pids that were alive and got the signal."""
@@ -192,19 +236,31 @@ def listening_pid(port: int) -> int | None:
     return None
 
 
-def death_watch_for_url(base_url: str) -> Callable[[], str | None] | None:
-    """For a server on this host: a callable that returns None while its whole tree lives, else the first
-    member gone and how (``"child sglang::scheduler (pid 12) killed by SIGKILL"``). None for a remote server."""
+class ServerWatch:
+    """A local server's tree, as the benchmark asks about it: calling it returns None while every member lives,
+    else the first member gone and how (``"child sglang::scheduler (pid 12) killed by SIGKILL"``); ``stopped()``
+    names a member that lives but is stopped. Why both: a silent stream means a dead, a stopped or a hung server,
+    and each needs its own words (and remedy)."""
+
+    def __init__(self, tree_watch: TreeWatch):
+        self.tree = tree_watch
+
+    def __call__(self) -> str | None:
+        found = self.tree.death()
+        return found.describe() if found else None
+
+    def stopped(self) -> str | None:
+        found = self.tree.stopped()
+        return found.describe() if found else None
+
+
+def death_watch_for_url(base_url: str) -> ServerWatch | None:
+    """For a server on this host: its ``ServerWatch`` (taken from the process listening on the URL's port).
+    None for a remote server, or when nothing listens there."""
     parts = urlsplit(base_url)
     if parts.hostname not in LOCAL_HOSTS or parts.port is None:
         return None
     pid = listening_pid(parts.port)
     if pid is None:
         return None
-    watch = TreeWatch(pid)
-
-    def death() -> str | None:
-        found = watch.death()
-        return found.describe() if found else None
-
-    return death
+    return ServerWatch(TreeWatch(pid))
