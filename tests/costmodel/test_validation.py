@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from eagle3lab.errors import PerfModelError
-from eagle3lab.costmodel.validation import (DATASET, PUBLISHED, SHAPE_ONLY, Dataset, development_only,
-                                            fit_orchestration, load_dataset, trend, trend_steps, validate,
-                                            validation_points, validation_report, validation_summary)
+from eagle3lab.costmodel.validation import (DATASET, OUT_OF_SAMPLE, PUBLISHED, SHAPE_ONLY, SHAPE_ONLY_ROLE, Dataset,
+                                            development_only, fit_orchestration, load_dataset, trend, trend_steps,
+                                            validate, validation_points, validation_report, validation_summary)
 
 
 @pytest.fixture(scope="module")
@@ -112,6 +112,10 @@ def test_validation_report_gives_out_of_sample_mape_beside_naive_baselines():
     assert report["target_met"] == (held["mape_pct"] <= report["target_mape_pct"])
     for g in report["groups"]:
         assert g["naive_flat"] is not None or g["naive_free_cycle"] is not None
+        # only held-out points with published acceptance validate; the rest is fit quality (or shape only)
+        assert (g["role"] == OUT_OF_SAMPLE) == (g["split"] == "held_out" and g["acceptance"] == PUBLISHED)
+        assert (g["role"] == SHAPE_ONLY_ROLE) == (g["acceptance"] == SHAPE_ONLY)
+    assert [g["role"] for g in report["groups"]].count(OUT_OF_SAMPLE) == 1
     for check, raw in zip(report["frozen"]["public_checks"], load_dataset().protocol.frozen.public_checks):
         assert check["hidden_host_ms_per_cycle"] == pytest.approx(
             (raw.accept_exposed / raw.tok_s_exposed - raw.accept_overlapped / raw.tok_s_overlapped) * 1e3)

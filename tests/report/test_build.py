@@ -189,9 +189,15 @@ def test_summary_answers_the_user_with_the_model_thresholds(sources):
     todo = next(line for line in lines if line.startswith("**What to do:**"))
     assert "upgrade to sglang 0.5.10" in todo
     trust = next(line for line in lines if line.startswith("How far to trust"))
-    for row in sources.model.validation:
-        assert f"{row['source']} MAPE {row['mape_pct']:.1f}% with {row['trends_right']} trends right (goal " \
-               f"{'met' if row['goal_met'] else 'not met'})" in trust
+    protocol = sources.model.validation_protocol
+    verdict = "met" if protocol["out_of_sample_mape_pct"] <= protocol["target_mape_pct"] else "not met"
+    assert f"out of sample (held-out published sources, constants frozen {protocol['frozen']['date']}) its " \
+           f"speedups miss by MAPE {protocol['out_of_sample_mape_pct']:.1f}% against the goal of at most " \
+           f"{protocol['target_mape_pct']:g}%: {verdict}" in trust
+    dev = next(g for g in protocol["groups"] if g["role"] == "fit quality, in sample")
+    assert f"fit quality and not a validation, MAPE {dev['mape_pct']:.1f}%" in trust
+    for row in protocol["sources"]:  # per-source MAPEs (fit quality mixed with held out) are not the headline
+        assert row["source"] not in trust
     assert all(("[measured]" in line or "[modelled]" in line or "[traced]" in line) for line in lines)
     assert not any("this run" in line for line in lines)  # no run check and no speedups, so no claim about one
 
@@ -290,7 +296,9 @@ def test_model_context_takes_every_figure_from_the_evidence(evidence):
     for row in evidence.incident["cycle_breakdown"]:
         assert f"{row['cycle_over_plain_step']:.2f} at {row['batch']} request" in cycle
     assert [r["variation"] for r in ctx["sensitivity"]] == [r["variation"] for r in evidence.incident["sensitivity"]]
-    assert [r["goal"] for r in ctx["validation"]] == ["yes" if r["goal_met"] else "no" for r in evidence.validation]
+    protocol = evidence.validation_protocol
+    assert [r["group"] for r in ctx["protocol"]["groups"]] == [g["group"] for g in protocol["groups"]]
+    assert [r["source"] for r in ctx["protocol"]["sources"]] == [r["source"] for r in protocol["sources"]]
     assert ctx["run"] == {"rows": [], "missing": evidence.run_check_missing}
 
 

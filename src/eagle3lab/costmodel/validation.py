@@ -552,9 +552,24 @@ NAIVE_BASELINES = {
 }
 
 
-def _group(name: str, points: list[ValidationPoint], series: list[SeriesResult]) -> dict[str, Any]:
+OUT_OF_SAMPLE = "out of sample"
+FIT_QUALITY = "fit quality, in sample"
+SHAPE_ONLY_ROLE = "fit quality / shape only"
+
+
+def group_role(split: str, acceptance: str) -> str:
+    """What a group's MAPE means: only held-out points with published acceptance are a validation (out of sample);
+    development points measure fit quality; fitted-acceptance points test only the shape against batch size."""
+    if acceptance == SHAPE_ONLY:
+        return SHAPE_ONLY_ROLE
+    return OUT_OF_SAMPLE if split == "held_out" else FIT_QUALITY
+
+
+def _group(name: str, points: list[ValidationPoint], series: list[SeriesResult], split: str,
+           acceptance: str) -> dict[str, Any]:
     steps = [t for s in series for t in s.trend_steps]
-    return {"group": name, "points": len(points), "mape_pct": _mape(points),
+    return {"group": name, "split": split, "acceptance": acceptance, "role": group_role(split, acceptance),
+            "points": len(points), "mape_pct": _mape(points),
             "naive_flat": _naive(points, "naive_flat_speedup"),
             "naive_free_cycle": _naive(points, "naive_free_cycle_speedup"),
             "trend_steps_right": f"{sum(t['right'] for t in steps)}/{len(steps)}"}
@@ -599,9 +614,9 @@ def validation_report(dataset: Optional[Dataset] = None) -> dict[str, Any]:
     points = [p for r in results for s in r.series for p in s.points if p.role == "predicted"]
     series = [s for r in results for s in r.series]
 
-    def pick(split: str, acceptance: str) -> tuple[list[ValidationPoint], list[SeriesResult]]:
+    def pick(split: str, acceptance: str) -> tuple[list[ValidationPoint], list[SeriesResult], str, str]:
         return ([p for p in points if p.split == split and p.acceptance == acceptance],
-                [s for s in series if s.split == split and s.acceptance == acceptance])
+                [s for s in series if s.split == split and s.acceptance == acceptance], split, acceptance)
 
     held = _group("held out, published acceptance (out of sample)", *pick("held_out", PUBLISHED))
     groups = [held,

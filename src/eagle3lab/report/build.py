@@ -21,7 +21,7 @@ import jinja2
 
 from eagle3lab.atomic import write_json_atomic, write_text_atomic
 from eagle3lab.paths import REPO_ROOT, repo_dir
-from eagle3lab.report import model_evidence, provenance
+from eagle3lab.report import model_evidence, provenance, validation_section
 from eagle3lab.report.model_evidence import ModelEvidence
 from eagle3lab.package.patching import patch_info
 from eagle3lab.runtime.envinfo import environment_table
@@ -440,11 +440,6 @@ def _capacity_sentence(rtx: Mapping[str, Any], uncapped: Optional[Mapping[str, A
             f"{base}")
 
 
-def _validation_rows(summary: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    return [{**row, "mape": _r(row["mape_pct"]), "worst": _r(row["max_abs_error_pct"]),
-             "goal": "yes" if row["goal_met"] else "no"} for row in summary]
-
-
 def _goal(mape: float, goal: Optional[float]) -> str:
     """The verdict the published sources get, said of this run too."""
     if goal is None:
@@ -568,12 +563,11 @@ def _model_context(model: ModelEvidence, figures: Sequence[str], eagle3_note: Op
         "break_even_peak": _r(rtx["break_even_at_peak"], 2), "max_accept": rtx["max_accept_length"],
         "why": why, "sensitivity": sensitivity_rows(rows), "flip": flip,
         "matching": matching,
-        "validation": _validation_rows(model.validation), "goal_mape": f"{model.validation_goal_mape_pct:g}",
-        "validation_context": [{**row, "ctx": _r(row["context"], 0), "mape": _r(row["mape_pct"]),
-                                "goal": "yes" if row["goal_met"] else "no"} for row in model.validation_context],
+        "protocol": validation_section.context(model.validation_protocol, model.validation_context, b),
         "published_acceptance": [{**row, "low": _r(row["min"], 2), "high": _r(row["max"], 2)}
                                  for row in model.published_acceptance],
-        "run": _run_check_context(model.run_check, model.run_check_missing, eagle3_note, model.validation_goal_mape_pct),
+        "run": _run_check_context(model.run_check, model.run_check_missing, eagle3_note,
+                                  model.validation_protocol["target_mape_pct"]),
         "figures": list(figures),
     }
 
@@ -600,15 +594,11 @@ def _peak_error(error_pct: float) -> str:
     return f"{abs(error_pct):.1f}% {'below' if error_pct < 0 else 'above'}"
 
 
-def _trust(rows: Sequence[Mapping[str, Any]]) -> str:
-    return "; ".join(f"{row['source']} MAPE {row['mape_pct']:.1f}% with {row['trends_right']} trends right (goal "
-                     f"{'met' if row['goal_met'] else 'not met'})" for row in rows)
-
-
 # the rules a bound sentence may name (``provenance.broken_sentences`` re-applies them to the evidence)
 RULES = {"enough": _enough, "direction": _direction, "speedups": speedup_cells,
-         "sensitivity_range": _sensitivity_range, "peak_error": _peak_error, "trust": _trust,
-         "peak_verdict": peak_verdict, "flip": flip_sentence, "matching": matching_sentence}
+         "sensitivity_range": _sensitivity_range, "peak_error": _peak_error,
+         "peak_verdict": peak_verdict, "flip": flip_sentence, "matching": matching_sentence,
+         **validation_section.RULES}
 
 
 def _summary(crash: dict | None, trace: dict | None, fix: dict | None, model: dict[str, Any],
@@ -681,8 +671,9 @@ def _summary(crash: dict | None, trace: dict | None, fix: dict | None, model: di
     lines.append(b.sentence("summary.trust", (
         f"How far to trust the model: its baseline peak is "
         f"{b.rule('peak_error', _peak_error, 'model.incident.side_by_side.peak_tok_s.error_pct')} the reported one "
-        f"at the assumed context; on published speedup-vs-batch data: "
-        f"{b.rule('trust', _trust, 'model.validation')} **[modelled]** vs **[reported]**.")))
+        f"at the assumed context; "
+        f"{validation_section.trust_clause(b, evidence.validation_protocol)} (section 6) **[modelled]** vs "
+        f"**[reported]**.")))
     if model["run"].get("has_speedup"):
         lines.append(b.sentence("summary.run_check", (
             f"On this run the model's speedups, predicted from the measured acceptance, miss the measured ones by "
@@ -712,10 +703,12 @@ class ReportSources:
                                       self.model.to_dict(), self.incident, self.figures, self.in_display_units())
 
     def in_display_units(self) -> dict[str, float]:
-        """The sidecars' raw values the renderer converts before printing (bytes shown as GiB), converted alike."""
+        """The evidence's raw values the renderer converts before printing (bytes shown as GiB, the validation's
+        frozen constants in ms), converted alike."""
+        units = validation_section.in_display_units(self.model.validation_protocol)
         if self.crash is None:
-            return {}
-        return {"crash_peak_rss_gib": _gib(self.crash.crash.peak_rss_bytes),
+            return units
+        return {**units, "crash_peak_rss_gib": _gib(self.crash.crash.peak_rss_bytes),
                 "control_peak_rss_gib": _gib(self.crash.control.peak_rss_bytes)}
 
     def tree(self) -> dict[str, Any]:

@@ -20,8 +20,8 @@ from eagle3lab.errors import PerfModelError
 from eagle3lab.paths import repo_dir
 from eagle3lab.bench.sweep import BenchReport
 from eagle3lab.costmodel.cycle import check_accept_length, plain_step, plain_tok_s, speedup
-from eagle3lab.costmodel.validation import (GOAL_MAPE_PCT, PUBLISHED, SHAPE_ONLY, context_sensitivity, trend, validate,
-                                           validation_summary)
+from eagle3lab.costmodel.validation import (PUBLISHED, SHAPE_ONLY, context_sensitivity, trend, validate,
+                                           validation_report)
 from eagle3lab.report.plots.model import measured_points_from_bench
 from eagle3lab.report.run_model import run_deployment
 from eagle3lab.runtime.speculative import SpeculativeSpec
@@ -38,8 +38,9 @@ class ModelEvidence:
 
     incident: dict[str, Any]  # incident_model.incident_report(): predictions, break-evens, sensitivity, cycle breakdown
     spec: dict[str, Any]  # the incident's EAGLE flags (incident_model.incident_spec(), the launch's own object)
-    validation: list[dict[str, Any]]  # costmodel.validation.validation_summary(validate()): MAPE, trends per source
-    validation_goal_mape_pct: float  # costmodel.validation.GOAL_MAPE_PCT
+    # costmodel.validation.validation_report(): the protocol's groups (out of sample, fit quality, shape only) with
+    # naive baselines, the frozen constants and their date, the split, per-source rows, draft-step sweeps, the goal
+    validation_protocol: dict[str, Any]
     validation_context: list[dict[str, Any]]  # costmodel.validation.context_sensitivity()
     published_acceptance: list[dict[str, Any]]  # published_acceptance(validate()): the sources' drafters
     computed_on: str = ""  # UTC date the model was run (the report's "generated on")
@@ -197,6 +198,6 @@ def gather(profile: str, bench_report_path: Optional[str] = None,
         incident=incident_report(),
         spec={"num_steps": spec.num_steps, "eagle_topk": spec.eagle_topk, "num_draft_tokens": spec.num_draft_tokens,
               "verify_tokens": spec.verify_tokens},
-        validation=validation_summary(results), validation_goal_mape_pct=GOAL_MAPE_PCT,
+        validation_protocol=validation_report(),
         validation_context=context_sensitivity(), published_acceptance=published_acceptance(results),
         run_check=run_check, run_check_missing=missing)
