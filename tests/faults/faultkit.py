@@ -16,25 +16,12 @@ import psutil
 import pytest
 
 from eagle3lab.package.release import drift, package_hashes
+from timing import PATIENCE_ENV, patience  # noqa: F401 - the suite's one timing setting, re-exported
 
 KIMI = "sglang/srt/models/kimi_k25.py"
 FULL = "kimi_k25-eagle3-delegation"
 ONE = "kimi_k25-one-method"
 USER_CACHE = os.environ.get("EAGLE3LAB_CACHE")  # the user's cache, before a test points it at its sandbox
-PATIENCE_ENV = "EAGLE3LAB_TEST_PATIENCE"
-
-
-def patience(seconds: float) -> float:
-    """A test's wait, scaled by ``EAGLE3LAB_TEST_PATIENCE`` (default 1; e.g. 3 on a loaded 2-core machine).
-
-    Why: the waits of signal, liveness and stall tests are bounds on a slow machine, not measurements; the one
-    factor read here lets CI or a shared machine give them room without editing a test.
-    """
-    try:
-        factor = float(os.environ.get(PATIENCE_ENV, "1"))
-    except ValueError:
-        raise pytest.UsageError(f"{PATIENCE_ENV} must be a number, got {os.environ[PATIENCE_ENV]!r}") from None
-    return seconds * max(factor, 1.0)
 
 
 def default_signals() -> None:
