@@ -19,7 +19,7 @@ from typing import IO, Any, Callable, Sequence
 import aiohttp
 
 from eagle3lab.bench.metrics import RequestRecord
-from eagle3lab.bench.workload import Prompt, SweepConfig
+from eagle3lab.bench.workload import PROBE_TIMEOUT_S, Prompt, SweepConfig
 
 def _one_line(text: str, limit: int = 300) -> str:
     flat = " ".join(str(text).split())
@@ -164,6 +164,28 @@ DeathWatch = Callable[[], "str | None"]  # None while every server process lives
 WATCH_POLL_S = 0.5
 
 
+def watch_sees_trouble(watch: DeathWatch | None) -> bool:
+    """Does the server's process-tree watch already see a member dead or stopped?
+
+    Why: then a liveness probe cannot change the verdict (a dead or stopped scheduler cannot answer it), and on a
+    stopped or half-dead server it would only wait out its whole timeout. A plain callable (a remote server's, a
+    test's) sees deaths only; ``ServerWatch`` also answers ``stopped()``."""
+    if watch is None:
+        return False
+    if watch():
+        return True
+    stopped = getattr(watch, "stopped", None)
+    return bool(stopped()) if callable(stopped) else False
+
+
+async def server_lost(base_url: str, config: SweepConfig, watch: DeathWatch | None) -> bool:
+    """After a failed request or call: is the server gone for this point? The watch's word when it already
+    knows, else the liveness probe, which waits ``config.probe_timeout_s`` at most."""
+    if watch_sees_trouble(watch):
+        return True
+    return not await server_alive(base_url, config.probe_timeout_s)
+
+
 async def watch_for_death(watch: DeathWatch, poll_s: float = WATCH_POLL_S) -> str:
     """Return as soon as ``watch()`` reports a dead server process (polled; psutil calls take microseconds)."""
     while True:
@@ -186,8 +208,9 @@ async def run_phase(
 ) -> PhaseOutcome:
     """Closed loop: ``concurrency`` workers each take the next prompt as soon as their last one finished.
 
-    ``t_scheduled`` is when a worker takes a prompt. When a request fails, the server is probed; once it is
-    unreachable (or hangs: sglang 0.5.9's HTTP front outlives a killed scheduler), workers stop taking prompts,
+    ``t_scheduled`` is when a worker takes a prompt. When a request fails, the server is probed (``server_lost``:
+    not when the watch already sees a member dead or stopped); once it is unreachable (or hangs: sglang 0.5.9's
+    HTTP front outlives a killed scheduler), workers stop taking prompts,
     so a dead server ends the phase at once instead of after every remaining request has timed out. With
     ``watch`` (the server's process tree), a dead scheduler ends the phase within a poll interval: requests in
     flight are cancelled and recorded as failed with the dead process and its exit status.
@@ -218,7 +241,7 @@ async def run_phase(
             records.append(record)
             sink.write(record)
             on_done()
-            if not record.ok and (record.t_sent is None or not await server_alive(base_url)):
+            if not record.ok and (record.t_sent is None or await server_lost(base_url, config, watch)):
                 unreachable.set()
 
     cpu0 = time.process_time()
@@ -275,9 +298,10 @@ async def flush_cache(base_url: str, attempts: int = 10, wait_s: float = 0.5) ->
     return False
 
 
-async def server_alive(base_url: str, timeout_s: float = 15.0) -> bool:
+async def server_alive(base_url: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
     """Does the whole server still answer? ``/get_server_info`` goes through the scheduler, so a server whose
-    HTTP front is up but whose scheduler died counts as dead (it cannot answer within the timeout)."""
+    HTTP front is up but whose scheduler died counts as dead (it cannot answer within the timeout). The sweep
+    passes its ``probe_timeout_s`` (see ``server_lost``)."""
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
             async with session.get(f"{base_url}/get_server_info") as resp:

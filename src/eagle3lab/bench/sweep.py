@@ -29,7 +29,7 @@ from eagle3lab.runtime import procwatch
 from eagle3lab.errors import BenchError
 from eagle3lab.progress import progress_bar
 from eagle3lab.bench.loadgen import (DeathWatch, JsonlSink, fetch_json, flush_cache, is_stall, run_phase,
-                                     server_alive, watch_for_death)
+                                     server_lost, watch_for_death)
 from eagle3lab.bench.metrics import PointMetrics, RequestRecord, compute_point_metrics, format_point
 from eagle3lab.atomic import write_json_atomic
 from eagle3lab.bench.workload import SweepConfig, make_prompts
@@ -250,7 +250,7 @@ async def _run_point(base_url: str, config: SweepConfig, concurrency: int, sink:
     flushed, death = await _guarded(flush_cache(base_url), watch)
     if death:
         return died("the cache flush before warm-up", death)
-    if not flushed and not await server_alive(base_url):
+    if not flushed and await server_lost(base_url, config, watch):
         return failed("the cache flush before warm-up", "no answer")
     warm = await run_phase(base_url, make_prompts(config, f"warmup-c{concurrency}", point.warmup_requests),
                            concurrency=concurrency, phase="warmup", config=config, sink=sink, on_done=tick,
@@ -284,7 +284,7 @@ async def _run_point(base_url: str, config: SweepConfig, concurrency: int, sink:
     point.server_info, death = await _guarded(fetch_json(base_url, "/get_server_info"), watch)
     if death:
         return died("the server-info snapshot", death)
-    if point.server_info is None and not await server_alive(base_url):
+    if point.server_info is None and await server_lost(base_url, config, watch):
         return failed("the server-info snapshot", "no answer")
     point.server_avg_accept_length = server_accept_length(point.server_info)
     if point.metrics is None or point.metrics.failed:

@@ -20,6 +20,7 @@ from eagle3lab.runtime.prompts import TOKEN_ID_LOW, random_token_ids
 CHAT_QUESTIONS = Path(__file__).resolve().parent / "data" / "chat_questions.json"
 
 Prompt = Union[list[int], str]
+PROBE_TIMEOUT_S = 15.0  # the liveness probe's default wait (a live server answers /get_server_info in well under it)
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,9 @@ class SweepConfig:
     warmup_requests: int | None = None  # per point; None = the point's concurrency (never fewer)
     request_timeout_s: float = 600.0
     stall_timeout_s: float = 120.0  # longest silence allowed inside one stream (a hung server, not a slow one)
+    # how long the liveness probe after a failed request waits for /get_server_info; it never waits longer than a
+    # stream may stay silent. None: PROBE_TIMEOUT_S, or the stall timeout when that is shorter
+    probe_timeout_s: float | None = None
     read_bufsize: int = 8 * 1024 * 1024
     extra_sampling_params: dict[str, Any] = field(default_factory=dict)
 
@@ -81,6 +85,12 @@ class SweepConfig:
                              key=next(name for name, bad in (("request_timeout_s", self.request_timeout_s <= 0),
                                                              ("stall_timeout_s", self.stall_timeout_s <= 0),
                                                              ("read_bufsize", True)) if bad))
+        if self.probe_timeout_s is None:  # frozen: the resolved value is what to_dict records
+            object.__setattr__(self, "probe_timeout_s", min(PROBE_TIMEOUT_S, self.stall_timeout_s))
+        elif isinstance(self.probe_timeout_s, bool) or not isinstance(self.probe_timeout_s, (int, float)) \
+                or not 0 < self.probe_timeout_s <= self.stall_timeout_s:
+            raise BenchError(f"probe_timeout_s must be > 0 and at most stall_timeout_s ({self.stall_timeout_s:g}), got "
+                             f"{self.probe_timeout_s!r}", key="probe_timeout_s", value=self.probe_timeout_s)
 
     def prompts_for(self, concurrency: int) -> int:
         """Measured requests at one point: ``num_prompts``, or more when the profile scales them with concurrency."""
