@@ -17,10 +17,12 @@ import pytest
 
 from eagle3lab.bench.sweep import (ARM_FAILED, ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_MEASURED, ARM_NOT_RUNNABLE,
                                    POINT_FAILED, POINT_OK, BenchReport, load_requests, not_runnable_arm, run_arm)
+from eagle3lab.bench import loadgen
 from eagle3lab.bench.crosscheck import cross_check
 from eagle3lab.errors import BenchError
 from eagle3lab.bench.metrics import compute_point_metrics
 from eagle3lab.bench.workload import SweepConfig, model_vocab_size
+from timing import patience
 
 
 def sweep(tiny_models, **kw) -> SweepConfig:
@@ -111,7 +113,7 @@ def kill_after_lines(jsonl, lines: int, kill) -> threading.Thread:
     """Call ``kill()`` once ``lines`` requests have finished (the JSONL is written request by request)."""
 
     def watch() -> None:
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + patience(300)
         while time.monotonic() < deadline:
             if jsonl.exists() and len(jsonl.read_text().splitlines()) >= lines:
                 kill()
@@ -127,9 +129,11 @@ def kill_after_lines(jsonl, lines: int, kill) -> threading.Thread:
 def test_server_killed_mid_sweep_keeps_finished_requests_and_stops(cpu_profile, tiny_models, tmp_path):
     from eagle3lab.runtime.server import running_server
 
-    config = sweep(tiny_models, concurrency=[1, 2, 4], output_len=32, num_prompts=12, request_timeout_s=60)
+    # 4 requests at concurrency 1, 8 at 2 (killed a few in), none at 4 (never reached)
+    config = sweep(tiny_models, concurrency=[1, 2, 4], output_len=16, num_prompts=4, prompts_per_concurrency=4,
+                   request_timeout_s=60)
     jsonl = tmp_path / "victim.requests.jsonl"
-    first_point = config.warmup_count(1) + config.num_prompts
+    first_point = config.warmup_count(1) + config.prompts_for(1)
     kill_after = first_point + config.warmup_count(2) + 3  # a few measured requests into the second point
     spec = baseline_spec(cpu_profile, tiny_models)
     with running_server(spec, tmp_path / "server.log", cpu_profile.ready_timeout_s) as server:
@@ -147,7 +151,7 @@ def test_server_killed_mid_sweep_keeps_finished_requests_and_stops(cpu_profile, 
     assert failed.server_info is None
     records = load_requests(jsonl)
     assert sum(r.ok for r in records) >= kill_after
-    assert arm.points[0].metrics.completed == config.num_prompts
+    assert arm.points[0].metrics.completed == config.prompts_for(1)
     survived = [r for r in records if r.concurrency == 2 and r.phase == "measure" and r.ok]
     assert failed.metrics.completed == len(survived) >= 3
     assert failed.metrics.failed >= 1 and failed.metrics.errors
@@ -158,18 +162,29 @@ def test_server_killed_mid_sweep_keeps_finished_requests_and_stops(cpu_profile, 
 
 
 @pytest.mark.server
-def test_server_whose_scheduler_died_is_detected_without_hanging(cpu_profile, tiny_models, tmp_path):
+def test_server_whose_scheduler_died_is_detected_without_hanging(cpu_profile, tiny_models, tmp_path, monkeypatch):
     """sglang 0.5.9's HTTP front stays up when its scheduler is SIGKILLed, and streams just go silent. Without a
     process tree to watch (a remote server), the stall timeout ends those requests, the liveness probe finds the
-    server hung, and no further request is sent. (The local watch is covered in tests/faults.)"""
+    server hung, and no further request is sent. (The local watch is covered in tests/faults.) Short waits: the
+    probe gets 2 s (it only runs after the kill); the first point 4 requests, the second 8, so it has requests left
+    to not send however many finish together."""
     import psutil
 
     from eagle3lab.runtime.server import running_server
 
-    config = sweep(tiny_models, concurrency=[1, 2], output_len=32, num_prompts=8, stall_timeout_s=5)
+    config = sweep(tiny_models, concurrency=[1, 2], output_len=16, num_prompts=4, prompts_per_concurrency=4,
+                   stall_timeout_s=5, probe_timeout_s=2)
     jsonl = tmp_path / "hung.requests.jsonl"
-    kill_after = config.warmup_count(1) + config.num_prompts + config.warmup_count(2) + 1
+    kill_after = config.warmup_count(1) + config.prompts_for(1) + config.warmup_count(2) + 1
     spec = baseline_spec(cpu_profile, tiny_models)
+    probes: list[float] = []
+    real_probe = loadgen.server_alive
+
+    async def counted_probe(base_url: str, timeout_s: float = loadgen.PROBE_TIMEOUT_S) -> bool:
+        probes.append(timeout_s)
+        return await real_probe(base_url, timeout_s)
+
+    monkeypatch.setattr(loadgen, "server_alive", counted_probe)
     with running_server(spec, tmp_path / "server.log", cpu_profile.ready_timeout_s) as server:
 
         def kill_scheduler() -> None:
@@ -189,6 +204,7 @@ def test_server_whose_scheduler_died_is_detected_without_hanging(cpu_profile, ti
     failed = arm.points[1]
     assert failed.not_sent > 0  # the rest of the point was never sent
     assert any("Timeout on reading data" in e for e in failed.metrics.errors)  # ended by the stall timeout
+    assert probes and set(probes) == {config.probe_timeout_s}  # the probe waited the sweep's time, not 15 s
     records = load_requests(jsonl)
     assert sum(r.ok for r in records) >= kill_after and sum(not r.ok for r in records) == failed.metrics.failed
 

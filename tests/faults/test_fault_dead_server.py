@@ -53,7 +53,7 @@ def test_killed_scheduler_ends_the_point_as_server_died(cpu_profile, tiny_models
     from eagle3lab.runtime.deployment import server_spec
     from eagle3lab.runtime.server import check_port_free, free_port, running_server
 
-    config = SweepConfig(concurrency=[2, 4], input_len=8, output_len=32, num_prompts=4,
+    config = SweepConfig(concurrency=[2, 4], input_len=8, output_len=16, num_prompts=4,
                          vocab_size=model_vocab_size(tiny_models.target), request_timeout_s=600, stall_timeout_s=120)
     spec = server_spec(cpu_profile, tiny_models, speculative=False, shims=CONTROL_SHIMS, port=free_port())
     jsonl = tmp_path / "victim.requests.jsonl"
@@ -74,7 +74,7 @@ def test_killed_scheduler_ends_the_point_as_server_died(cpu_profile, tiny_models
         killer.start()
         arm = run_arm("victim", spec.base_url, config, tmp_path, kind=ARM_KIND_BASELINE, log=lambda line: None)
         ended = time.perf_counter()
-        killer.join(timeout=5)
+        killer.join(timeout=patience(5))
         pid = server.pid
     check_port_free("127.0.0.1", spec.port)
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
