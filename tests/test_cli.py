@@ -3,9 +3,12 @@
 import subprocess
 import sys
 
+from timing import patience
+
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "eagle3lab", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "eagle3lab", *args], capture_output=True, text=True,
+                          timeout=patience(120))
 
 
 def test_unknown_profile_is_one_line():

@@ -22,6 +22,7 @@ from eagle3lab import preflight
 from eagle3lab.runtime.checkpoints import Checkpoint
 from eagle3lab.runtime.gpuinfo import Gpu, GpuInventory
 from eagle3lab.runtime.profiles import load_profile
+from timing import patience
 
 CHECKS = ["GPUs", "GPU architecture", "sglang", "target checkpoint", "draft checkpoint", "GPU memory", "free disk",
           "server flags (baseline)", "server flags (EAGLE-3)", "sglang check_server_args (baseline)",
@@ -74,7 +75,8 @@ def test_require_raises_one_line_and_saves_every_check(empty_hub, monkeypatch, t
 
 def run_cli(*args: str, env: dict[str, str]) -> tuple[subprocess.CompletedProcess, float]:
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "eagle3lab", *args], capture_output=True, text=True, timeout=300,
+    proc = subprocess.run([sys.executable, "-m", "eagle3lab", *args], capture_output=True, text=True,
+                          timeout=patience(300),
                           env={**os.environ, **env})
     return proc, time.monotonic() - started
 

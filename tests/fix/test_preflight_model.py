@@ -16,6 +16,7 @@ from eagle3lab.errors import EntryClassError  # noqa: E402
 from eagle3lab.fix import preflight_model as pm
 from eagle3lab.trace import registry, sources
 from eagle3lab.trace.modindex import ModuleIndex
+from timing import patience
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +68,7 @@ def test_config_file_or_folder_and_bad_input_is_one_line(tmp_path: Path):
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "eagle3lab", "preflight-model", *args], capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=patience(300))
 
 
 @pytest.mark.network

@@ -17,6 +17,7 @@ from eagle3lab.package.location import installed_root
 from eagle3lab.commands import cli
 from eagle3lab.package import patching
 from eagle3lab.errors import PatchError
+from timing import patience
 
 KIMI = "sglang/srt/models/kimi_k25.py"
 FULL = patching.PATCHES_DIR / "kimi_k25-eagle3-delegation.patch"
@@ -314,4 +315,4 @@ def test_lock_makes_another_process_wait(root, tmp_path):
         patching.apply(FULL, root)
         assert released.exists(), "apply ran while another process held the lock"
     finally:
-        holder.wait(timeout=60)
+        holder.wait(timeout=patience(60))

@@ -38,6 +38,7 @@ from eagle3lab.runtime.cpu_harness.libcuda_stub import (
     undefined_symbols,
 )
 from eagle3lab.errors import HarnessBuildError
+from timing import patience
 
 
 def run_child(code: str, shims: tuple[str, ...] = (), with_stub: bool = True, speculative: bool = False,
@@ -47,7 +48,7 @@ def run_child(code: str, shims: tuple[str, ...] = (), with_stub: bool = True, sp
     if not with_stub:
         env["LD_LIBRARY_PATH"] = os.environ.get("LD_LIBRARY_PATH", "")
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], env=env, capture_output=True,
-                            check=False, text=True, timeout=600)
+                            check=False, text=True, timeout=patience(600))
     lines = result.stdout.strip().splitlines()
     assert lines, f"child printed nothing; stderr tail: {result.stderr[-2000:]}"
     return json.loads(lines[-1])
@@ -244,7 +245,7 @@ def test_server_control_run_needs_shim7_to_serve(tmp_path, cpu_profile, tiny_mod
             return
         assert outcome.status == "ready", outcome.log_text()[-3000:]
         for prompt in ({"text": "a b c"}, {"input_ids": [5, 6, 7, 8, 9]}):
-            reply = requests.post(f"{spec.base_url}/generate", timeout=120, json={
+            reply = requests.post(f"{spec.base_url}/generate", timeout=patience(120), json={
                 **prompt, "sampling_params": {"max_new_tokens": 8, "temperature": 0, "ignore_eos": True}})
             assert reply.status_code == 200, reply.text
             assert reply.json()["meta_info"]["completion_tokens"] == 8

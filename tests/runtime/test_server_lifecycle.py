@@ -17,6 +17,7 @@ import pytest
 from eagle3lab.runtime.deployment import server_spec
 from eagle3lab.errors import ModelPathError, PortInUseError, ServerTimeoutError
 from eagle3lab.runtime.server import ServerProcess, check_port_free, free_port, launch, running_server
+from timing import patience
 
 
 def group_members(pgid: int) -> list[psutil.Process]:
@@ -112,8 +113,12 @@ def test_ctrl_c_while_the_server_starts_leaves_nothing_behind(tmp_path, cpu_prof
     driver = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)
     pid = json.loads(driver.stdout.readline())["pid"]
-    time.sleep(6)  # long enough for sglang to have spawned part of its tree
+    # Ctrl-C once sglang has spawned part of its tree (its first subprocess), not after a fixed sleep
+    deadline = time.monotonic() + patience(120)
+    while not group_members(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert group_members(pid), "sglang spawned no subprocess: this test no longer covers a half-built tree"
     driver.send_signal(signal.SIGINT)
-    assert driver.wait(timeout=60) != 0
+    assert driver.wait(timeout=patience(60)) != 0
     assert "KeyboardInterrupt" in driver.stderr.read(), "the driver stopped because of Ctrl-C, not otherwise"
     assert_gone(pid, port)

@@ -12,6 +12,7 @@ import pytest
 from eagle3lab.runtime.deployment import Models, resolve_models, server_spec
 from eagle3lab.runtime.profiles import load_profile
 from eagle3lab.runtime.sglang_args import chosen_from_log, launch_flags, memory_setting, parse_launches
+from timing import patience
 
 CRASHLOGS = Path(__file__).parent / "data" / "crashlogs"
 
@@ -91,7 +92,7 @@ def test_sglang_sizes_memory_below_the_old_0_9_on_96gb_gpus_mocked_gpu(tiny_mode
     flags = {label: launch_flags(server_spec(profile, models, speculative=spec).argv())
              for label, spec in (("baseline", False), ("eagle3", True))}
     proc = subprocess.run([sys.executable, "-c", SIZING, json.dumps(flags)], capture_output=True, text=True,
-                          timeout=300)
+                          timeout=patience(300))
     chosen = json.loads(proc.stdout.strip().splitlines()[-1])
     baseline, eagle3 = chosen["baseline"]["mem_fraction_static"], chosen["eagle3"]["mem_fraction_static"]
     assert eagle3 < baseline < 0.9, "EAGLE-3 reserves room for the drafter and its graphs"

@@ -8,6 +8,7 @@ import requests
 
 from eagle3lab.runtime.cpu_harness import CONTROL_SHIMS, SPEC_SHIMS
 from eagle3lab.runtime.cpu_harness.spec_shims import GREEDY_ONLY
+from timing import patience
 
 PROMPTS = [[(37 * i + 11 * j) % 1000 + 16 for j in range(24)] for i in range(3)]
 NEW_TOKENS = 24
@@ -15,7 +16,8 @@ NEW_TOKENS = 24
 
 def _generate(base_url: str, prompt: list[int], **sampling) -> requests.Response:
     params = {"max_new_tokens": NEW_TOKENS, "temperature": 0, "ignore_eos": True, **sampling}
-    return requests.post(f"{base_url}/generate", json={"input_ids": prompt, "sampling_params": params}, timeout=300)
+    return requests.post(f"{base_url}/generate", json={"input_ids": prompt, "sampling_params": params},
+                         timeout=patience(300))
 
 
 @pytest.mark.server

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 from eagle3lab.runtime import procwatch
 
@@ -17,15 +16,16 @@ m = mmap.mmap(f.fileno(), 64 << 20, prot=mmap.PROT_READ)
 sum(m[i] for i in range(0, 64 << 20, 4096))  # touch every page
 pid = os.fork()
 sum(m[i] for i in range(0, 64 << 20, 4096))
-print("ready", flush=True); time.sleep(20)
+os.write(1, b"ready\\n")  # each process, once its pages are touched (one write: the two lines cannot interleave)
+time.sleep(600)  # killed by the test
 """
 
 
 def test_shared_mapped_pages_count_once_in_pss_and_twice_in_rss():
     proc = subprocess.Popen([sys.executable, "-c", SHARED], stdout=subprocess.PIPE, text=True)
     try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        time.sleep(0.5)
+        assert proc.stdout is not None
+        assert [proc.stdout.readline().strip() for _ in range(2)] == ["ready", "ready"]  # parent and child
         memory = procwatch.tree_memory(proc.pid)
     finally:
         procwatch.kill_tree(proc.pid)

@@ -17,6 +17,7 @@ from eagle3lab.trace import audit, sources
 from eagle3lab.errors import EntryClassError
 from eagle3lab.paths import REPO_ROOT
 from eagle3lab.trace.startup import StartupProfile
+from timing import patience
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +179,7 @@ def test_notebook_02_runs_and_writes_the_sidecar_notebook_03_reads(tmp_path: Pat
     params.write_text('sglang_source: "0.5.9"\nbisect_versions: ["0.5.9", "0.5.10"]\nverify_fixes: false\n')
     cmd = [sys.executable, "-m", "papermill", "-k", "eagle3lab", "-f", str(params), "--cwd", str(tmp_path),
            str(REPO_ROOT / "notebooks" / "02_interface_trace.ipynb"), str(tmp_path / "out.ipynb")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=patience(600))
     assert proc.returncode == 0, proc.stderr[-2000:]
     side = json.loads((tmp_path / "artifacts" / "02_interface_trace.cpu.json").read_text())
     assert side["schema_version"] == SCHEMA_VERSION
