@@ -204,7 +204,7 @@ def test_server_dying_on_a_full_disk_is_reported_as_a_full_disk_with_a_stand_in_
                                {str(logs / 'server.log')!r})
         server.start()
         try:
-            server.wait(120)
+            server.wait({patience(120)!r})
             print("no error")
         except OutputWriteError as err:
             print(err)
