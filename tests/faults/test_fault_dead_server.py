@@ -21,6 +21,8 @@ from eagle3lab.bench.sweep import (
 from eagle3lab.bench.workload import SweepConfig, model_vocab_size
 from eagle3lab.runtime import procwatch
 
+from leftovers import gone
+
 from .faultkit import patience
 
 
@@ -75,9 +77,9 @@ def test_killed_scheduler_ends_the_point_as_server_died(cpu_profile, tiny_models
         arm = run_arm("victim", spec.base_url, config, tmp_path, kind=ARM_KIND_BASELINE, log=lambda line: None)
         ended = time.perf_counter()
         killer.join(timeout=patience(5))
-        pid = server.pid
+        launcher = psutil.Process(server.pid)
     check_port_free("127.0.0.1", spec.port)
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert gone(launcher) and gone(scheduler)
 
     assert arm.status == ARM_FAILED and [p.status for p in arm.points] == [POINT_FAILED]  # no point after it
     failed = arm.points[0]

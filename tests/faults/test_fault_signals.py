@@ -16,6 +16,7 @@ import pytest
 
 from eagle3lab.package.release import sha256_file
 from eagle3lab import signals
+from leftovers import gone
 
 from .faultkit import (
     FULL,
@@ -182,18 +183,20 @@ def test_signal_to_a_helper_holding_a_server_stops_its_tree(sandbox, no_leftover
         server.start()
         print(json.dumps({{"pid": server.pid}}), flush=True)
         try:
-            server.wait(600)
+            server.wait({patience(600)!r})
         finally:
             server.stop()
     """)
     helper = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env=sandbox.env(), preexec_fn=default_signals)
     pid = json.loads(helper.stdout.readline())["pid"]
-    wait_for(lambda: len(psutil.Process(pid).children(recursive=True)) >= 2, what="sglang's subprocesses")
+    launcher = psutil.Process(pid)
+    wait_for(lambda: len(launcher.children(recursive=True)) >= 2, what="sglang's subprocesses")
+    members = [launcher, *launcher.children(recursive=True)]
     helper.send_signal(sig)
     _, stderr = helper.communicate(timeout=patience(120))
     assert "Interrupted" in stderr
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert all(gone(proc) for proc in members)
     check_port_free("127.0.0.1", port)
     sandbox.assert_nothing_left()
 

@@ -31,6 +31,8 @@ from eagle3lab.bench.sweep import (
 from eagle3lab.bench.workload import SweepConfig, model_vocab_size
 from eagle3lab.runtime import procwatch
 
+from leftovers import gone
+
 from .faultkit import default_signals, patience, wait_for
 
 URL = "http://127.0.0.1:31299"
@@ -208,10 +210,9 @@ def test_stopped_scheduler_ends_the_point_as_stalled_not_died(cpu_profile, tiny_
                 scheduler.send_signal(signal.SIGCONT)  # so the server stops as usual, not on SIGKILL alone
             except psutil.NoSuchProcess:
                 pass
-        pid = server.pid
+        launcher = psutil.Process(server.pid)
     check_port_free("127.0.0.1", spec.port)
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    assert not psutil.pid_exists(scheduler.pid) or scheduler.status() == psutil.STATUS_ZOMBIE
+    assert gone(launcher) and gone(scheduler)
 
     assert "pid" in stopped, "the measurement ended before the scheduler could be stopped"
     assert still_stopped, "the scheduler resumed by itself: this test no longer covers a stopped server"

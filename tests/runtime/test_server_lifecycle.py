@@ -17,25 +17,36 @@ import pytest
 from eagle3lab.runtime.deployment import server_spec
 from eagle3lab.errors import ModelPathError, PortInUseError, ServerTimeoutError
 from eagle3lab.runtime.server import ServerProcess, check_port_free, free_port, launch, running_server
+from leftovers import gone
 from timing import patience
 
 
-def group_members(pgid: int) -> list[psutil.Process]:
-    """Live processes of the server's process group. Zombies are dead already: they only wait to be reaped by
-    their parent (or by PID 1, which in some sandboxes never reaps), and hold no port, memory or CPU."""
+def group_members(pgid: int, before: float | None = None) -> list[psutil.Process]:
+    """Live processes of the server's process group (its own session: the launcher calls setsid), orphans
+    included. Zombies are dead already: they only wait to be reaped by their parent (or by PID 1, which in some
+    sandboxes never reaps), and hold no port, memory or CPU. ``before``: only processes started before this
+    time (``time.time()``), so once the server is stopped, a newer session that reused its pid (another run's
+    server, on a machine whose pids wrap) is not counted as the test's."""
     members = []
     for proc in psutil.process_iter():
         try:
-            if proc.pid != pgid and os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+            if proc.pid != pgid and os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE \
+                    and (before is None or proc.create_time() < before):
                 members.append(proc)
         except (psutil.Error, ProcessLookupError):
             pass
     return members
 
 
-def assert_gone(pid: int, port: int) -> None:
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    assert group_members(pid) == []
+def assert_gone(pid: int, port: int, stopped_at: float) -> None:
+    """The test's server (started before ``stopped_at``, when the test knew it stopped) and its whole session
+    are gone, and its port is free."""
+    try:
+        leader = psutil.Process(pid)
+        assert leader.status() == psutil.STATUS_ZOMBIE or leader.create_time() >= stopped_at, "the launcher lives"
+    except psutil.NoSuchProcess:
+        pass
+    assert group_members(pid, before=stopped_at) == []
     check_port_free("127.0.0.1", port)
 
 
@@ -73,7 +84,7 @@ def test_server_that_is_not_ready_in_time_is_killed(tmp_path, cpu_profile, tiny_
     check_port_free("127.0.0.1", port)
     outcome = launch(spec, tmp_path / "slow2.log", timeout_s=3)
     assert outcome.status == "timeout"
-    assert_gone(outcome.pid, port)
+    assert_gone(outcome.pid, port, time.time())
 
 
 @pytest.mark.server
@@ -85,8 +96,8 @@ def test_ready_server_answers_and_its_whole_tree_is_stopped(tmp_path, cpu_profil
         pid = server.pid
         children = psutil.Process(pid).children(recursive=True)
         assert children, "sglang runs its scheduler in subprocesses"
-    assert_gone(pid, port)
-    assert not any(child.is_running() and child.status() != psutil.STATUS_ZOMBIE for child in children)
+    assert_gone(pid, port, time.time())
+    assert all(gone(child) for child in children)
 
 
 @pytest.mark.server
@@ -121,4 +132,4 @@ def test_ctrl_c_while_the_server_starts_leaves_nothing_behind(tmp_path, cpu_prof
     driver.send_signal(signal.SIGINT)
     assert driver.wait(timeout=patience(60)) != 0
     assert "KeyboardInterrupt" in driver.stderr.read(), "the driver stopped because of Ctrl-C, not otherwise"
-    assert_gone(pid, port)
+    assert_gone(pid, port, time.time())
