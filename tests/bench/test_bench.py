@@ -204,7 +204,7 @@ def test_server_whose_scheduler_died_is_detected_without_hanging(cpu_profile, ti
     failed = arm.points[1]
     assert failed.not_sent > 0  # the rest of the point was never sent
     assert any("Timeout on reading data" in e for e in failed.metrics.errors)  # ended by the stall timeout
-    assert probes and set(probes) == {config.probe_timeout_s}  # the probe waited the sweep's time, not 15 s
+    assert probes and set(probes) == {config.probe_wait_s}  # the probe waited the sweep's time, not 15 s
     records = load_requests(jsonl)
     assert sum(r.ok for r in records) >= kill_after and sum(not r.ok for r in records) == failed.metrics.failed
 

@@ -8,6 +8,7 @@ looks like to a client); the watch is a stand-in, since the real-server cases ar
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 import threading
 
@@ -52,14 +53,16 @@ def probes(monkeypatch) -> list[float]:
     return sent
 
 
-def test_probe_timeout_defaults_to_15_s_or_the_stall_timeout_when_shorter():
-    assert config().probe_timeout_s == PROBE_TIMEOUT_S == 15.0
-    assert config(stall_timeout_s=3).probe_timeout_s == 3
-    assert config(stall_timeout_s=5, probe_timeout_s=1.5).probe_timeout_s == 1.5
-    assert SweepConfig.from_dict(config(stall_timeout_s=3).to_dict()).probe_timeout_s == 3  # the resolved value
+def test_probe_waits_15_s_by_default_or_the_stall_timeout_when_shorter():
+    assert config().probe_wait_s == PROBE_TIMEOUT_S == 15.0
+    assert config(stall_timeout_s=3).probe_wait_s == 3
+    assert config(stall_timeout_s=5, probe_timeout_s=1.5).probe_wait_s == 1.5
+    # the default follows the stall timeout, also through dataclasses.replace (how the notebooks derive configs)
+    assert dataclasses.replace(config(), stall_timeout_s=2).probe_wait_s == 2
+    assert SweepConfig.from_dict(config(probe_timeout_s=4).to_dict()).probe_wait_s == 4
     old = config().to_dict()
     del old["probe_timeout_s"]  # a sidecar written before the field existed
-    assert SweepConfig.from_dict(old).probe_timeout_s == PROBE_TIMEOUT_S
+    assert SweepConfig.from_dict(old).probe_wait_s == PROBE_TIMEOUT_S
 
 
 @pytest.mark.parametrize("value", [0, -1.0, 6.0, "3", True])

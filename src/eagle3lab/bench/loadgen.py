@@ -180,10 +180,10 @@ def watch_sees_trouble(watch: DeathWatch | None) -> bool:
 
 async def server_lost(base_url: str, config: SweepConfig, watch: DeathWatch | None) -> bool:
     """After a failed request or call: is the server gone for this point? The watch's word when it already
-    knows, else the liveness probe, which waits ``config.probe_timeout_s`` at most."""
+    knows, else the liveness probe, which waits ``config.probe_wait_s`` at most."""
     if watch_sees_trouble(watch):
         return True
-    return not await server_alive(base_url, config.probe_timeout_s)
+    return not await server_alive(base_url, config.probe_wait_s)
 
 
 async def watch_for_death(watch: DeathWatch, poll_s: float = WATCH_POLL_S) -> str:
@@ -301,7 +301,7 @@ async def flush_cache(base_url: str, attempts: int = 10, wait_s: float = 0.5) ->
 async def server_alive(base_url: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
     """Does the whole server still answer? ``/get_server_info`` goes through the scheduler, so a server whose
     HTTP front is up but whose scheduler died counts as dead (it cannot answer within the timeout). The sweep
-    passes its ``probe_timeout_s`` (see ``server_lost``)."""
+    passes its ``probe_wait_s`` (see ``server_lost``)."""
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
             async with session.get(f"{base_url}/get_server_info") as resp:

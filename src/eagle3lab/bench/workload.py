@@ -46,8 +46,8 @@ class SweepConfig:
     warmup_requests: int | None = None  # per point; None = the point's concurrency (never fewer)
     request_timeout_s: float = 600.0
     stall_timeout_s: float = 120.0  # longest silence allowed inside one stream (a hung server, not a slow one)
-    # how long the liveness probe after a failed request waits for /get_server_info; it never waits longer than a
-    # stream may stay silent. None: PROBE_TIMEOUT_S, or the stall timeout when that is shorter
+    # how long the liveness probe after a failed request waits for /get_server_info; never longer than a stream may
+    # stay silent. None: PROBE_TIMEOUT_S, or the stall timeout when that is shorter (see probe_wait_s)
     probe_timeout_s: float | None = None
     read_bufsize: int = 8 * 1024 * 1024
     extra_sampling_params: dict[str, Any] = field(default_factory=dict)
@@ -85,12 +85,19 @@ class SweepConfig:
                              key=next(name for name, bad in (("request_timeout_s", self.request_timeout_s <= 0),
                                                              ("stall_timeout_s", self.stall_timeout_s <= 0),
                                                              ("read_bufsize", True)) if bad))
-        if self.probe_timeout_s is None:  # frozen: the resolved value is what to_dict records
-            object.__setattr__(self, "probe_timeout_s", min(PROBE_TIMEOUT_S, self.stall_timeout_s))
-        elif isinstance(self.probe_timeout_s, bool) or not isinstance(self.probe_timeout_s, (int, float)) \
-                or not 0 < self.probe_timeout_s <= self.stall_timeout_s:
+        probe = self.probe_timeout_s
+        if probe is not None and (isinstance(probe, bool) or not isinstance(probe, (int, float))
+                                  or not 0 < probe <= self.stall_timeout_s):
             raise BenchError(f"probe_timeout_s must be > 0 and at most stall_timeout_s ({self.stall_timeout_s:g}), got "
                              f"{self.probe_timeout_s!r}", key="probe_timeout_s", value=self.probe_timeout_s)
+
+    @property
+    def probe_wait_s(self) -> float:
+        """The liveness probe's wait: ``probe_timeout_s``, or by default the shorter of 15 s and the stall timeout
+        (resolved here, not stored, so ``dataclasses.replace`` of the stall timeout keeps the default in step)."""
+        if self.probe_timeout_s is not None:
+            return float(self.probe_timeout_s)
+        return min(PROBE_TIMEOUT_S, self.stall_timeout_s)
 
     def prompts_for(self, concurrency: int) -> int:
         """Measured requests at one point: ``num_prompts``, or more when the profile scales them with concurrency."""
