@@ -15,9 +15,15 @@ import mmap, os, tempfile, time
 f = tempfile.TemporaryFile(); f.truncate(64 << 20)
 m = mmap.mmap(f.fileno(), 64 << 20, prot=mmap.PROT_READ)
 sum(m[i] for i in range(0, 64 << 20, 4096))  # touch every page
+r, w = os.pipe()
 pid = os.fork()
 sum(m[i] for i in range(0, 64 << 20, 4096))
-print("ready", flush=True); time.sleep(20)
+if pid == 0:
+    os.write(w, b"x")  # the child has touched every page too
+else:
+    os.read(r, 1)
+    print("ready", flush=True)  # the parent alone prints: two writers on one pipe interleave ("readyready")
+time.sleep(20)
 """
 
 
