@@ -9,9 +9,10 @@ import pytest
 import yaml
 
 from eagle3lab.errors import PerfModelError
-from eagle3lab.costmodel.validation import (DATASET, OUT_OF_SAMPLE, PUBLISHED, SHAPE_ONLY, SHAPE_ONLY_ROLE, Dataset,
-                                            development_only, fit_orchestration, load_dataset, trend, trend_steps,
-                                            validate, validation_points, validation_report, validation_summary)
+from eagle3lab.costmodel.validation import (DATASET, OUT_OF_SAMPLE, OUT_OF_SAMPLE_2, PUBLISHED, SHAPE_ONLY,
+                                            SHAPE_ONLY_ROLE, Dataset, development_only, fit_orchestration,
+                                            load_dataset, trend, trend_steps, validate, validation_points,
+                                            validation_report, validation_summary)
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +86,82 @@ def test_fitting_never_reads_held_out_data():
     assert fit_orchestration(development_only(corrupted)) == clean
 
 
+def test_the_second_held_out_set_is_recorded_after_the_freeze_and_every_number_is_quoted_with_its_page():
+    """The second set is its own split, recorded no earlier than the freeze, apart from the first set and from
+    everything fitted; each of its series publishes its acceptance, names the page its numbers are on, and every
+    number it holds appears in the quote copied from that page."""
+    data = load_dataset()
+    p = data.protocol
+    second = p.held_out_2
+    assert second and second.rule and second.split_recorded >= p.frozen.date
+    assert {s.id for s in data.sources if s.split == "held_out_2"} == set(second.sources)
+    assert set(second.sources).isdisjoint(set(p.held_out) | set(p.development) | set(p.frozen.fitted_on))
+    for src in (s for s in data.sources if s.split == "held_out_2"):
+        assert src.series
+        for s in src.series:
+            assert (s.url or src.url).startswith("https://"), s.id
+            values = [*s.baseline_tok_s, *s.eagle3_tok_s,
+                      *(s.accept_length if isinstance(s.accept_length, list) else [s.accept_length])]
+            missing = [v for v in values if f"{v:g}" not in s.quote]
+            assert not missing, (s.id, missing)
+
+
+def test_fitting_refuses_the_second_held_out_set_and_never_reads_it():
+    """A dataset holding only the second held-out set besides development data is refused by the fit, naming that
+    set; corrupting its numbers leaves the fitted constants unchanged."""
+    data = load_dataset()
+    second = set(data.protocol.held_out_2.sources)
+    without_first = data.model_copy(update={"sources": [s for s in data.sources if s.split != "held_out"]})
+    with pytest.raises(PerfModelError) as err:
+        fit_orchestration(without_first)
+    assert err.value.problem == "held_out_read" and set(err.value.value) == second
+    assert not {s.id for s in development_only(data).sources} & second
+    clean = fit_orchestration(development_only(data))
+    raw = yaml.safe_load(DATASET.read_text())
+    for src in raw["sources"]:
+        if src["split"] == "held_out_2":
+            for s in src["series"]:
+                s["eagle3_tok_s"] = [v * 7.0 for v in s["eagle3_tok_s"]]
+    assert fit_orchestration(development_only(Dataset.model_validate(raw))) == clean
+
+
+def test_the_second_held_out_set_is_reported_as_its_own_group_beside_its_naive_baselines():
+    """Reported whatever it is: its MAPE over its own predicted points, the naive baselines on the same points,
+    never merged into the first set's out-of-sample number."""
+    report = validation_report()
+    second = [g for g in report["groups"] if g["role"] == OUT_OF_SAMPLE_2]
+    assert len(second) == 1 and second[0]["split"] == "held_out_2" and second[0]["acceptance"] == PUBLISHED
+    points = [p for r in validate() if r.split == "held_out_2" for s in r.series for p in s.points
+              if p.role == "predicted"]
+    g = second[0]
+    assert g["points"] == report["out_of_sample_2_points"] == len(points) > 0
+    assert g["mape_pct"] == report["out_of_sample_2_mape_pct"]
+    assert g["mape_pct"] == pytest.approx(statistics.fmean(abs(p.error_pct) for p in points), abs=0.01)
+    assert g["naive_free_cycle"]["points"] == len(points)
+    assert g["naive_flat"]["points"] == sum(p.batch > 1 for p in points)
+    first = next(x for x in report["groups"] if x["role"] == OUT_OF_SAMPLE)
+    first_points = [p for r in validate() if r.split == "held_out" for s in r.series for p in s.points]
+    assert first["points"] == report["out_of_sample_points"] == len(first_points)
+    assert report["protocol"]["held_out_2"]["sources"] == load_dataset().protocol.held_out_2.sources
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda raw: raw["protocol"]["held_out_2"].update(split_recorded="2020-01-01"), "before the constants"),
+    (lambda raw: raw["sources"][-1]["series"][0].pop("quote"), "quote it was copied from"),
+    (lambda raw: raw["protocol"]["frozen"]["fitted_on"].append(raw["protocol"]["held_out_2"]["sources"][0]),
+     "names a held-out source"),
+    (lambda raw: raw["protocol"]["held_out_2"].update(sources=[]), "unlisted")])
+def test_a_second_set_that_breaks_the_protocol_is_one_clear_error(tmp_path, change, message):
+    raw = yaml.safe_load(DATASET.read_text())
+    assert raw["sources"][-1]["split"] == "held_out_2"
+    change(raw)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(PerfModelError) as err:
+        load_dataset(path)
+    assert err.value.problem == "invalid" and message in str(err.value)
+
+
 def test_frozen_constants_are_what_the_development_data_give_and_are_used_everywhere(results):
     report = validation_report()
     assert report["frozen"]["refit_matches_frozen"], report["frozen"]
@@ -146,7 +223,7 @@ def test_tables_are_plain_rows():
     rows = validation_points(validate())
     assert {"source", "series", "batch", "published_speedup", "predicted_speedup", "error_pct", "role"} <= set(rows[0])
     assert {r["role"] for r in rows} == {"calibration", "predicted"}
-    assert {r["split"] for r in rows} == {"development", "held_out"}
+    assert {r["split"] for r in rows} == {"development", "held_out", "held_out_2"}
 
 
 @pytest.mark.parametrize("values, expected", [([1.8, 1.7, 1.2], "falls"), ([0.8, 0.9], "rises"),

@@ -134,7 +134,8 @@ def test_fit_quality_and_shape_only_groups_are_not_called_validation(sources):
     roles = {g["group"]: cells(text, g["group"])[1] for g in protocol["groups"]}
     for g in protocol["groups"]:
         expected = (validation.SHAPE_ONLY_ROLE if g["acceptance"] == validation.SHAPE_ONLY else
-                    validation.OUT_OF_SAMPLE if g["split"] == "held_out" else validation.FIT_QUALITY)
+                    validation.OUT_OF_SAMPLE if g["split"] == "held_out" else
+                    validation.OUT_OF_SAMPLE_2 if g["split"] == "held_out_2" else validation.FIT_QUALITY)
         assert roles[g["group"]] == expected
     assert sum(role == validation.SHAPE_ONLY_ROLE for role in roles.values()) >= 1
     assert list(roles.values()).count(validation.OUT_OF_SAMPLE) == 1

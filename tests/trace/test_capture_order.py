@@ -85,7 +85,7 @@ def test_gpu_1x_profile_generates_a_drafter_whose_ids_equal_the_graph_default(re
     assert (profile.model_num_layers, ids) == (8, [2, 4, 5])
     assert (layers["cuda_graph_layers"], layers["eager_layers"]) == ([2, 4, 5], [3, 5, 6])
     cpu = load_profile("cpu")
-    assert cpu.tiny_aux_layer_ids is None and cpu.model_num_layers == 6, "the cpu profile is unchanged"
+    assert cpu.tiny_aux_layer_ids is None and cpu.model_num_layers == 12, "the cpu profile is unchanged"
 
 
 def test_explicit_tiny_ids_outside_the_target_are_refused_in_one_line():

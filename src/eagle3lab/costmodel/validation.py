@@ -5,8 +5,10 @@ its date before anything was fitted). The acceptance length is never fitted wher
 is not published it is fitted to the single-stream speedup and the series tests only the shape against batch size
 ("fitted acceptance, shape-only"). The only fitted constants, the engine's orchestration per cycle and per draft
 step (``fit_orchestration``), are fitted on development points with published acceptance and stored frozen with a
-date; held-out sources are evaluated with those frozen constants and give the out-of-sample MAPE. Beside every
-MAPE: the naive baselines ("flat": the speedup stays at its single-stream value; "free cycle": the speedup equals
+date; held-out sources are evaluated with those frozen constants and give the out-of-sample MAPE. A second
+held-out set (``protocol.held_out_2``: sources found after the constants were frozen, recorded with its own date)
+is evaluated the same way and reported as its own group, never merged into the first. Beside every MAPE: the
+naive baselines ("flat": the speedup stays at its single-stream value; "free cycle": the speedup equals
 the acceptance length). Trends are judged point by point (each step from one batch size to the next).
 """
 
@@ -35,7 +37,7 @@ CALIBRATIONS = ("none", "baseline_single_stream", "accept_length_from_single_str
                 "spec_extra_from_single_stream_speedup", "baseline_and_spec_single_stream")
 # calibrations that use the EAGLE arm's own measurement (forbidden where the acceptance is published and the point
 # is to be predicted; kept for the engine-calibration tools and old datasets)
-SPLITS = ("development", "held_out")
+SPLITS = ("development", "held_out", "held_out_2")
 SHAPE_ONLY = "fitted acceptance, shape-only"
 PUBLISHED = "published acceptance"
 
@@ -79,6 +81,8 @@ class Series(_Strict):
     max_concurrency: Optional[int] = None
     context: Optional[float] = None
     baseline_only: Optional[BaselineOnly] = None
+    url: Optional[str] = None  # the page this series' numbers are on, where it is not the source's own url
+    quote: Optional[str] = None  # the published figures as written, so each number can be checked against its page
 
     @model_validator(mode="after")
     def _consistent(self) -> "Series":
@@ -125,7 +129,7 @@ class Source(_Strict):
     hardware: str
     notes: str
     read_off_figure: Optional[str] = None
-    split: Literal["development", "held_out"] = "development"
+    split: Literal["development", "held_out", "held_out_2"] = "development"
     capped_running_requests: Optional[str] = None
     series: list[Series]
 
@@ -155,12 +159,21 @@ class Frozen(_Strict):
     public_checks: list[PublicCheck] = []
 
 
+class HeldOutSet(_Strict):
+    """A further held-out set, recorded after the constants were frozen: evaluated once, never fitted."""
+
+    split_recorded: str
+    sources: list[str]
+    rule: str
+
+
 class Protocol(_Strict):
     split_recorded: str
     development: list[str]
     held_out: list[str]
     split_rule: str
     frozen: Optional[Frozen] = None
+    held_out_2: Optional[HeldOutSet] = None
 
 
 class Dataset(_Strict):
@@ -174,13 +187,22 @@ class Dataset(_Strict):
         if self.protocol is None:
             return self
         p = self.protocol
+        second = p.held_out_2.sources if p.held_out_2 else []
         for src in self.sources:
-            listed = "development" if src.id in p.development else "held_out" if src.id in p.held_out else None
+            listed = ("development" if src.id in p.development else "held_out" if src.id in p.held_out
+                      else "held_out_2" if src.id in second else None)
             if listed != src.split:
                 raise ValueError(f"source {src.id}: split '{src.split}' disagrees with protocol "
                                  f"({listed or 'unlisted'})")
-        if p.frozen and set(p.frozen.fitted_on) & set(p.held_out):
+            if src.split == "held_out_2":
+                for s in src.series:
+                    if s.accept_length is None or not s.quote:
+                        raise ValueError(f"source {src.id}/{s.id}: a second held-out series needs its published "
+                                         "accept_length and the quote it was copied from")
+        if p.frozen and set(p.frozen.fitted_on) & (set(p.held_out) | set(second)):
             raise ValueError("protocol.frozen.fitted_on names a held-out source")
+        if p.frozen and p.held_out_2 and p.held_out_2.split_recorded < p.frozen.date:
+            raise ValueError("protocol.held_out_2.split_recorded is before the constants were frozen")
         return self
 
 
@@ -553,16 +575,18 @@ NAIVE_BASELINES = {
 
 
 OUT_OF_SAMPLE = "out of sample"
+OUT_OF_SAMPLE_2 = "out of sample (second set)"
 FIT_QUALITY = "fit quality, in sample"
 SHAPE_ONLY_ROLE = "fit quality / shape only"
 
 
 def group_role(split: str, acceptance: str) -> str:
-    """What a group's MAPE means: only held-out points with published acceptance are a validation (out of sample);
-    development points measure fit quality; fitted-acceptance points test only the shape against batch size."""
+    """What a group's MAPE means: only held-out points with published acceptance are a validation (out of sample;
+    the second held-out set is its own validation, never merged into the first); development points measure fit
+    quality; fitted-acceptance points test only the shape against batch size."""
     if acceptance == SHAPE_ONLY:
         return SHAPE_ONLY_ROLE
-    return OUT_OF_SAMPLE if split == "held_out" else FIT_QUALITY
+    return {"held_out": OUT_OF_SAMPLE, "held_out_2": OUT_OF_SAMPLE_2}.get(split, FIT_QUALITY)
 
 
 def _group(name: str, points: list[ValidationPoint], series: list[SeriesResult], split: str,
@@ -624,9 +648,16 @@ def validation_report(dataset: Optional[Dataset] = None) -> dict[str, Any]:
               _group(f"development, {SHAPE_ONLY} (batch > 1 only)", *pick("development", SHAPE_ONLY))]
     if pick("held_out", SHAPE_ONLY)[0]:
         groups.append(_group(f"held out, {SHAPE_ONLY}", *pick("held_out", SHAPE_ONLY)))
+    second_set = data.protocol.held_out_2
+    second = None
+    if second_set is not None:
+        second = _group("held out (second set, recorded after the freeze), published acceptance (out of sample)",
+                        *pick("held_out_2", PUBLISHED))
+        groups.insert(1, second)
     return {
         "protocol": {"split_recorded": data.protocol.split_recorded, "development": data.protocol.development,
-                     "held_out": data.protocol.held_out, "split_rule": data.protocol.split_rule},
+                     "held_out": data.protocol.held_out, "split_rule": data.protocol.split_rule,
+                     "held_out_2": second_set.model_dump() if second_set else None},
         "frozen": {"date": frozen.date, "fitted_on": frozen.fitted_on, "what": frozen.what,
                    "engines": frozen.engines, "refit_today": refit,
                    "public_checks": [{"url": c.url, "what": c.what,
@@ -639,6 +670,8 @@ def validation_report(dataset: Optional[Dataset] = None) -> dict[str, Any]:
                                                for k, v in frozen.engines[e].items())},
         "groups": groups,
         "out_of_sample_mape_pct": held["mape_pct"], "out_of_sample_points": held["points"],
+        "out_of_sample_2_mape_pct": second["mape_pct"] if second else None,
+        "out_of_sample_2_points": second["points"] if second else 0,
         "target_mape_pct": GOAL_MAPE_PCT,
         "target_met": held["mape_pct"] is not None and held["mape_pct"] <= GOAL_MAPE_PCT,
         "naive_baselines": NAIVE_BASELINES,

@@ -27,3 +27,11 @@ def images(paths: Iterable[Path | str]) -> None:
 
     for path in paths:
         display(Image(filename=str(path)))
+
+
+def markdown(text: str) -> Any:
+    """Text with markdown emphasis and links, rendered (a cell's last value; executed notebooks carry it as
+    text/markdown)."""
+    from IPython.display import Markdown  # IPython only where a notebook displays; the glue imports without it
+
+    return Markdown(text)
