@@ -4,7 +4,31 @@ from __future__ import annotations
 
 import pytest
 
+from eagle3lab.bench import loadgen
+from eagle3lab.report import model_evidence
 from eagle3lab.runtime.profiles import Profile, load_profile
+
+
+@pytest.fixture
+def probe_waits(monkeypatch) -> list[float]:
+    """The wait of every liveness probe the benchmark sends (the real probe still runs): tests check that the sweep's
+    probe time is used, or that no probe was sent when the process watch already knew."""
+    waits: list[float] = []
+    real_probe = loadgen.server_alive
+
+    async def counted_probe(base_url: str, timeout_s: float = loadgen.PROBE_TIMEOUT_S) -> bool:
+        waits.append(timeout_s)
+        return await real_probe(base_url, timeout_s)
+
+    monkeypatch.setattr(loadgen, "server_alive", counted_probe)
+    return waits
+
+
+@pytest.fixture(scope="session")
+def evidence() -> model_evidence.ModelEvidence:
+    """The cost model's real evidence, gathered once for the report tests (``validation_report()`` included; no
+    benchmark report, so the run check says why it is missing). Tests deep-copy it before changing anything."""
+    return model_evidence.gather("cpu", None)
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,6 @@ import pytest
 
 from eagle3lab.bench.sweep import (ARM_FAILED, ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_MEASURED, ARM_NOT_RUNNABLE,
                                    POINT_FAILED, POINT_OK, BenchReport, load_requests, not_runnable_arm, run_arm)
-from eagle3lab.bench import loadgen
 from eagle3lab.bench.crosscheck import cross_check
 from eagle3lab.errors import BenchError
 from eagle3lab.bench.metrics import compute_point_metrics
@@ -162,7 +161,7 @@ def test_server_killed_mid_sweep_keeps_finished_requests_and_stops(cpu_profile, 
 
 
 @pytest.mark.server
-def test_server_whose_scheduler_died_is_detected_without_hanging(cpu_profile, tiny_models, tmp_path, monkeypatch):
+def test_server_whose_scheduler_died_is_detected_without_hanging(cpu_profile, tiny_models, tmp_path, probe_waits):
     """sglang 0.5.9's HTTP front stays up when its scheduler is SIGKILLed, and streams just go silent. Without a
     process tree to watch (a remote server), the stall timeout ends those requests, the liveness probe finds the
     server hung, and no further request is sent. (The local watch is covered in tests/faults.) Short waits: the
@@ -177,14 +176,6 @@ def test_server_whose_scheduler_died_is_detected_without_hanging(cpu_profile, ti
     jsonl = tmp_path / "hung.requests.jsonl"
     kill_after = config.warmup_count(1) + config.prompts_for(1) + config.warmup_count(2) + 1
     spec = baseline_spec(cpu_profile, tiny_models)
-    probes: list[float] = []
-    real_probe = loadgen.server_alive
-
-    async def counted_probe(base_url: str, timeout_s: float = loadgen.PROBE_TIMEOUT_S) -> bool:
-        probes.append(timeout_s)
-        return await real_probe(base_url, timeout_s)
-
-    monkeypatch.setattr(loadgen, "server_alive", counted_probe)
     with running_server(spec, tmp_path / "server.log", cpu_profile.ready_timeout_s) as server:
 
         def kill_scheduler() -> None:
@@ -204,7 +195,7 @@ def test_server_whose_scheduler_died_is_detected_without_hanging(cpu_profile, ti
     failed = arm.points[1]
     assert failed.not_sent > 0  # the rest of the point was never sent
     assert any("Timeout on reading data" in e for e in failed.metrics.errors)  # ended by the stall timeout
-    assert probes and set(probes) == {config.probe_wait_s}  # the probe waited the sweep's time, not 15 s
+    assert probe_waits and set(probe_waits) == {config.probe_wait_s}  # the probe waited the sweep's time, not 15 s
     records = load_requests(jsonl)
     assert sum(r.ok for r in records) >= kill_after and sum(not r.ok for r in records) == failed.metrics.failed
 

@@ -15,7 +15,6 @@ import time
 import psutil
 import pytest
 
-from eagle3lab.bench import loadgen
 from eagle3lab.bench.loadgen import is_stall
 from eagle3lab.bench.sweep import (
     ARM_FAILED,
@@ -162,7 +161,7 @@ def test_a_stalled_arm_fails_the_benchmark_like_a_dead_one(tmp_path):
 
 
 @pytest.mark.server
-def test_stopped_scheduler_ends_the_point_as_stalled_not_died(cpu_profile, tiny_models, tmp_path, monkeypatch):
+def test_stopped_scheduler_ends_the_point_as_stalled_not_died(cpu_profile, tiny_models, tmp_path, probe_waits):
     from eagle3lab.runtime.cpu_harness import CONTROL_SHIMS
     from eagle3lab.runtime.deployment import server_spec
     from eagle3lab.runtime.server import check_port_free, free_port, running_server
@@ -175,14 +174,6 @@ def test_stopped_scheduler_ends_the_point_as_stalled_not_died(cpu_profile, tiny_
     jsonl = tmp_path / "stalled.requests.jsonl"
     stop_after = config.warmup_count(2) + 1  # warmed up, one measured request done, the next in flight
     stopped: dict[str, float | int] = {}
-    probes: list[float] = []
-    real_probe = loadgen.server_alive
-
-    async def counted_probe(base_url: str, timeout_s: float = loadgen.PROBE_TIMEOUT_S) -> bool:
-        probes.append(timeout_s)
-        return await real_probe(base_url, timeout_s)
-
-    monkeypatch.setattr(loadgen, "server_alive", counted_probe)
     with running_server(spec, tmp_path / "server.log", cpu_profile.ready_timeout_s) as server:
         scheduler = next(p for p in psutil.Process(server.pid).children(recursive=True)
                          if p.name() == "sglang::scheduler")
@@ -227,7 +218,7 @@ def test_stopped_scheduler_ends_the_point_as_stalled_not_died(cpu_profile, tiny_
     cut = [r for r in records if not r.ok]
     assert cut and all(is_stall(r.error) for r in cut)  # ended by the stall timeout, not a death
     assert sum(r.ok for r in records) >= stop_after  # every finished request is on disk
-    assert probes == []  # the watch saw the stopped scheduler: no liveness probe waited out its timeout
+    assert probe_waits == []  # the watch saw the stopped scheduler: no liveness probe waited out its timeout
     # Measured, not asserted: how long after the stop the point ended (the stall timeout; no liveness probe, since
     # the watch already sees the stopped scheduler).
     print(f"point ended {ended - stopped['at']:.2f} s after the scheduler was stopped (stall timeout {stall_s} s)")

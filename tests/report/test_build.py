@@ -85,12 +85,6 @@ def patch_sidecar(eagle3_note: str = "EAGLE is not supported on CPU") -> PatchBe
                       "fix": ""}])
 
 
-@pytest.fixture(scope="module")
-def evidence() -> model_evidence.ModelEvidence:
-    """The cost model's real evidence (no benchmark report: the run check says why it is missing)."""
-    return model_evidence.gather("cpu", None)
-
-
 @pytest.fixture
 def sources(evidence) -> ReportSources:
     return ReportSources(profile="cpu", generated="2026-11-30", environment=crash_sidecar().environment,

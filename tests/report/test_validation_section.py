@@ -10,14 +10,8 @@ import pytest
 
 from test_build import crash_sidecar, patch_sidecar, trace_sidecar  # the typed sidecars the report tests build
 from eagle3lab.costmodel import validation
-from eagle3lab.report import build, incident, model_evidence, provenance
+from eagle3lab.report import build, incident, provenance
 from eagle3lab.report.build import ReportSources, render
-
-
-@pytest.fixture(scope="module")
-def evidence() -> model_evidence.ModelEvidence:
-    """The cost model's real evidence, with ``validation_report()`` computed once in ``gather``."""
-    return model_evidence.gather("cpu", None)
 
 
 @pytest.fixture
