@@ -164,18 +164,19 @@ DeathWatch = Callable[[], "str | None"]  # None while every server process lives
 WATCH_POLL_S = 0.5
 
 
+def watch_stopped(watch: DeathWatch | None) -> str | None | bool:
+    """A stopped member of the watched tree (its words), None if none is, False if the watch cannot tell: a plain
+    callable (a remote server's, a test's) sees deaths only; ``ServerWatch`` also answers ``stopped()``."""
+    stopped = getattr(watch, "stopped", None)
+    return stopped() if callable(stopped) else False
+
+
 def watch_sees_trouble(watch: DeathWatch | None) -> bool:
     """Does the server's process-tree watch already see a member dead or stopped?
 
     Why: then a liveness probe cannot change the verdict (a dead or stopped scheduler cannot answer it), and on a
-    stopped or half-dead server it would only wait out its whole timeout. A plain callable (a remote server's, a
-    test's) sees deaths only; ``ServerWatch`` also answers ``stopped()``."""
-    if watch is None:
-        return False
-    if watch():
-        return True
-    stopped = getattr(watch, "stopped", None)
-    return bool(stopped()) if callable(stopped) else False
+    stopped or half-dead server it would only wait out its whole timeout."""
+    return watch is not None and bool(watch() or watch_stopped(watch))
 
 
 async def server_lost(base_url: str, config: SweepConfig, watch: DeathWatch | None) -> bool:

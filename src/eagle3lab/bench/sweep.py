@@ -29,7 +29,7 @@ from eagle3lab.runtime import procwatch
 from eagle3lab.errors import BenchError
 from eagle3lab.progress import progress_bar
 from eagle3lab.bench.loadgen import (DeathWatch, JsonlSink, fetch_json, flush_cache, is_stall, run_phase,
-                                     server_lost, watch_for_death)
+                                     server_lost, watch_for_death, watch_stopped)
 from eagle3lab.bench.metrics import PointMetrics, RequestRecord, compute_point_metrics, format_point
 from eagle3lab.atomic import write_json_atomic
 from eagle3lab.bench.workload import SweepConfig, make_prompts
@@ -185,13 +185,6 @@ def _first_error(records: list[RequestRecord]) -> str:
     return next((r.error for r in records if r.error), "no error text")
 
 
-def _stopped(watch: DeathWatch | None) -> str | None | bool:
-    """A stopped member of the watched tree (its words), None if none is, False if the watch cannot tell (a plain
-    callable, such as a test's or a remote server's, only sees deaths)."""
-    stopped = getattr(watch, "stopped", None)
-    return stopped() if callable(stopped) else False
-
-
 def classify_silence(watch: DeathWatch | None, base_url: str, phase: str, detail: str,
                      stall_timeout_s: float, stalled: bool) -> tuple[str, str]:
     """(failure kind, reason) of a point whose server stopped answering: died, stopped, or hung.
@@ -202,7 +195,7 @@ def classify_silence(watch: DeathWatch | None, base_url: str, phase: str, detail
     death = watch() if watch is not None else None
     if death:
         return FAILURE_DIED, f"{SERVER_DIED} during {phase}: {death}"
-    stopped = _stopped(watch)
+    stopped = watch_stopped(watch)
     if stopped is False:
         return FAILURE_DIED, f"server at {base_url} stopped answering during {phase}: {detail}"
     if stopped:
