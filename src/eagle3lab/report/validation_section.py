@@ -17,7 +17,8 @@ from eagle3lab.report import provenance
 
 KEY = "model.validation_protocol"
 NAIVE = {"naive_flat": "flat", "naive_free_cycle": "free cycle"}  # the protocol's naive baselines, as named here
-ORCHESTRATION_LABELS = {"spec_cycle_extra_s": "per EAGLE cycle", "spec_step_extra_s": "per draft step"}
+ORCHESTRATION_LABELS = {"spec_cycle_extra_s": "per EAGLE cycle", "spec_step_extra_s": "per draft step",
+                        "spec_tp_extra_s": "per cycle per TP rank beyond the first"}
 
 
 # ------------------------------------------------------------------------------------------------ rules
