@@ -35,7 +35,10 @@ DATASET = Path(__file__).resolve().parent / "data" / "spec_validation.yaml"
 GOAL_MAPE_PCT = 15.0  # issue 18: out-of-sample MAPE <= 15% is the target; reported whatever it is, never gated
 TREND_TOLERANCE = 0.05  # a speedup that moves less than 5% from the smallest to the largest batch is "flat"
 CALIBRATIONS = ("none", "baseline_single_stream", "accept_length_from_single_stream_speedup",
-                "spec_extra_from_single_stream_speedup", "baseline_and_spec_single_stream")
+                "spec_extra_from_single_stream_speedup", "baseline_and_spec_single_stream", "baseline_at_first_batch")
+# a series published at one batch size > 1 only: the plain rate there fits the kernel overhead (nothing from the
+# EAGLE arm), as baseline_single_stream does at batch 1
+FIRST_BATCH_CALIBRATION = "baseline_at_first_batch"
 # calibrations that use the EAGLE arm's own measurement (forbidden where the acceptance is published and the point
 # is to be predicted; kept for the engine-calibration tools and old datasets)
 SPLITS = ("development", "held_out", "held_out_2", "held_out_3")
@@ -89,8 +92,10 @@ class Series(_Strict):
     @model_validator(mode="after")
     def _consistent(self) -> "Series":
         n = len(self.batches)
-        if self.batches != sorted(self.batches) or not n or self.batches[0] != 1:
-            raise ValueError(f"series {self.id}: batches must be increasing and start at 1 (the calibration point)")
+        starts_anywhere = self.calibrate == FIRST_BATCH_CALIBRATION
+        if self.batches != sorted(self.batches) or not n or (self.batches[0] != 1 and not starts_anywhere):
+            raise ValueError(f"series {self.id}: batches must be increasing and start at 1 (the calibration point; "
+                             f"or calibrate: {FIRST_BATCH_CALIBRATION})")
         rates = self.baseline_tok_s is not None and self.eagle3_tok_s is not None
         if (self.speedup is None) == (not rates):
             raise ValueError(f"series {self.id}: give either speedup or both baseline_tok_s and eagle3_tok_s")
@@ -413,6 +418,13 @@ def _calibrate(source: Source, series: Series, dep: Deployment, done: dict[str, 
         return dep2, accept, f"{text}; {more}", True
     if how == "none":
         return dep, None, "nothing fitted to this series (engine constants as stated or frozen)", False
+    if how == FIRST_BATCH_CALIBRATION:
+        if series.baseline_tok_s is None:
+            raise PerfModelError(f"{where}: {FIRST_BATCH_CALIBRATION} needs the published plain rates")
+        batch = min(series.batches[0], series.max_concurrency or series.batches[0])
+        dep = calibrate_baseline(dep, series.baseline_tok_s[0], where, batch=batch)
+        return dep, None, (f"kernel overhead {dep.engine.kernel_overhead_s * 1e6:.2f} us fitted to the published plain "
+                           f"rate at batch {batch} (nothing from the EAGLE arm)"), False
     if how == "baseline_single_stream":
         if series.baseline_tok_s is None:
             raise PerfModelError(f"{where}: baseline_single_stream needs the published plain rates")
