@@ -39,6 +39,7 @@ CALIBRATIONS = ("none", "baseline_single_stream", "accept_length_from_single_str
 # a series published at one batch size > 1 only: the plain rate there fits the kernel overhead (nothing from the
 # EAGLE arm), as baseline_single_stream does at batch 1
 FIRST_BATCH_CALIBRATION = "baseline_at_first_batch"
+CALIBRATION_AT_BOUND = "calibration at its bound"  # the plain rate needs a negative overhead: held at 0
 # calibrations that use the EAGLE arm's own measurement (forbidden where the acceptance is published and the point
 # is to be predicted; kept for the engine-calibration tools and old datasets)
 SPLITS = ("development", "held_out", "held_out_2", "held_out_3")
@@ -181,6 +182,7 @@ class HeldOutSet(_Strict):
     split_recorded: str
     sources: list[str]
     rule: str
+    evaluation_note: Optional[str] = None  # what happened during its one evaluation, if anything needs saying
 
 
 class Protocol(_Strict):
@@ -422,7 +424,17 @@ def _calibrate(source: Source, series: Series, dep: Deployment, done: dict[str, 
         if series.baseline_tok_s is None:
             raise PerfModelError(f"{where}: {FIRST_BATCH_CALIBRATION} needs the published plain rates")
         batch = min(series.batches[0], series.max_concurrency or series.batches[0])
-        dep = calibrate_baseline(dep, series.baseline_tok_s[0], where, batch=batch)
+        try:
+            dep = calibrate_baseline(dep, series.baseline_tok_s[0], where, batch=batch)
+        except PerfModelError as exc:
+            if exc.problem != "below_model_floor":
+                raise
+            # the published plain rate is faster than the model's physics allows with no launch overhead at all:
+            # the constrained fit is the bound (overhead 0); said in the series' calibration text, never hidden
+            dep = replace(dep, engine=dep.engine.with_(f"{CALIBRATION_AT_BOUND} ({where})", kernel_overhead_s=0.0))
+            return dep, None, (f"{CALIBRATION_AT_BOUND}: the published plain rate at batch {batch} is faster than the "
+                               "model's plain step with no kernel overhead, so the overhead is held at 0 (nothing "
+                               "from the EAGLE arm)"), False
         return dep, None, (f"kernel overhead {dep.engine.kernel_overhead_s * 1e6:.2f} us fitted to the published plain "
                            f"rate at batch {batch} (nothing from the EAGLE arm)"), False
     if how == "baseline_single_stream":
