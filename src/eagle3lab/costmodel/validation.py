@@ -231,6 +231,9 @@ class Dataset(_Strict):
         p = self.protocol
         second = p.held_out_2.sources if p.held_out_2 else []
         third = p.held_out_3.sources if p.held_out_3 else []
+        sets = [set(p.held_out), set(second), set(third)]
+        if any(a & b for i, a in enumerate(sets) for b in sets[i + 1:]) or p.held_out_sources() & set(p.development):
+            raise ValueError("protocol: a source is listed in two sets (held-out sets are never merged)")
         for src in self.sources:
             listed = ("development" if src.id in p.development else "held_out" if src.id in p.held_out
                       else "held_out_2" if src.id in second else "held_out_3" if src.id in third else None)
@@ -242,9 +245,6 @@ class Dataset(_Strict):
                     if s.accept_length is None or not s.quote:
                         raise ValueError(f"source {src.id}/{s.id}: a later held-out series needs its published "
                                          "accept_length and the quote it was copied from")
-        sets = [set(p.held_out), set(second), set(third)]
-        if any(a & b for i, a in enumerate(sets) for b in sets[i + 1:]) or p.held_out_sources() & set(p.development):
-            raise ValueError("protocol: a source is listed in two sets (held-out sets are never merged)")
         for name, frozen in (("frozen", p.frozen), ("frozen_2", p.frozen_2)):
             if frozen and set(frozen.fitted_on) & p.held_out_sources():
                 raise ValueError(f"protocol.{name}.fitted_on names a held-out source")
