@@ -533,9 +533,10 @@ def test_incident_break_even_update_shows_how_the_break_evens_moved_with_provena
     from eagle3lab.report.incident_model import incident_break_even_update
 
     d = incident_break_even_update()
-    frozen = load_dataset().protocol.frozen
+    frozen = load_dataset().protocol.current  # the newest freeze is what the model predicts with
     assert d["old"]["spec_cycle_extra_s"] == 0.0
     assert d["new"]["spec_cycle_extra_s"] == frozen.engines["sglang-0.5"]["spec_cycle_extra_s"]
+    assert d["new"]["spec_tp_extra_s"] == frozen.engines["sglang-0.5"].get("spec_tp_extra_s", 0.0)
     assert frozen.date in d["new"]["provenance"] and frozen.date in d["new"]["engine_sources"]["spec_cycle_extra_s"]
     for key, moved in d["moved"].items():
         assert moved == pytest.approx(d["new"][key] - d["old"][key]) and moved > 0

@@ -9,10 +9,11 @@ import pytest
 import yaml
 
 from eagle3lab.errors import PerfModelError
-from eagle3lab.costmodel.validation import (DATASET, OUT_OF_SAMPLE, OUT_OF_SAMPLE_2, PUBLISHED, SHAPE_ONLY,
-                                            SHAPE_ONLY_ROLE, Dataset, development_only, fit_orchestration,
-                                            load_dataset, trend, trend_steps, validate, validation_points,
-                                            validation_report, validation_summary)
+from eagle3lab.costmodel.validation import (CALIBRATION_AT_BOUND, DATASET, FIRST_BATCH_CALIBRATION,
+                                            HELD_OUT_SETS, OUT_OF_SAMPLE, OUT_OF_SAMPLE_2, OUT_OF_SAMPLE_3,
+                                            PUBLISHED, SHAPE_ONLY, SHAPE_ONLY_ROLE, Dataset, development_only,
+                                            fit_orchestration, frozen_engine, load_dataset, trend, trend_steps,
+                                            validate, validation_points, validation_report, validation_summary)
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +25,13 @@ def test_dataset_has_independent_cited_sources_split_before_fitting():
     data = load_dataset()
     assert len(data.sources) >= 4
     assert len({s.url for s in data.sources}) == len(data.sources)
-    assert len({s.authors for s in data.sources}) == len(data.sources)
+    # one publication may hold several sources (one per target), all in one split; publications are independent
+    publications: dict[str, set[str]] = {}
+    for src in data.sources:
+        publications.setdefault(src.url.split("#")[0], set()).add(src.split)
+    assert all(len(splits) == 1 for splits in publications.values())
+    by_publication = {src.url.split("#")[0]: src.authors for src in data.sources}
+    assert len(set(by_publication.values())) == len(by_publication)
     for source in data.sources:
         assert source.url.startswith("https://") and source.date and source.hardware
         assert source.capped_running_requests  # every source says whether it capped running requests
@@ -111,7 +118,8 @@ def test_fitting_refuses_the_second_held_out_set_and_never_reads_it():
     set; corrupting its numbers leaves the fitted constants unchanged."""
     data = load_dataset()
     second = set(data.protocol.held_out_2.sources)
-    without_first = data.model_copy(update={"sources": [s for s in data.sources if s.split != "held_out"]})
+    without_first = data.model_copy(update={"sources": [s for s in data.sources
+                                                        if s.split in ("development", "held_out_2")]})
     with pytest.raises(PerfModelError) as err:
         fit_orchestration(without_first)
     assert err.value.problem == "held_out_read" and set(err.value.value) == second
@@ -153,6 +161,8 @@ def test_the_second_held_out_set_is_reported_as_its_own_group_beside_its_naive_b
     (lambda raw: raw["protocol"]["held_out_2"].update(sources=[]), "unlisted")])
 def test_a_second_set_that_breaks_the_protocol_is_one_clear_error(tmp_path, change, message):
     raw = yaml.safe_load(DATASET.read_text())
+    raw["sources"].append(raw["sources"].pop(next(i for i, s in enumerate(raw["sources"])
+                                                  if s["split"] == "held_out_2")))
     assert raw["sources"][-1]["split"] == "held_out_2"
     change(raw)
     path = tmp_path / "bad.yaml"
@@ -165,7 +175,6 @@ def test_a_second_set_that_breaks_the_protocol_is_one_clear_error(tmp_path, chan
 def test_frozen_constants_are_what_the_development_data_give_and_are_used_everywhere(results):
     report = validation_report()
     assert report["frozen"]["refit_matches_frozen"], report["frozen"]
-    from eagle3lab.costmodel.validation import frozen_engine
 
     frozen = load_dataset().protocol.frozen
     engine = frozen_engine("sglang-0.5", frozen)
@@ -223,7 +232,7 @@ def test_tables_are_plain_rows():
     rows = validation_points(validate())
     assert {"source", "series", "batch", "published_speedup", "predicted_speedup", "error_pct", "role"} <= set(rows[0])
     assert {r["role"] for r in rows} == {"calibration", "predicted"}
-    assert {r["split"] for r in rows} == {"development", "held_out", "held_out_2"}
+    assert {r["split"] for r in rows} == {"development", *HELD_OUT_SETS}
 
 
 @pytest.mark.parametrize("values, expected", [([1.8, 1.7, 1.2], "falls"), ([0.8, 0.9], "rises"),
@@ -259,3 +268,119 @@ def test_malformed_dataset_is_one_clear_error(tmp_path, override, message):
     assert (err.value.problem, err.value.path) == ("invalid", path)
     # the rule broken is said only in the schema validator's own sentence, so its wording is what is checked
     assert message in str(err.value)
+
+
+# ------------------------------------------------------------------------------------------------ the third set
+def test_the_third_set_is_its_own_group_never_merged_with_another():
+    """Each held-out set is one out-of-sample group over exactly its own predicted points (evaluated with the
+    constants frozen before it), beside the naive baselines on those points; no group mixes splits."""
+    report = validation_report()
+    points = [p for r in validate() for s in r.series for p in s.points if p.role == "predicted"]
+    roles = {"held_out": OUT_OF_SAMPLE, "held_out_2": OUT_OF_SAMPLE_2, "held_out_3": OUT_OF_SAMPLE_3}
+    sets = {s["split"]: s for s in report["out_of_sample_sets"]}
+    assert set(sets) == set(HELD_OUT_SETS)
+    for split, role in roles.items():
+        (group,) = [g for g in report["groups"] if g["role"] == role]
+        mine = [p for p in points if p.split == split and p.acceptance == PUBLISHED]
+        assert group["split"] == split and group["points"] == sets[split]["points"] == len(mine) > 0
+        assert group["mape_pct"] == sets[split]["mape_pct"] == pytest.approx(
+            statistics.fmean(abs(p.error_pct) for p in mine), abs=0.01)
+        assert group["naive_free_cycle"]["points"] == len(mine)
+        assert sets[split]["target_met"] == (group["mape_pct"] <= report["target_mape_pct"])
+    assert report["out_of_sample_3_mape_pct"] == sets["held_out_3"]["mape_pct"]
+    assert sets["held_out_3"]["constants"] == "frozen_2" and sets["held_out"]["constants"] == "frozen"
+    # every point of the third set was predicted with the second freeze, the first two sets with the first
+    p = load_dataset().protocol
+    third = next(src for src in load_dataset().sources if src.split == "held_out_3")
+    assert f"frozen {p.frozen_2.date}" in frozen_engine(third.series[0].engine, p.frozen_2).sources["spec_tp_extra_s"]
+    assert p.constants_for("held_out_3") is p.frozen_2 and p.constants_for("held_out_2") is p.frozen
+
+
+def test_the_third_split_is_recorded_after_the_second_freeze_and_quotes_every_number():
+    data = load_dataset()
+    p = data.protocol
+    third = p.held_out_3
+    assert third.split_recorded > p.frozen_2.date >= p.frozen.date
+    assert {s.id for s in data.sources if s.split == "held_out_3"} == set(third.sources)
+    assert set(third.sources).isdisjoint(set(p.held_out) | set(p.held_out_2.sources) | set(p.development))
+    assert "held_out_3" in p.frozen_2.evaluated_on and "held_out_3" not in p.frozen.evaluated_on
+    for src in (s for s in data.sources if s.split == "held_out_3"):
+        assert src.url.startswith("https://")
+        for s in src.series:
+            assert s.accept_length is not None and s.quote
+            values = [*s.baseline_tok_s, *s.eagle3_tok_s, s.accept_length]
+            assert not [v for v in values if repr(v) not in s.quote], s.id
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda raw: raw["protocol"]["held_out_3"].update(split_recorded=raw["protocol"]["frozen_2"]["date"]),
+     "not after"),
+    (lambda raw: raw["protocol"]["frozen_2"]["fitted_on"].append(raw["protocol"]["held_out_3"]["sources"][0]),
+     "frozen_2.fitted_on names a held-out source"),
+    (lambda raw: raw["protocol"]["frozen"]["fitted_on"].append(raw["protocol"]["held_out_3"]["sources"][0]),
+     "frozen.fitted_on names a held-out source"),
+    (lambda raw: raw["protocol"]["held_out_2"]["sources"].append(raw["protocol"]["held_out_3"]["sources"][0]),
+     "two sets"),
+    (lambda raw: raw["protocol"].pop("frozen_2"), "needs protocol.frozen_2")])
+def test_a_third_set_that_breaks_the_protocol_is_one_clear_error(tmp_path, change, message):
+    raw = yaml.safe_load(DATASET.read_text())
+    change(raw)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(PerfModelError) as err:
+        load_dataset(path)
+    assert err.value.problem == "invalid" and message in str(err.value)
+
+
+def test_fitted_on_never_names_a_held_out_source_and_the_fit_refuses_the_third_set():
+    data = load_dataset()
+    p = data.protocol
+    held = p.held_out_sources()
+    assert {"held_out_3"} <= {s.split for s in data.sources} and set(p.held_out_3.sources) <= held
+    for frozen in (p.frozen, p.frozen_2):
+        assert not set(frozen.fitted_on) & held and set(frozen.fitted_on) <= set(p.development)
+    only_third = data.model_copy(update={"sources": [s for s in data.sources
+                                                     if s.split in ("development", "held_out_3")]})
+    with pytest.raises(PerfModelError) as err:
+        fit_orchestration(only_third)
+    assert err.value.problem == "held_out_read" and set(err.value.value) == set(p.held_out_3.sources)
+
+
+def test_the_second_freeze_is_what_the_development_data_give():
+    """Refitting the development data today by the second freeze's fields gives its constants; the spec-v2 preset
+    takes the v1 worker's (shared_with), and the public v1/v2 check sets the host time the preset hides beside the
+    published one (computed, not fitted)."""
+    report = validation_report()
+    second = report["frozen_2"]
+    assert second["refit_matches_frozen"], second
+    p = load_dataset().protocol
+    v1, v2 = (frozen_engine(name, p.frozen_2) for name in ("sglang-0.5", "sglang-0.5-spec-v2"))
+    assert (v2.spec_cycle_extra_s, v2.spec_tp_extra_s) == (v1.spec_cycle_extra_s, v1.spec_tp_extra_s)
+    assert v2.overlap_spec and not v1.overlap_spec
+    check = second["public_checks"][0]
+    assert check["model_hidden_host_ms_per_cycle"] > 0 and check["hidden_host_ms_per_cycle"] > 0
+
+
+def test_a_series_published_at_one_batch_above_one_calibrates_its_plain_rate_there():
+    """baseline_at_first_batch fits the kernel overhead to the plain rate at the series' own batch (the model's
+    plain rate there equals the published one); a rate faster than the model allows stops at overhead 0 and says
+    so; any other calibration still needs batch 1 first."""
+    from eagle3lab.costmodel.cycle import plain_step
+    from eagle3lab.costmodel.validation import _calibrate, _deployment
+
+    def one(rate: float):
+        raw = _tiny_dataset(batches=[8], speedup=None, baseline_tok_s=[rate], eagle3_tok_s=[rate * 1.2],
+                            accept_length=2.0, calibrate=FIRST_BATCH_CALIBRATION)
+        data = Dataset.model_validate(raw)
+        src = data.sources[0]
+        dep = _deployment(src, src.series[0], 1024, None)
+        dep, _, how, fitted = _calibrate(src, src.series[0], dep, {}, FIRST_BATCH_CALIBRATION)
+        return dep, how, fitted, validate(data)[0].series[0]
+
+    dep, how, fitted, series = one(400.0)
+    assert plain_step(dep, 8).tok_s == pytest.approx(400.0, rel=1e-6) and not fitted
+    assert series.points[0].role == "predicted" and series.points[0].naive_flat_speedup is None
+    dep, how, _, _ = one(1e7)
+    assert dep.engine.kernel_overhead_s == 0.0 and CALIBRATION_AT_BOUND in how
+    with pytest.raises(ValueError, match="start at 1"):
+        Dataset.model_validate(_tiny_dataset(batches=[8], speedup=[1.2]))

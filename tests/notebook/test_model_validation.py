@@ -69,5 +69,22 @@ def test_no_held_out_point_says_so_instead_of_a_headline(protocol, context_rows)
     assert "no out-of-sample figure" in view.markdown()
 
 
+def test_the_view_shows_each_later_held_out_set_like_the_report(protocol, context_rows):
+    """The second and third sets each get the report's own headline sentence (MAPE over their own points, verdict
+    against the goal, naive baselines), and the revised constants are shown with their date; never merged."""
+    view = model_validation.protocol_view(protocol, context_rows)
+    text = view.markdown()
+    splits = [s["split"] for s in protocol["out_of_sample_sets"] if s["split"] != "held_out"]
+    assert len(view.later_headlines) == len(splits) == 2
+    for split, line in zip(splits, view.later_headlines):
+        s = next(x for x in protocol["out_of_sample_sets"] if x["split"] == split)
+        group = next(g for g in protocol["groups"] if g["role"] == s["role"])
+        assert line in text and validation_section.mape_text(s["mape_pct"]) in line
+        verdict = validation_section.goal_verdict(s["mape_pct"], protocol["target_mape_pct"])
+        assert f"**{verdict}**" in line and validation_section.naive_text(group) in line
+    assert view.frozen_2 in text and protocol["frozen_2"]["date"] in view.frozen_2
+    assert view.evaluation_note and view.evaluation_note in text
+
+
 def test_show_markdown_renders_the_text():
     assert show.markdown("**a**").data == "**a**"

@@ -10,7 +10,7 @@ import pytest
 
 from test_build import crash_sidecar, patch_sidecar, trace_sidecar  # the typed sidecars the report tests build
 from eagle3lab.costmodel import validation
-from eagle3lab.report import build, incident, provenance
+from eagle3lab.report import build, incident, provenance, validation_section
 from eagle3lab.report.build import ReportSources, render
 
 
@@ -109,7 +109,8 @@ def test_an_edited_verdict_or_a_changed_number_breaks_its_sentences(sources):
     text, binder = build.render_bound(sources)
     protocol = sources.model.validation_protocol
     said, other = verdict_of(protocol), "met" if verdict_of(protocol) == "not met" else "not met"
-    tampered = text.replace(f": **{said}**.", f": **{other}**.")
+    first = headline(text)
+    tampered = text.replace(first, first.replace(f": **{said}**.", f": **{other}**."))
     assert provenance.broken_sentences(tampered, binder.sentences, sources.tree(), build.RULES) == \
         ["model.validation.out_of_sample"]
     tree = copy.deepcopy(sources.tree())
@@ -128,8 +129,9 @@ def test_fit_quality_and_shape_only_groups_are_not_called_validation(sources):
     roles = {g["group"]: cells(text, g["group"])[1] for g in protocol["groups"]}
     for g in protocol["groups"]:
         expected = (validation.SHAPE_ONLY_ROLE if g["acceptance"] == validation.SHAPE_ONLY else
-                    validation.OUT_OF_SAMPLE if g["split"] == "held_out" else
-                    validation.OUT_OF_SAMPLE_2 if g["split"] == "held_out_2" else validation.FIT_QUALITY)
+                    validation.OUT_OF_SAMPLE_ROLES.get(g["split"], validation.FIT_QUALITY))
+        if expected == validation.FIT_QUALITY and "first freeze" in g["group"]:
+            expected = validation.FIT_QUALITY_FIRST  # the superseded constants' fit quality: still not a validation
         assert roles[g["group"]] == expected
     assert sum(role == validation.SHAPE_ONLY_ROLE for role in roles.values()) >= 1
     assert list(roles.values()).count(validation.OUT_OF_SAMPLE) == 1
@@ -173,3 +175,56 @@ def test_the_appendix_shows_each_source_with_its_split_and_request_cap(sources):
         assert row[1] == r["split"].replace("_", " ") and row[4] == f"{r['mape_pct']:.1f}"
         assert row[-1] == r["capped_running_requests"].replace("|", "/")
     assert "goal met" not in text  # the goal is the out-of-sample figure's, not each source's
+
+
+# ------------------------------------------------------------------------------------------------ later sets
+def later(text: str, split: str) -> str:
+    name = validation_section.set_names(split)
+    return next(line for line in text.splitlines() if line.startswith(f"**Out of sample, {name}:**"))
+
+
+def test_each_later_held_out_set_has_its_own_headline_shown_like_the_first(sources):
+    """The second and third sets: each its own MAPE over its own points, its verdict against the goal, the naive
+    baselines on those points and the date its constants were frozen; the first set's headline is unchanged."""
+    protocol = sources.model.validation_protocol
+    text = render(sources)
+    sets = {s["split"]: s for s in protocol["out_of_sample_sets"]}
+    assert set(sets) == {"held_out", "held_out_2", "held_out_3"}
+    for split in ("held_out_2", "held_out_3"):
+        s = sets[split]
+        group = next(g for g in protocol["groups"] if g["role"] == s["role"])
+        line = later(text, split)
+        verdict = "met" if s["mape_pct"] <= protocol["target_mape_pct"] else "not met"
+        assert f"MAPE {s['mape_pct']:.1f}% over {s['points']} points" in line
+        assert f"at most {protocol['target_mape_pct']:g}%: **{verdict}**." in line
+        assert validation_section.naive_text(group) in line and s["constants_frozen"] in line
+        assert all(name in line for name in s["sources"])
+        row = cells(section(text), group["group"])
+        assert row[1:4] == [s["role"], str(s["points"]), f"{s['mape_pct']:.1f}"]
+    assert f"MAPE {protocol['out_of_sample_mape_pct']:.1f}% over {protocol['out_of_sample_points']} points" in \
+        headline(text)
+    second = protocol["frozen_2"]
+    assert f"frozen {second['date']} on {', '.join(second['fitted_on'])}" in text
+    assert validation_section.frozen_constants(second["engines"]) in text
+
+
+def test_the_third_set_verdict_follows_its_own_number_and_the_goal(sources, monkeypatch):
+    protocol = sources.model.validation_protocol
+    third = next(s for s in protocol["out_of_sample_sets"] if s["split"] == "held_out_3")
+    for goal, verdict in ((third["mape_pct"] + 1.0, "met"), (third["mape_pct"] - 1.0, "not met")):
+        monkeypatch.setattr(validation, "GOAL_MAPE_PCT", goal)
+        sources.model.validation_protocol = validation.validation_report()
+        new = next(s for s in sources.model.validation_protocol["out_of_sample_sets"] if s["split"] == "held_out_3")
+        assert new["target_met"] == (verdict == "met")
+        assert f"at most {goal:g}%: **{verdict}**." in later(render(sources), "held_out_3")
+
+
+def test_a_changed_third_set_number_breaks_only_its_own_sentence(sources):
+    text, binder = build.render_bound(sources)
+    assert unsourced_and_untagged(text, sources) == ([], [])
+    tree = copy.deepcopy(sources.tree())
+    i = next(i for i, s in enumerate(tree["model"]["validation_protocol"]["out_of_sample_sets"])
+             if s["split"] == "held_out_3")
+    tree["model"]["validation_protocol"]["out_of_sample_sets"][i]["mape_pct"] += 1.0
+    assert provenance.broken_sentences(text, binder.sentences, tree, build.RULES) == \
+        ["model.validation.out_of_sample.held_out_3"]

@@ -162,7 +162,13 @@ def spec_cycle(dep: Deployment, spec: SpeculativeFlags, batch: float) -> CycleTi
     if e.overlap_spec:
         cpu = max(0.0, cpu - (verify.total_s + (steps - 1) * draft.total_s + extend.total_s))
     return CycleTime(batch, draft, steps - 1, verify, extend, bookkeeping, cpu,
-                     e.spec_cycle_extra_s + steps * e.spec_step_extra_s)
+                     orchestration_s(e, steps, dep.tp))
+
+
+def orchestration_s(engine: Engine, steps: int, tp: int) -> float:
+    """The engine's orchestration per cycle beyond the counted passes: per cycle, per draft step, and per TP rank
+    beyond the first (fitted on development sources and frozen, or measured; 0 where neither)."""
+    return engine.spec_cycle_extra_s + steps * engine.spec_step_extra_s + (tp - 1) * engine.spec_tp_extra_s
 
 
 def plain_tok_s(dep: Deployment, batch: float) -> float:
@@ -219,6 +225,8 @@ def cycle_parameters(dep: Deployment, spec: SpeculativeFlags) -> list[dict[str, 
          src.get("spec_cycle_extra_s", "none: not fitted or measured for this engine")),
         ("orchestration per draft step", e.spec_step_extra_s * 1e3, "ms",
          src.get("spec_step_extra_s", "none: not fitted or measured for this engine")),
+        ("orchestration per cycle per TP rank beyond the first", e.spec_tp_extra_s * 1e3, "ms",
+         src.get("spec_tp_extra_s", "none: not fitted or measured for this engine")),
         ("memory bandwidth", dep.hardware.mem_bandwidth / 1e9, "GB/s", dep.hardware.sources.get("mem_bandwidth", "")),
     ]
     return [{"parameter": name, "value": value, "unit": unit, "source": source} for name, value, unit, source in rows]

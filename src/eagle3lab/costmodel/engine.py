@@ -22,6 +22,9 @@ from typing import Mapping
 from eagle3lab.errors import PerfModelError
 
 _SGLANG_SRC = "sglang 0.5.9 python/sglang/srt"
+# the engine's orchestration between the counted passes: fitted on development sources and frozen by the
+# validation protocol, or measured (0 until then, so they need no source of their own)
+ORCHESTRATION = ("spec_cycle_extra_s", "spec_step_extra_s", "spec_tp_extra_s")
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,7 @@ class Engine:
     spec_max_running_requests: int  # request cap the engine imposes under speculation (0: none)
     spec_cycle_extra_s: float = 0.0  # orchestration per cycle beyond the counted passes (fitted or measured; 0: none)
     spec_step_extra_s: float = 0.0  # orchestration per draft step beyond the counted passes (fitted or measured)
+    spec_tp_extra_s: float = 0.0  # orchestration per cycle per TP rank beyond the first (host syncs across ranks)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -62,8 +66,7 @@ class Engine:
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value < 0:
                 raise PerfModelError(f"engine '{self.name}': {f.name} must be a number >= 0, got {value!r}")
-            if not str(self.sources.get(f.name, "")).strip() and f.name not in ("spec_cycle_extra_s",
-                                                                                  "spec_step_extra_s"):
+            if not str(self.sources.get(f.name, "")).strip() and f.name not in ORCHESTRATION:
                 raise PerfModelError(f"engine '{self.name}': {f.name} has no source; add one to sources")
         if not 0 < self.bandwidth_efficiency <= 1 or not 0 < self.flops_efficiency <= 1:
             raise PerfModelError(f"engine '{self.name}': efficiencies must be in (0, 1]",
@@ -145,7 +148,20 @@ def vllm_engine() -> Engine:
                  "spec_max_running_requests": "vLLM: no request cap specific to speculative decoding"})
 
 
-ENGINES = {"sglang-0.5": sglang_engine, "vllm-0.10": vllm_engine}
+def sglang_spec_v2_engine() -> Engine:
+    """sglang 0.5.9 with SGLANG_ENABLE_SPEC_V2=1: the EAGLE worker v2 runs under the overlap scheduler, so the
+    scheduler's CPU work of a cycle (per step, per request, per pass prepared) hides under the GPU passes, as for
+    plain decoding. The orchestration constants between passes are the v1 worker's (``Frozen.shared_with``): no
+    development source with published acceptance ran spec v2, so nothing says how much of them v2 hides."""
+    base = sglang_engine()
+    return replace(base, name="sglang-0.5-spec-v2", overlap_spec=True, sources={
+        **base.sources,
+        "overlap_spec": f"{_SGLANG_SRC}/server_args.py: with SGLANG_ENABLE_SPEC_V2 set the overlap scheduler stays "
+                        "on for EAGLE/EAGLE3 (the v2 worker, speculative/eagle_worker_v2.py); checked against "
+                        "https://github.com/sgl-project/sglang/pull/11398 (host time per cycle that spec v2 hides)"})
+
+
+ENGINES = {"sglang-0.5": sglang_engine, "sglang-0.5-spec-v2": sglang_spec_v2_engine, "vllm-0.10": vllm_engine}
 
 
 def engine_preset(name: str) -> Engine:

@@ -100,14 +100,16 @@ def predict_from_config(config: str | Path | dict, hardware: str | Hardware, tp:
     hw = hardware if isinstance(hardware, Hardware) else hardware_preset(hardware)
     # a named engine carries the orchestration per cycle and per draft step fitted on development sources and
     # frozen by the validation protocol (data/spec_validation.yaml); an Engine object is taken as given
-    eng = engine if isinstance(engine, Engine) else frozen_engine(engine, load_dataset().protocol.frozen)
+    eng = engine if isinstance(engine, Engine) else frozen_engine(engine, load_dataset().protocol.current)
     dep = Deployment(target, drafter, hw, tp, eng, context)
     calibration = "none: default engine constants (no measured single-stream rate given)"
     if baseline_tok_s is not None:
         dep = calibrate_baseline(dep, baseline_tok_s, "--baseline-tok-s")
         calibration = f"kernel overhead fitted to the measured single-stream rate {baseline_tok_s:g} tok/s"
     spec = speculative_flags(steps, topk, draft_tokens)
-    if eng.spec_cycle_extra_s or eng.spec_step_extra_s:
+    if eng.spec_cycle_extra_s or eng.spec_step_extra_s or eng.spec_tp_extra_s:
         calibration += (f"; orchestration {eng.spec_cycle_extra_s * 1e3:.2f} ms per cycle + "
-                        f"{eng.spec_step_extra_s * 1e3:.2f} ms per draft step ({eng.sources['spec_cycle_extra_s']})")
+                        f"{eng.spec_step_extra_s * 1e3:.2f} ms per draft step + "
+                        f"{eng.spec_tp_extra_s * 1e3:.2f} ms per cycle per TP rank beyond the first "
+                        f"({eng.sources['spec_cycle_extra_s']})")
     return predict(dep, spec, accept_length, batches, calibration)

@@ -41,24 +41,26 @@ def _solve_increasing(f: Callable[[float], float], target: float, lo: float, hi:
     return (lo + hi) / 2
 
 
-def calibrate_baseline(dep: Deployment, single_stream_tok_s: float, where: str) -> Deployment:
-    """The deployment whose kernel overhead makes one request decode at the measured rate (tokens/s).
+def calibrate_baseline(dep: Deployment, single_stream_tok_s: float, where: str, batch: int = 1) -> Deployment:
+    """The deployment whose kernel overhead makes ``batch`` requests (one unless given) decode at the measured
+    plain rate (output tokens/s of all of them).
 
     The kernel overhead is the only fitted number: it stands for every fixed per-step cost the physics does not
     count (launch gaps, small kernels, synchronisation), spread over the kernels a pass launches.
     """
-    if not single_stream_tok_s > 0:
-        raise PerfModelError(f"calibration: the measured single-stream rate must be > 0 tok/s, got "
-                             f"{single_stream_tok_s!r}", parameter="single_stream_tok_s", value=single_stream_tok_s,
-                             problem="not_positive")
-    step = 1.0 / single_stream_tok_s
+    if not single_stream_tok_s > 0 or batch < 1:
+        raise PerfModelError(f"calibration: the measured plain rate must be > 0 tok/s at batch >= 1, got "
+                             f"{single_stream_tok_s!r} at batch {batch!r}", parameter="single_stream_tok_s",
+                             value=single_stream_tok_s, problem="not_positive")
+    step = batch / single_stream_tok_s
 
     def step_with(overhead: float) -> float:
-        return plain_step(_with_engine(dep, kernel_overhead_s=overhead), 1).total_s
+        return plain_step(_with_engine(dep, kernel_overhead_s=overhead), batch).total_s
 
     per_kernel_cap = step / max(1, kernel_count(dep.target, dep.engine))
     overhead = _solve_increasing(step_with, step, 0.0, per_kernel_cap * 1.0001, "the measured step time")
-    return _with_engine(dep, source=f"calibrated: plain single-stream {single_stream_tok_s:.6g} tok/s ({where})",
+    what = "single-stream" if batch == 1 else f"at batch {batch}"
+    return _with_engine(dep, source=f"calibrated: plain {what} {single_stream_tok_s:.6g} tok/s ({where})",
                         kernel_overhead_s=overhead)
 
 

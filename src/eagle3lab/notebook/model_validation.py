@@ -9,7 +9,7 @@ nothing is formatted or judged twice.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
 from eagle3lab.costmodel.validation import SHAPE_ONLY_ROLE, context_sensitivity, validation_report
@@ -23,6 +23,7 @@ class ValidationView:
     protocol: dict[str, Any]  # costmodel.validation.validation_report()
     verdict: str  # validation_section.goal_verdict: the out-of-sample MAPE against the goal, computed
     headline: Optional[str]  # the report's out-of-sample sentence; None when no held-out point was evaluated
+    later_headlines: list[str]  # one per held-out set recorded after a freeze (second, third), shown like the first
     frozen: str  # the split, the frozen constants and their date, and whether refitting today reproduces them
     what: str  # how the frozen constants were fitted
     public_checks: list[dict[str, Any]]  # public measurements that bound the frozen orchestration, not fitted on
@@ -32,6 +33,10 @@ class ValidationView:
     sweeps: list[dict[str, Any]]  # draft-step sweeps: where the published and the predicted speedup peak
     sources: list[dict[str, Any]]  # the appendix: one row per source
     context: list[dict[str, Any]]  # MAPE per source under other assumed decode contexts
+    frozen_2: Optional[str] = None  # the revised engine model's constants, their date and the sets they were run on
+    what_2: str = ""
+    public_checks_2: list[dict[str, Any]] = field(default_factory=list)  # the public check beside the revised model
+    evaluation_note: str = ""  # what the third set's one evaluation recorded
 
     def markdown(self) -> str:
         """The report's sentences for the section: headline (or its absence), frozen constants, the groups' roles."""
@@ -40,7 +45,17 @@ class ValidationView:
                          f"of host orchestration per cycle (a lower bound), against the frozen {c['frozen']} ms per "
                          f"cycle. {c['what']}\n\n" for c in self.public_checks)
         naive = "\n".join(f'- "{row["name"]}": {row["text"]}.' for row in self.naive)
-        return (f"{head}\n\n{self.frozen} How they were fitted: {self.what}\n\n{checks}{naive}\n"
+        later = "".join(f"{line}\n\n" for line in self.later_headlines)
+        second = ""
+        if self.frozen_2:
+            second = f"{self.frozen_2} How they were fitted: {self.what_2}\n\n"
+            second += "".join(f"The same public check against the revised model: [this measurement]({c['url']}) "
+                              f"implies {c['hidden']} ms of host time per cycle that spec v2 hides; the model's "
+                              f"spec-v2 preset hides {c['model_hidden']} ms there.\n\n"
+                              for c in self.public_checks_2 if c.get("model_hidden"))
+            if self.evaluation_note:
+                second += f"The third set's one evaluation, as recorded: {self.evaluation_note}\n\n"
+        return (f"{head}\n\n{later}{self.frozen} How they were fitted: {self.what}\n\n{checks}{second}{naive}\n"
                 f"- Only the out-of-sample group is a validation; \"{SHAPE_ONLY_ROLE}\" is the "
                 f"group {self.shape_only_note}.")
 
@@ -63,6 +78,7 @@ def protocol_view(protocol: Optional[Mapping[str, Any]] = None,
     return ValidationView(
         protocol=data,
         verdict=validation_section.goal_verdict(data["out_of_sample_mape_pct"], data["target_mape_pct"]),
-        headline=ctx["headline"], frozen=ctx["frozen"], what=ctx["what"], public_checks=ctx["public_checks"], groups=ctx["groups"],
+        headline=ctx["headline"], later_headlines=ctx["later_headlines"], frozen=ctx["frozen"], what=ctx["what"], public_checks=ctx["public_checks"], groups=ctx["groups"],
         naive=ctx["naive"], shape_only_note=ctx["shape_only_note"], sweeps=ctx["sweeps"], sources=ctx["sources"],
-        context=ctx["context"])
+        context=ctx["context"], frozen_2=ctx["frozen_2"], what_2=ctx["what_2"],
+        public_checks_2=ctx["public_checks_2"], evaluation_note=ctx["evaluation_note"])

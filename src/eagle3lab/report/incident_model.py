@@ -227,7 +227,7 @@ def incident_break_even_update(context_len: Optional[float] = None) -> dict[str,
     JSON-ready: ``old``, ``new`` (break-evens, the request cap, verdict sentences, engine sources), ``moved``
     (new - old per break-even) and ``measured_cpu_cycle``."""
     context_len = incident_setup().context_len if context_len is None else context_len
-    frozen = load_dataset().protocol.frozen
+    frozen = load_dataset().protocol.current  # the newest frozen constants (the second freeze once recorded)
     spec = incident_spec()
     engines = {"old": (sglang_engine(), "modelled: sglang engine constants as stated (CPU work per pass counted; "
                                         "no orchestration between passes)"),
@@ -243,7 +243,8 @@ def incident_break_even_update(context_len: Optional[float] = None) -> dict[str,
                       "spec_max_batch": p.spec_max_batch, "break_even_at_peak": p.break_even_at_peak,
                       "max_accept_length": p.max_accept_length,
                       "spec_cycle_extra_s": dep.engine.spec_cycle_extra_s,
-                      "spec_step_extra_s": dep.engine.spec_step_extra_s, "verdict": _verdict(p),
+                      "spec_step_extra_s": dep.engine.spec_step_extra_s,
+                      "spec_tp_extra_s": dep.engine.spec_tp_extra_s, "verdict": _verdict(p),
                       "provenance": provenance,
                       "engine_sources": {k: dep.engine.sources.get(k, "") for k in ("spec_cycle_extra_s",
                                                                                       "spec_step_extra_s",

@@ -17,7 +17,8 @@ from eagle3lab.report import provenance
 
 KEY = "model.validation_protocol"
 NAIVE = {"naive_flat": "flat", "naive_free_cycle": "free cycle"}  # the protocol's naive baselines, as named here
-ORCHESTRATION_LABELS = {"spec_cycle_extra_s": "per EAGLE cycle", "spec_step_extra_s": "per draft step"}
+ORCHESTRATION_LABELS = {"spec_cycle_extra_s": "per EAGLE cycle", "spec_step_extra_s": "per draft step",
+                        "spec_tp_extra_s": "per cycle per TP rank beyond the first"}
 
 
 # ------------------------------------------------------------------------------------------------ rules
@@ -55,14 +56,22 @@ def refit_text(matches: bool) -> str:
 
 
 def in_display_units(protocol: Mapping[str, Any]) -> dict[str, float]:
-    """The frozen constants as printed (ms), for the provenance check's evidence."""
-    engines = (protocol.get("frozen") or {}).get("engines") or {}
-    return {f"frozen_{engine}_{field}_ms": value * 1e3 for engine, values in engines.items()
-            for field, value in values.items()}
+    """The frozen constants of each freeze as printed (ms), for the provenance check's evidence."""
+    out = {}
+    for name in ("frozen", "frozen_2"):
+        engines = (protocol.get(name) or {}).get("engines") or {}
+        out.update({f"{name}_{engine}_{field}_ms": value * 1e3 for engine, values in engines.items()
+                    for field, value in values.items()})
+    return out
+
+
+def set_names(split: str) -> str:
+    """How a later held-out set is named in its headline."""
+    return {"held_out_2": "second set", "held_out_3": "third set"}.get(split, split.replace("_", " "))
 
 
 RULES = {"goal_verdict": goal_verdict, "mape_text": mape_text, "naive_text": naive_text, "names": names,
-         "frozen_constants": frozen_constants, "refit_text": refit_text}
+         "frozen_constants": frozen_constants, "refit_text": refit_text, "set_names": set_names}
 
 
 # ------------------------------------------------------------------------------------------------ context
@@ -94,6 +103,53 @@ def headline(b: provenance.Binder, protocol: Mapping[str, Any]) -> Optional[str]
         f"{b.rule('goal_verdict', goal_verdict, f'{KEY}.out_of_sample_mape_pct', f'{KEY}.target_mape_pct')}**. "
         f"Naive baselines on the same points: {b.rule('naive_text', naive_text, g)} **[modelled]** vs "
         f"**[reported]**."))
+
+
+def later_headlines(b: provenance.Binder, protocol: Mapping[str, Any]) -> list[str]:
+    """One headline per held-out set recorded after a freeze (the second, the third), shown the same way as the
+    first: its own out-of-sample MAPE over its own points, the verdict against the goal, the naive baselines on the
+    same points, and the constants it was evaluated with. Never merged with another set."""
+    lines = []
+    for i, s in enumerate(protocol.get("out_of_sample_sets") or []):
+        if s["split"] == "held_out" or s["points"] == 0:
+            continue
+        k = f"{KEY}.out_of_sample_sets.{i}"
+        g = group_index(protocol, s["role"])
+        if g is None:
+            continue
+        lines.append(b.sentence(f"model.validation.out_of_sample.{s['split']}", (
+            f"**Out of sample, {b.rule('set_names', set_names, f'{k}.split')}:** on held-out sources recorded "
+            f"{b.num(f'{k}.split_recorded', 's')}, after the constants they were evaluated with were frozen "
+            f"({b.num(f'{k}.constants_frozen', 's')}) ({b.rule('names', names, f'{k}.sources')}; published "
+            f"acceptance, never fitted; evaluated once), the model's speedups miss by MAPE "
+            f"{b.rule('mape_text', mape_text, f'{k}.mape_pct')} over {b.num(f'{k}.points', 'd')} points against "
+            f"the goal of at most {b.num(f'{KEY}.target_mape_pct', 'g')}%: "
+            f"**{b.rule('goal_verdict', goal_verdict, f'{k}.mape_pct', f'{KEY}.target_mape_pct')}**. Naive baselines "
+            f"on the same points: {b.rule('naive_text', naive_text, f'{KEY}.groups.{g}')} **[modelled]** vs "
+            f"**[reported]**.")))
+    return lines
+
+
+def second_freeze_line(b: provenance.Binder, protocol: Mapping[str, Any]) -> Optional[str]:
+    """The revised constants: their freeze date, what they were fitted on, which held-out sets they were evaluated
+    on, and whether refitting the development data today reproduces them."""
+    if not protocol.get("frozen_2"):
+        return None
+    f = f"{KEY}.frozen_2"
+    return b.sentence("model.validation.frozen_2", (
+        f"The revised engine model's constants, frozen {b.num(f'{f}.date', 's')} on "
+        f"{b.rule('names', names, f'{f}.fitted_on')} (development only): "
+        f"{b.rule('frozen_constants', frozen_constants, f'{f}.engines')} of orchestration; evaluated on "
+        f"{b.rule('names', names, f'{f}.evaluated_on')}; refitting the development data today "
+        f"{b.rule('refit_text', refit_text, f'{f}.refit_matches_frozen')} **[modelled]**."))
+
+
+def _checks(record: Optional[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [{**c, "hidden": f"{c['hidden_host_ms_per_cycle']:.2f}",
+             "frozen": f"{c['frozen_orchestration_ms_per_cycle']:.2f}",
+             "model_hidden": (f"{c['model_hidden_host_ms_per_cycle']:.2f}"
+                              if c.get("model_hidden_host_ms_per_cycle") is not None else None)}
+            for c in (record or {}).get("public_checks", [])]
 
 
 def frozen_line(b: provenance.Binder, protocol: Mapping[str, Any]) -> str:
@@ -161,11 +217,14 @@ def context(protocol: Mapping[str, Any], context_rows: Sequence[Mapping[str, Any
             b: provenance.Binder) -> dict[str, Any]:
     """Everything the template's validation section and its appendix print."""
     split = {r["source"]: r["split"].replace("_", " ") for r in protocol.get("sources", [])}
-    checks = [{**c, "hidden": f"{c['hidden_host_ms_per_cycle']:.2f}",
-               "frozen": f"{c['frozen_orchestration_ms_per_cycle']:.2f}"}
-              for c in (protocol.get("frozen") or {}).get("public_checks", [])]
-    return {"headline": headline(b, protocol), "frozen": frozen_line(b, protocol), "what": protocol["frozen"]["what"],
-            "public_checks": checks, "groups": group_rows(protocol),
+    second = protocol.get("frozen_2") or {}
+    third = (protocol.get("protocol") or {}).get("held_out_3") or {}
+    return {"headline": headline(b, protocol), "later_headlines": later_headlines(b, protocol),
+            "frozen": frozen_line(b, protocol), "what": protocol["frozen"]["what"],
+            "public_checks": _checks(protocol.get("frozen")),
+            "frozen_2": second_freeze_line(b, protocol), "what_2": second.get("what", ""),
+            "public_checks_2": _checks(second), "evaluation_note": third.get("evaluation_note") or "",
+            "groups": group_rows(protocol),
             "naive": [{"name": NAIVE[k], "text": v} for k, v in protocol.get("naive_baselines", {}).items()
                       if k in NAIVE],
             "shape_only_role": SHAPE_ONLY_ROLE, "shape_only_note": protocol.get("shape_only_note", ""),
