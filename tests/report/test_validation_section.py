@@ -226,5 +226,6 @@ def test_a_changed_third_set_number_breaks_only_its_own_sentence(sources):
     i = next(i for i, s in enumerate(tree["model"]["validation_protocol"]["out_of_sample_sets"])
              if s["split"] == "held_out_3")
     tree["model"]["validation_protocol"]["out_of_sample_sets"][i]["mape_pct"] += 1.0
-    assert provenance.broken_sentences(text, binder.sentences, tree, build.RULES) == \
-        ["model.validation.out_of_sample.held_out_3"]
+    # its headline in section 6 and the summary's trust line, which names each set's MAPE; nothing else
+    assert sorted(provenance.broken_sentences(text, binder.sentences, tree, build.RULES)) == \
+        ["model.validation.out_of_sample.held_out_3", "summary.trust"]

@@ -165,7 +165,8 @@ def frozen_line(b: provenance.Binder, protocol: Mapping[str, Any]) -> str:
 
 
 def trust_clause(b: provenance.Binder, protocol: Mapping[str, Any]) -> str:
-    """The summary's part: out-of-sample MAPE, verdict and naive baselines; the development fit named as such."""
+    """The summary's part: out-of-sample MAPE, verdict and naive baselines of the first held-out set, then each later
+    set's own MAPE and verdict (never pooled); the development fit named as such."""
     i = group_index(protocol, OUT_OF_SAMPLE)
     if i is None:
         return "no held-out source was evaluated"
@@ -174,6 +175,15 @@ def trust_clause(b: provenance.Binder, protocol: Mapping[str, Any]) -> str:
             f"goal of at most {b.num(f'{KEY}.target_mape_pct', 'g')}%: "
             f"{b.rule('goal_verdict', goal_verdict, f'{KEY}.out_of_sample_mape_pct', f'{KEY}.target_mape_pct')} "
             f"(naive baselines: {b.rule('naive_text', naive_text, f'{KEY}.groups.{i}')})")
+    for j, s in enumerate(protocol.get("out_of_sample_sets") or []):
+        if s["split"] == "held_out" or s["points"] == 0:
+            continue
+        k = f"{KEY}.out_of_sample_sets.{j}"
+        text += (f"; on the {b.rule('set_names', set_names, f'{k}.split')} of held-out sources (constants frozen "
+                 f"{b.num(f'{k}.constants_frozen', 's')}) MAPE {b.rule('mape_text', mape_text, f'{k}.mape_pct')} "
+                 f"over {b.num(f'{k}.points', 'd')} points: "
+                 f"{b.rule('goal_verdict', goal_verdict, f'{k}.mape_pct', f'{KEY}.target_mape_pct')} "
+                 f"(per source in section 6)")
     dev = group_index(protocol, FIT_QUALITY)
     if dev is not None:
         text += (f"; on development data, fit quality and not a validation, MAPE "
