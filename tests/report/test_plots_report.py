@@ -12,6 +12,7 @@ from eagle3lab.errors import PerfModelError
 from eagle3lab.report import incident
 from eagle3lab.costmodel.perfmodel import break_even_accept_length, plain_step
 from eagle3lab.report.plots.model import (
+    MAX_LEGEND_SERIES,
     MeasuredPoint,
     breakdown_cases,
     draw_speedup,
@@ -204,15 +205,28 @@ def test_validation_figure_draws_every_published_and_predicted_point():
 
     results = validate()
     fig = draw_validation(results)
-    assert len(fig.axes) == len(results) + 1  # the parity panel, then one per source
-    parity = fig.axes[0]
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(shown) == len(results) + 1  # the parity panel, then one per source (spare grid cells hidden)
+    parity = shown[0]
     assert sum(len(ln.get_xdata()) for ln in parity.get_lines()[1:]) == sum(len(r.predicted_points) for r in results)
-    for ax, src in zip(fig.axes[1:], results):
-        hollow = [ln for ln in ax.get_lines() if ln.get_markerfacecolor() == "none"]
-        assert sum(len(ln.get_xdata()) for ln in hollow) == sum(len(s.points) for s in src.series)
+    kinds = set()
+    for ax, src in zip(shown[1:], results):
         assert f"MAPE {src.mape_pct:.1f}%" in ax.get_title()
-        colours = [ln.get_color() for ln in hollow]
+        if all(len({p.batch for p in s.points}) == 1 for s in src.series):
+            # one batch size per series: a parity panel of this source's predicted points, one colour per series
+            kinds.add("parity")
+            dots = ax.get_lines()[1:]
+            assert sum(len(ln.get_xdata()) for ln in dots) == len(src.predicted_points)
+            assert "parity" in ax.get_title()
+            colours = [ln.get_color() for ln in dots]
+        else:
+            kinds.add("batch")
+            hollow = [ln for ln in ax.get_lines() if ln.get_markerfacecolor() == "none"]
+            assert sum(len(ln.get_xdata()) for ln in hollow) == sum(len(s.points) for s in src.series)
+            colours = [ln.get_color() for ln in hollow]
         assert len(set(colours)) == len(colours)  # no two series of a panel share a colour
+        assert (ax.get_legend() is not None) == (len(src.series) <= MAX_LEGEND_SERIES)
+    assert kinds == {"parity", "batch"}, "the dataset has both kinds of source"
     with pytest.raises(PerfModelError) as err:
         draw_validation([])
     assert (err.value.problem, err.value.parameter) == ("empty", "results")

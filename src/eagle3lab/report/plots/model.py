@@ -208,49 +208,87 @@ def draw_throughput(dep: Deployment, spec: SpeculativeFlags, max_batch: int, spe
 
 
 # ---------------------------------------------------------------------------------------------- validation
-def draw_validation(results) -> Figure:
-    """Left: every predicted point against its published value (the diagonal is a perfect prediction, the band
-    +-15%). Then one panel per source: published speedups (hollow) and the model's predictions (lines) per series,
-    the single-stream point each series was calibrated on filled. Panel titles carry the computed MAPE."""
-    if not results:
-        raise PerfModelError("validation figure: no results", parameter="results", problem="empty")
-    fig, axes = plt.subplots(1, len(results) + 1, figsize=(5.2 * (len(results) + 1), 6.4), squeeze=False)
-    parity, panels = axes[0][0], axes[0][1:]
-    lo, hi = 0.4, 2.6
-    parity.plot([lo, hi], [lo, hi], color="grey", linewidth=1)
-    parity.fill_between([lo, hi], [lo * 0.85, hi * 0.85], [lo * 1.15, hi * 1.15], color="grey", alpha=0.15,
-                        label="within 15%")
-    for src in results:
+MAX_LEGEND_SERIES = 20  # beyond this a per-series legend is unreadable; the report's appendix lists every series
+PANEL_COLUMNS = 4
+
+
+def _parity_axes(ax, lo: float, hi: float) -> None:
+    """A published-vs-predicted panel: the diagonal is a perfect prediction, the band +-15%."""
+    ax.plot([lo, hi], [lo, hi], color="grey", linewidth=1)
+    ax.fill_between([lo, hi], [lo * 0.85, hi * 0.85], [lo * 1.15, hi * 1.15], color="grey", alpha=0.15,
+                    label="within 15%")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("published speedup")
+    ax.set_ylabel("predicted speedup")
+    ax.grid(alpha=0.3)
+
+
+def _source_panel(ax, src) -> None:
+    """One source: per series, published speedups (hollow) and the model's line against batch size, the
+    calibration point filled. A source whose series each have one batch size has no line to draw: its panel is a
+    parity plot of its own points instead."""
+    cmap = plt.get_cmap("turbo")  # one distinct colour per series (the default cycle repeats after 10)
+    colours = [matplotlib.colors.to_hex(cmap(0.05 + 0.9 * i / max(1, len(src.series) - 1)))
+               for i in range(len(src.series))]
+    title = (f"{src.source}: MAPE {src.mape_pct:.1f}% over {len(src.predicted_points)} predicted points, "
+             f"trends {src.trends_right}/{len(src.series)}")
+    if all(len({p.batch for p in s.points}) == 1 for s in src.series):
         pts = src.predicted_points
-        parity.plot([p.published_speedup for p in pts], [p.predicted_speedup for p in pts], marker="o",
-                    linestyle="none", markersize=4, label=f"{src.source} (MAPE {src.mape_pct:.1f}%)")
-    parity.set_xlim(lo, hi)
-    parity.set_ylim(lo, hi)
-    parity.set_xlabel("published speedup")
-    parity.set_ylabel("predicted speedup")
-    parity.set_title("predicted points only (calibration points left out)", fontsize=9)
-    parity.grid(alpha=0.3)
-    parity.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
-    for ax, src in zip(panels, results):
-        cmap = plt.get_cmap("turbo")  # one distinct colour per series (the default cycle repeats after 10)
-        colours = [matplotlib.colors.to_hex(cmap(0.05 + 0.9 * i / max(1, len(src.series) - 1)))
-                   for i in range(len(src.series))]
+        values = [p.published_speedup for p in pts] + [p.predicted_speedup for p in pts]
+        _parity_axes(ax, 0.9 * min(values, default=0.5), 1.1 * max(values, default=3.0))
+        batches = sorted({p.batch for p in pts})
+        for s, colour in zip(src.series, colours):
+            mine = [p for p in s.points if p.role == "predicted"]
+            ax.plot([p.published_speedup for p in mine], [p.predicted_speedup for p in mine], marker="o",
+                    linestyle="none", markersize=4, color=colour, label=s.series)
+        title += f"; one batch size per series ({', '.join(str(b) for b in batches)}): parity"
+    else:
         for s, colour in zip(src.series, colours):
             xs = [p.batch for p in s.points]
-            line, = ax.plot(xs, [p.predicted_speedup for p in s.points], linewidth=1, color=colour)
+            ax.plot(xs, [p.predicted_speedup for p in s.points], linewidth=1, color=colour)
             ax.plot(xs, [p.published_speedup for p in s.points], marker="o", markerfacecolor="none",
-                    linestyle="none", color=line.get_color(), label=s.series)
+                    linestyle="none", color=colour, label=s.series)
             fitted = [p for p in s.points if p.role == "calibration"]
             ax.plot([p.batch for p in fitted], [p.published_speedup for p in fitted], marker="o", linestyle="none",
-                    color=line.get_color())
+                    color=colour)
         ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("batch size (concurrent requests)")
         ax.set_ylabel("speedup (EAGLE / plain tok/s)")
-        ax.set_title(f"{src.source}: MAPE {src.mape_pct:.1f}% over {len(src.predicted_points)} predicted points, "
-                     f"trends {src.trends_right}/{len(src.series)}", fontsize=9)
         ax.grid(alpha=0.3)
+    ax.set_title(title, fontsize=8, wrap=True)
+    if len(src.series) <= MAX_LEGEND_SERIES:
         ax.legend(fontsize=5, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
+    else:
+        ax.text(0.5, -0.22, f"{len(src.series)} series: legend left out (every series is in REPORT.md's appendix)",
+                transform=ax.transAxes, ha="center", va="top", fontsize=7)
+
+
+def draw_validation(results) -> Figure:
+    """First panel: every predicted point against its published value (the diagonal is a perfect prediction, the
+    band +-15%). Then one panel per source (``_source_panel``), in rows of ``PANEL_COLUMNS``. Panel titles carry the
+    computed MAPE."""
+    if not results:
+        raise PerfModelError("validation figure: no results", parameter="results", problem="empty")
+    panels_needed = len(results) + 1
+    columns = min(PANEL_COLUMNS, panels_needed)
+    rows = -(-panels_needed // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(5.4 * columns, 6.2 * rows), squeeze=False)
+    flat = [ax for row in axes for ax in row]
+    parity, panels = flat[0], flat[1:]
+    every = [v for src in results for p in src.predicted_points for v in (p.published_speedup, p.predicted_speedup)]
+    _parity_axes(parity, 0.9 * min(every), 1.05 * max(every))
+    for src in results:
+        pts = src.predicted_points
+        parity.plot([p.published_speedup for p in pts], [p.predicted_speedup for p in pts], marker="o",
+                    linestyle="none", markersize=4, label=f"{src.source} (MAPE {src.mape_pct:.1f}%)")
+    parity.set_title("predicted points only (calibration points left out)", fontsize=9)
+    parity.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
+    for ax, src in zip(panels, results):
+        _source_panel(ax, src)
+    for ax in panels[len(results):]:
+        ax.set_visible(False)
     fig.suptitle("Cost model vs published speedup measurements (hollow = published, line = predicted, filled = "
                  "the single-stream point a series was calibrated on)", fontsize=9)
     fig.tight_layout()
