@@ -19,7 +19,8 @@ from eagle3lab.runtime.cpu_harness import build_libcuda_stub
 from eagle3lab.runtime.deployment import fetch_command, locate_models
 from eagle3lab.runtime.envinfo import check_sglang
 from eagle3lab.runtime.tinymodel import build_tiny_models
-from eagle3lab.runtime.tinymodel.drafter_training import describe_trained_drafter, trained_drafter_for_profile
+from eagle3lab.runtime.tinymodel.drafter_training import (describe_trained_drafter, needs_trained_drafter,
+                                                          trained_drafter_for_profile)
 
 
 
@@ -28,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rebuild", action="store_true",
                         help="build the tiny models again, even if cached (the drafter is retrained only if its "
                              "inputs changed)")
+    parser.add_argument("--skip-drafter", action="store_true",
+                        help="do not train the drafter here: `make run` does, in the background, while the notebooks "
+                             "that do not serve it run")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -52,5 +56,8 @@ def run(args: argparse.Namespace) -> None:
         print(f"{ckpt.role} model: {ckpt.source} -> {where}")
     if cache_key:
         print(f"tiny model cache key: {cache_key}")
-    if profile.uses_tiny_model and profile.speculative_eagle_topk == 1:
+    if needs_trained_drafter(profile) and args.skip_drafter:
+        print("trained drafter: not built here (--skip-drafter); the run trains it in the background if it is not "
+              "cached")
+    elif needs_trained_drafter(profile):
         print(describe_trained_drafter(trained_drafter_for_profile(profile)))
