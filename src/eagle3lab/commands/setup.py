@@ -3,7 +3,8 @@
 The sglang check, the stub driver, the tiny model and, for a tiny-model profile, the drafter trained on it (minutes
 on a cold cache, then reused). Hub checkpoints are only located here (fetch-models downloads them), so set-up never
 starts a 547 GB download. A local model path must exist; the tiny models' cache is verified against the checksums
-written when it was built (``--rebuild`` builds it again).
+written when it was built (``--rebuild`` builds it again). ``--skip-drafter`` leaves the drafter to the run: ``make
+run`` trains it beside notebooks 01-02, which do not serve it (``runbook.drafter_in_background``).
 """
 
 from __future__ import annotations
