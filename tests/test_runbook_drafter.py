@@ -69,8 +69,8 @@ def test_no_background_build_when_nothing_runs_before_03_or_no_drafter_is_needed
     if case == "already cached":
         monkeypatch.setattr(runbook, "trained_drafter_cached", lambda profile: True)
     marker = not_cached / "started"
-    with runbook.drafter_in_background(profile, profile.name, None, names,
-                                       child(f"import pathlib; pathlib.Path({str(marker)!r}).write_text('x')")) as ready:
+    start = child(f"import pathlib; pathlib.Path({str(marker)!r}).write_text('x')")
+    with runbook.drafter_in_background(profile, profile.name, None, names, start) as ready:
         ready()
     assert not marker.exists()
 

@@ -36,7 +36,8 @@ def test_the_shipped_record_holds_every_check_notebook_02_would_run_on_this_code
     assert any(what.startswith("capture ") for what in keys.values())
     missing = sorted(what for key, what in keys.items() if key not in record)
     assert not missing, (f"the release record is stale (fix/, runtime/cpu_harness, the capture model code or the "
-                         f"pinned versions changed) for {missing}: rerun `{fixbook.RECORD_COMMAND}` (7-10 minutes on 2 cores)")
+                         f"pinned versions changed) for {missing}: rerun `{fixbook.RECORD_COMMAND}` "
+                         "(7-10 minutes on 2 cores)")
 
 
 def test_the_record_holds_only_passing_checks_with_their_date_and_no_machine_path(record_about):
