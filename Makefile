@@ -26,7 +26,9 @@ $(STAMP): requirements.txt pyproject.toml
 setup: $(STAMP)
 	$(PY) -m eagle3lab setup --profile $(PROFILE) $(foreach s,$(SET),--set $(s))
 
-run: setup
+# The drafter is trained during the run, beside notebooks 01-02 (which do not serve it), not before them.
+run: $(STAMP)
+	$(PY) -m eagle3lab setup --profile $(PROFILE) --skip-drafter $(foreach s,$(SET),--set $(s))
 	$(PY) -m eagle3lab report --profile $(PROFILE) --hide-code $(foreach s,$(SET),--set $(s))
 
 test: setup browser lint-imports

@@ -71,3 +71,60 @@ def test_code_hash_takes_single_files_and_the_fix_checks_ignore_drafter_training
     assert one == resultcache.code_hash(["runtime/tinymodel/configs.py"]) != resultcache.code_hash(["runtime/tinymodel"])
     assert all((resultcache.PACKAGE_ROOT / name).is_file() for name in CAPTURE_MODEL_CODE)
     assert not any("drafter" in name for name in CAPTURE_MODEL_CODE)  # a new recipe keeps the measured fixes
+
+
+def record_with(tmp_path, entries):
+    path = tmp_path / "record.json"
+    resultcache.write_record(path, entries, {"namespace": "ns"})
+    return resultcache.load_record(path)
+
+
+RECORDED = {"result": {"verified": True, "n": 7}, "measured_at": {"date": "2026-11-30T10:00:00+00:00",
+                                                                  "machine": "x86_64, Linux"}}
+
+
+def test_on_an_empty_cache_the_release_record_is_used_and_labelled_as_the_record(tmp_path):
+    record = record_with(tmp_path, {"k": RECORDED})
+    measure, calls = counting({"verified": True, "n": 1})
+    out = resultcache.cached_result("ns", "k", measure, record=record)
+    assert calls == [] and out["n"] == 7 and out["from_record"] is True
+    assert resultcache.measured_label(out) == "2026-11-30T10:00:00+00:00 (release record)"
+    assert "now" not in resultcache.measured_label(out)
+
+
+def test_the_users_cache_wins_over_the_release_record(tmp_path):
+    measure, calls = counting({"verified": True, "n": 1})
+    mine = resultcache.cached_result("ns", "k", measure)  # measured here, stored in the user's cache
+    out = resultcache.cached_result("ns", "k", measure, record=record_with(tmp_path, {"k": RECORDED}))
+    assert len(calls) == 1 and out["n"] == 1 and not out.get("from_record")
+    assert resultcache.measured_label(out) == f"{mine['measured_at']['date']} (cached)"
+
+
+def test_a_record_entry_under_another_key_is_ignored_and_the_check_measured(tmp_path):
+    measure, calls = counting({"verified": True, "n": 1})
+    out = resultcache.cached_result("ns", "k", measure, record=record_with(tmp_path, {"other": RECORDED}))
+    assert len(calls) == 1 and out["n"] == 1 and out["cached"] is False and not out.get("from_record")
+    assert resultcache.measured_label(out).endswith("(now)")
+
+
+@pytest.mark.parametrize("damage", ["truncated", "other format", "entry without its date", "not an object"])
+def test_a_damaged_record_is_ignored_and_the_check_measured(tmp_path, damage):
+    path = tmp_path / "record.json"
+    resultcache.write_record(path, {"k": RECORDED}, {"namespace": "ns"})
+    text = path.read_text()
+    path.write_text({"truncated": text[: len(text) // 2],
+                     "other format": text.replace(f'"format": {resultcache.FORMAT}', '"format": 99'),
+                     "entry without its date": text.replace('"date"', '"when"'),
+                     "not an object": "[1, 2]"}[damage])
+    record = resultcache.load_record(path)
+    assert record == {}
+    measure, calls = counting({"verified": True, "n": 1})
+    assert resultcache.cached_result("ns", "k", measure, record=record)["n"] == 1 and len(calls) == 1
+    assert resultcache.load_record(tmp_path / "absent.json") == {}
+
+
+def test_fresh_measures_again_whatever_the_cache_and_the_record_hold(tmp_path):
+    measure, calls = counting({"verified": True, "n": 1})
+    resultcache.cached_result("ns", "k", measure)
+    out = resultcache.cached_result("ns", "k", measure, record=record_with(tmp_path, {"k": RECORDED}), fresh=True)
+    assert len(calls) == 2 and out["cached"] is False

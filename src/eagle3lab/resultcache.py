@@ -5,6 +5,11 @@ inputs: the patch text, the installed sglang, the versions of torch and transfor
 runs them. The key hashes all of those, so a change to any of them measures again. A cached result is never
 shown as new: it carries the date and machine it was measured on and ``cached: true``. A damaged entry is
 measured again, never trusted; a failed check is not stored.
+
+A release record (a JSON file shipped in the package, written by ``write_record``) holds passing results measured
+once per release under the same keys, so a fresh machine with pinned versions reuses them instead of spending
+minutes: the lookup is the user's cache, then the record, then a measurement. A result from the record says so
+(``from_record: true``; ``measured_label`` "<date> (release record)"); a damaged record is ignored.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import json
 import platform
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from eagle3lab.atomic import write_json_atomic
 from eagle3lab.paths import cache_dir
@@ -51,31 +56,60 @@ def key_of(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
+def taken_now() -> dict[str, str]:
+    """When and on what kind of machine a result is measured (no host name, no path)."""
+    return {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "machine": f"{platform.machine()}, {platform.system()}"}
+
+
+def load_record(path: Path) -> dict[str, dict[str, Any]]:
+    """A release record's entries by key; a missing, damaged or other-format record gives none (so the checks are
+    measured, never taken from a file that cannot be read)."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        entries = record["entries"] if record.get("format") == FORMAT else {}
+        return {key: entry for key, entry in entries.items()
+                if isinstance(entry, dict) and isinstance(entry.get("result"), dict)
+                and isinstance(entry.get("measured_at"), dict) and "date" in entry["measured_at"]}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def write_record(path: Path, entries: dict[str, dict[str, Any]], about: dict[str, Any]) -> Path:
+    """Write a release record atomically: ``entries`` maps key -> {"check", "result", "measured_at"}."""
+    return write_json_atomic(path, {"format": FORMAT, **about, "entries": dict(sorted(entries.items()))})
+
+
 def cached_result(namespace: str, key: str, measure: Callable[[], dict[str, Any]],
-                  keep: Callable[[dict[str, Any]], bool] = lambda result: True) -> dict[str, Any]:
-    """The result stored under ``namespace/key``, or ``measure()`` now, stored with when and where it was taken.
+                  keep: Callable[[dict[str, Any]], bool] = lambda result: True,
+                  record: Optional[Mapping[str, dict[str, Any]]] = None, fresh: bool = False) -> dict[str, Any]:
+    """The result stored under ``namespace/key``, else the release ``record``'s entry for ``key``, else
+    ``measure()`` now, stored with when and where it was taken.
 
     Only results that ``keep`` accepts are stored (e.g. passing checks: a failure may be the machine's, so it is
-    measured again next time)."""
+    measured again next time). ``fresh`` measures whatever is stored (to write a new record)."""
     path = cache_dir(namespace) / f"{key}.json"
-    if path.is_file():
+    if path.is_file() and not fresh:
         try:
             stored = json.loads(path.read_text(encoding="utf-8"))
             if stored.get("format") == FORMAT and isinstance(stored.get("result"), dict):
                 return {**stored["result"], "measured_at": stored["measured_at"], "cached": True}
         except (OSError, ValueError, KeyError):
             pass  # damaged: measure again
+    shipped = None if fresh else (record or {}).get(key)
+    if shipped is not None:
+        return {**shipped["result"], "measured_at": shipped["measured_at"], "cached": True, "from_record": True}
     result = measure()
-    taken = {"measured_at": {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                             "machine": f"{platform.machine()}, {platform.system()}"}}
+    taken = {"measured_at": taken_now()}
     if keep(result):
         write_json_atomic(path, {"format": FORMAT, "result": result, **taken})
     return {**result, **taken, "cached": False}
 
 
 def measured_label(result: dict[str, Any]) -> str:
-    """When a verification was measured, and whether this run took it from the cache."""
+    """When a verification was measured, and whether this run took it from the cache or the release record."""
     taken = result.get("measured_at") or {}
     if not taken:
         return "now"
-    return f"{taken['date']} ({'cached' if result.get('cached') else 'now'})"
+    where = "release record" if result.get("from_record") else "cached" if result.get("cached") else "now"
+    return f"{taken['date']} ({where})"

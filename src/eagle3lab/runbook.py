@@ -13,13 +13,17 @@ is finished here: its process tree is killed and a patch it left behind is resto
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from eagle3lab.errors import Eagle3LabError, NotebookFailed
 from eagle3lab.paths import REPO_ROOT, repo_dir
@@ -31,6 +35,7 @@ from eagle3lab.package import backups
 from eagle3lab.package.restore import restore, require_release
 from eagle3lab import preflight
 from eagle3lab import runguard
+from eagle3lab.runtime.tinymodel.drafter_training import needs_trained_drafter, trained_drafter_cached
 
 KERNEL_NAME = "eagle3lab"
 NOTEBOOKS = ("01_crash_repro", "02_interface_trace", "03_patch_and_bench")
@@ -300,4 +305,68 @@ def run_all(profile: str = "cpu", names: Sequence[str] | None = None,
         root = _package_root()
         if root is not None:
             require_release(root, "running the notebooks")
-        return [run_notebook(name, profile, parameters) for name in (names or available_notebooks())]
+        names = list(names or available_notebooks())
+        with drafter_in_background(checked, profile, parameters, names) as drafter_ready:
+            executed = []
+            for name in names:
+                if notebook_path(name).stem == DRAFTER_NOTEBOOK:
+                    drafter_ready()
+                executed.append(run_notebook(name, profile, parameters))
+            return executed
+
+
+# The one notebook that serves the trained drafter; the ones before it do not need it, so a drafter that is not
+# cached yet is trained beside them (one thread, minutes on a CPU) instead of before them.
+DRAFTER_NOTEBOOK = "03_patch_and_bench"
+
+
+def drafter_build_command(profile: str, parameters: dict[str, Any] | None) -> list[str]:
+    """``eagle3lab setup`` for this profile and overrides: it trains and caches the drafter (nothing else is new)."""
+    sets = [f"--set={key}={json.dumps(value)}" for key, value in profile_overrides(parameters).items()]
+    return [sys.executable, "-m", "eagle3lab", "setup", "--profile", profile_argument(profile), *sets]
+
+
+@contextmanager
+def drafter_in_background(checked: Profile, profile: str, parameters: dict[str, Any] | None,
+                          names: Sequence[str], command: Sequence[str] | None = None
+                          ) -> Iterator[Callable[[], None]]:
+    """Train the profile's drafter in a child process while the notebooks before ``DRAFTER_NOTEBOOK`` run, when it
+    is needed, not cached and some notebook runs before it. Yields ``ready()``, which waits for the child (so no
+    benchmark shares the CPU with training); a failed child leaves the training to notebook 03 itself, as before.
+    The child never outlives the run: on any exit (error, signal) it is killed with its tree."""
+    stems = [notebook_path(name).stem for name in names]
+    first_use = stems.index(DRAFTER_NOTEBOOK) if DRAFTER_NOTEBOOK in stems else 0
+    if first_use == 0 or not needs_trained_drafter(checked) or trained_drafter_cached(checked):
+        yield lambda: None
+        return
+    log = repo_dir("reports") / f"drafter-build.{checked.name}.log"
+    argv = list(command or drafter_build_command(profile, parameters))
+    started = time.perf_counter()
+    with open(log, "w", encoding="utf-8") as out:
+        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                 cwd=str(REPO_ROOT))
+    print(f"trained drafter: not cached; training it in the background while {', '.join(stems[:first_use])} "
+          f"run (log: {log.relative_to(REPO_ROOT) if log.is_relative_to(REPO_ROOT) else log})", flush=True)
+    waited = False
+
+    def ready() -> None:
+        nonlocal waited
+        if waited:
+            return
+        waited = True
+        with signals.activity("waiting for the drafter trained in the background"):
+            code = child.wait()
+        if code == 0:
+            print(f"trained drafter: the background build is done ({time.perf_counter() - started:.0f} s after it "
+                  f"started)", flush=True)
+        else:
+            print(f"trained drafter: the background build failed ({procwatch.describe_returncode(code)}; see "
+                  f"{log.name}); {DRAFTER_NOTEBOOK} trains it itself", flush=True)
+
+    try:
+        yield ready
+    finally:
+        if child.poll() is None:
+            procwatch.kill_tree(child.pid)
+            child.wait()
+

@@ -3,7 +3,8 @@
 The sglang check, the stub driver, the tiny model and, for a tiny-model profile, the drafter trained on it (minutes
 on a cold cache, then reused). Hub checkpoints are only located here (fetch-models downloads them), so set-up never
 starts a 547 GB download. A local model path must exist; the tiny models' cache is verified against the checksums
-written when it was built (``--rebuild`` builds it again).
+written when it was built (``--rebuild`` builds it again). ``--skip-drafter`` leaves the drafter to the run: ``make
+run`` trains it beside notebooks 01-02, which do not serve it (``runbook.drafter_in_background``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from eagle3lab.runtime.cpu_harness import build_libcuda_stub
 from eagle3lab.runtime.deployment import fetch_command, locate_models
 from eagle3lab.runtime.envinfo import check_sglang
 from eagle3lab.runtime.tinymodel import build_tiny_models
-from eagle3lab.runtime.tinymodel.drafter_training import describe_trained_drafter, trained_drafter_for_profile
+from eagle3lab.runtime.tinymodel.drafter_training import (describe_trained_drafter, needs_trained_drafter,
+                                                          trained_drafter_for_profile)
 
 
 
@@ -28,6 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rebuild", action="store_true",
                         help="build the tiny models again, even if cached (the drafter is retrained only if its "
                              "inputs changed)")
+    parser.add_argument("--skip-drafter", action="store_true",
+                        help="do not train the drafter here: `make run` does, in the background, while the notebooks "
+                             "that do not serve it run")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -52,5 +57,8 @@ def run(args: argparse.Namespace) -> None:
         print(f"{ckpt.role} model: {ckpt.source} -> {where}")
     if cache_key:
         print(f"tiny model cache key: {cache_key}")
-    if profile.uses_tiny_model and profile.speculative_eagle_topk == 1:
+    if needs_trained_drafter(profile) and args.skip_drafter:
+        print("trained drafter: not built here (--skip-drafter); the run trains it in the background if it is not "
+              "cached")
+    elif needs_trained_drafter(profile):
         print(describe_trained_drafter(trained_drafter_for_profile(profile)))

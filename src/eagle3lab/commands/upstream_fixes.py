@@ -1,5 +1,6 @@
 """``eagle3lab upstream-fixes``: generate and check a delegation patch for every wrapper a release's audit finds
-lacking."""
+lacking; ``--record`` measures notebook 02's run-time checks of them for real and writes the release record shipped
+in the package (so a fresh machine does not spend minutes on them)."""
 
 from __future__ import annotations
 
@@ -7,20 +8,31 @@ import argparse
 import json
 
 from eagle3lab.fix.fixseries import fixes_for, write_series
+from eagle3lab.notebook import fixes as fixbook
 from eagle3lab.package.wheels import check_version, list_releases
 from eagle3lab.trace.sources import open_source
 
 
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sglang", action="append", required=True, metavar="VERSION",
-                        help="release to audit and fix (repeatable); 'newest' for the newest on the index")
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--sglang", action="append", default=[], metavar="VERSION",
+                      help="release to audit and fix (repeatable); 'newest' for the newest on the index")
     parser.add_argument("--write", action="store_true",
                         help="write the passing patches and the series file under patches/upstream/<release>/")
     parser.add_argument("--json", action="store_true", help="print every fix with its checks as JSON")
+    what.add_argument("--record", action="store_true",
+                      help="run notebook 02's import and ModelRunner capture checks of the installed release's and "
+                           "the newest release's fixes for real (minutes on CPU) and write the release record the "
+                           "package ships")
+    parser.add_argument("--newest", metavar="VERSION",
+                        help="with --record: the newest release to check (default: the newest on the index)")
 
 
 def run(args: argparse.Namespace) -> None:
+    if args.record:
+        newest = check_version(args.newest) if args.newest else None
+        made = fixbook.write_release_record(fixbook.notebook_results(newest))
+        print(f"wrote: {made['path']} ({made['entries']} passing checks of sglang {', '.join(made['releases'])})")
     for spec in args.sglang:
         version = list_releases()[-1] if spec == "newest" else check_version(spec)
         fixes = fixes_for(open_source(version))

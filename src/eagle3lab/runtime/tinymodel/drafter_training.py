@@ -458,6 +458,20 @@ def workload_for_profile(profile: Any) -> DrafterWorkload:
                            draft_steps=profile.speculative_num_steps, benchmark_prompts=profile.bench_num_prompts)
 
 
+def needs_trained_drafter(profile: Any) -> bool:
+    """Whether a profile serves the trained tiny drafter (a tiny target with one draft token per step)."""
+    return bool(profile.uses_tiny_model and profile.speculative_eagle_topk == 1)
+
+
+def trained_drafter_cached(profile: Any) -> bool:
+    """Whether the profile's trained drafter is in the cache, whole (so nothing would be trained for it)."""
+    tiny = build_tiny_models(num_layers=profile.model_num_layers)
+    root = cache_dir(CACHE_FOLDER) / drafter_cache_key(drafter_inputs(tiny, DrafterRecipe(),
+                                                                      workload_for_profile(profile)))
+    history = _read_history(root)
+    return history is not None and cache_damage(root, history.get("files")) is None
+
+
 def trained_drafter_for_profile(profile: Any, force: bool = False) -> TrainedDrafter:
     """The trained drafter for a tiny-model profile (the cpu profile): its depth, its benchmark's shape."""
     if not profile.uses_tiny_model:
