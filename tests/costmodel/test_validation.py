@@ -153,6 +153,16 @@ def test_the_second_held_out_set_is_reported_as_its_own_group_beside_its_naive_b
     assert report["protocol"]["held_out_2"]["sources"] == load_dataset().protocol.held_out_2.sources
 
 
+def assert_refused(tmp_path, raw: dict, change, message: str) -> None:
+    """The dataset ``raw`` after ``change`` is refused as invalid, naming ``message``."""
+    change(raw)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(PerfModelError) as err:
+        load_dataset(path)
+    assert err.value.problem == "invalid" and message in str(err.value)
+
+
 @pytest.mark.parametrize("change, message", [
     (lambda raw: raw["protocol"]["held_out_2"].update(split_recorded="2020-01-01"), "before the constants"),
     (lambda raw: raw["sources"][-1]["series"][0].pop("quote"), "quote it was copied from"),
@@ -164,12 +174,7 @@ def test_a_second_set_that_breaks_the_protocol_is_one_clear_error(tmp_path, chan
     raw["sources"].append(raw["sources"].pop(next(i for i, s in enumerate(raw["sources"])
                                                   if s["split"] == "held_out_2")))
     assert raw["sources"][-1]["split"] == "held_out_2"
-    change(raw)
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    with pytest.raises(PerfModelError) as err:
-        load_dataset(path)
-    assert err.value.problem == "invalid" and message in str(err.value)
+    assert_refused(tmp_path, raw, change, message)
 
 
 def test_frozen_constants_are_what_the_development_data_give_and_are_used_everywhere(results):
@@ -324,12 +329,7 @@ def test_the_third_split_is_recorded_after_the_second_freeze_and_quotes_every_nu
     (lambda raw: raw["protocol"].pop("frozen_2"), "needs protocol.frozen_2")])
 def test_a_third_set_that_breaks_the_protocol_is_one_clear_error(tmp_path, change, message):
     raw = yaml.safe_load(DATASET.read_text())
-    change(raw)
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    with pytest.raises(PerfModelError) as err:
-        load_dataset(path)
-    assert err.value.problem == "invalid" and message in str(err.value)
+    assert_refused(tmp_path, raw, change, message)
 
 
 def test_fitted_on_never_names_a_held_out_source_and_the_fit_refuses_the_third_set():
