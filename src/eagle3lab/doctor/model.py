@@ -8,7 +8,7 @@ from typing import Any, Mapping, Optional
 from eagle3lab.errors import PerfModelError
 from eagle3lab.costmodel.arch import drafter_from_config, eagle3_drafter, model_from_config
 from eagle3lab.costmodel.cycle import Deployment, break_even_accept_length, max_accept_length, plain_step, spec_cycle
-from eagle3lab.costmodel.engine import sglang_engine
+from eagle3lab.costmodel.validation import frozen_engine, load_dataset
 from eagle3lab.bench.diagnostics import ModelFigures
 from eagle3lab.costmodel.presets import hardware_preset, speculative_flags
 
@@ -35,7 +35,9 @@ def model_figures(hardware: str, gpus: int, target_config: Mapping[str, Any],
                 drafter = drafter_from_config(drafter_config, "--drafter-config")
             except PerfModelError:
                 pass  # an incomplete drafter config: the EAGLE-3 layout built for the target stands in
-        dep = Deployment(target, drafter, hw, gpus, sglang_engine(), context)
+        # the validated engine: sglang's constants plus the orchestration between passes frozen by the protocol
+        frozen = load_dataset().protocol.current
+        dep = Deployment(target, drafter, hw, gpus, frozen_engine("sglang-0.5", frozen), context)
         spec = speculative_flags(steps, topk, draft_tokens)
         cycle = spec_cycle(dep, spec, batch)
         plain = plain_step(dep, batch)
@@ -52,7 +54,8 @@ def model_figures(hardware: str, gpus: int, target_config: Mapping[str, Any],
             verify_distinct_experts=cycle.verify.distinct_experts or None,
             plain_distinct_experts=plain.target.distinct_experts or None, max_accept=max_accept_length(spec),
             where=f"cost model, {gpus}x {hw.name}, batch {batch}, context {context:g} ({context_where}), "
-                  f"default engine constants")
+                  f"sglang engine constants with the orchestration fitted on development sources"
+                  f"{f' and frozen {frozen.date}' if frozen else ''}")
         return figures, figures.where
     except (PerfModelError, KeyError, TypeError, ValueError) as exc:
         return None, f"no cost model: {type(exc).__name__}: {exc}"

@@ -21,7 +21,7 @@ import jinja2
 
 from eagle3lab.atomic import write_json_atomic, write_text_atomic
 from eagle3lab.paths import REPO_ROOT, repo_dir
-from eagle3lab.report import model_evidence, provenance, validation_section
+from eagle3lab.report import engine_condition, model_evidence, provenance, validation_section
 from eagle3lab.report.model_evidence import ModelEvidence
 from eagle3lab.package.patching import patch_info
 from eagle3lab.runtime.envinfo import environment_table
@@ -545,6 +545,9 @@ def _model_context(model: ModelEvidence, figures: Sequence[str], eagle3_note: Op
                       f"{b.rule('peak_verdict', peak_verdict, f'model.incident.sensitivity.{uncapped}')}"
                       if uncapped is not None else "") + " **[modelled]**."),
     ]
+    if data.get("break_even_update"):
+        why.append(b.sentence("model.why.orchestration", b.rule("break_even_moved", engine_condition.break_even_moved,
+                                                               "model.incident.break_even_update") + " **[modelled]**."))
     flip = b.sentence("model.flip", b.rule("flip", flip_sentence, "model.incident.sensitivity"))
     matching = (b.sentence("model.matching", b.rule("matching", matching_sentence,
                                                     "model.incident.context_matching_reported_peak",
@@ -590,6 +593,16 @@ def _sensitivity_range(rows: Sequence[Mapping[str, Any]]) -> str:
     return f"{min(values):.2f} to {max(values):.2f}"
 
 
+def _without_tp_term(b: provenance.Binder, rows: Sequence[Mapping[str, Any]]) -> str:
+    """The break-evens of the sensitivity row that drops the per-TP-rank term, said beside the condition."""
+    i = next((i for i, r in enumerate(rows) if r["changed"] == {"spec_tp_extra_s": 0.0}), None)
+    if i is None:
+        return ""
+    key = f"model.incident.sensitivity.{i}"
+    return (f" (without it: {b.num(f'{key}.break_even_at_peak', '.2f')} at peak, "
+            f"{b.num(f'{key}.break_even_single_stream', '.2f')} at one request)")
+
+
 def _peak_error(error_pct: float) -> str:
     return f"{abs(error_pct):.1f}% {'below' if error_pct < 0 else 'above'}"
 
@@ -598,7 +611,7 @@ def _peak_error(error_pct: float) -> str:
 RULES = {"enough": _enough, "direction": _direction, "speedups": speedup_cells,
          "sensitivity_range": _sensitivity_range, "peak_error": _peak_error,
          "peak_verdict": peak_verdict, "flip": flip_sentence, "matching": matching_sentence,
-         **validation_section.RULES}
+         **validation_section.RULES, **engine_condition.RULES}
 
 
 def _summary(crash: dict | None, trace: dict | None, fix: dict | None, model: dict[str, Any],
@@ -647,6 +660,9 @@ def _summary(crash: dict | None, trace: dict | None, fix: dict | None, model: di
                    f"{b.num('incident.public.vllm_pr_35966.accept_length', '.2f')} tokens per verify step "
                    f"**[reported]**; another engine, workload and draft length than the incident's."
                    if public and public.get("accept_length") else "")
+    tp_text = (b.rule("tp_term", engine_condition.tp_term_clause, "model.incident.break_even_update.tp_term")
+               + _without_tp_term(b, evidence.incident["sensitivity"])
+               if evidence.incident.get("break_even_update") else "")
     lines.append(b.sentence("summary.incident_verdict", (
         f"**Does EAGLE-3 pay on the incident's deployment{condition}?** The engineer reported no gain "
         f"**[reported]** but not the acceptance reached. The cost model puts the break-even at acceptance "
@@ -654,7 +670,8 @@ def _summary(crash: dict | None, trace: dict | None, fix: dict | None, model: di
         f"{b.num('model.incident.context_len', ',.0f')} tokens assumed, sglang's "
         f"{b.num(f'{rtx}.spec_max_batch', 'd')}-request cap; "
         f"{b.rule('sensitivity_range', _sensitivity_range, 'model.incident.sensitivity')} across the sensitivity "
-        f"table) and {b.num(f'{rtx}.break_even_single_stream', '.2f')} at one request **[modelled]**.{public_text}")))
+        f"table) and {b.num(f'{rtx}.break_even_single_stream', '.2f')} at one request, counting sglang's "
+        f"orchestration between passes; {tp_text} **[modelled]**.{public_text}")))
     todo = ["apply the full delegation patch"
             + (f" or upgrade to sglang {b.num('trace.bisect.first_fixed', 's')}" if trace and trace.get("first_fixed")
                else ""),

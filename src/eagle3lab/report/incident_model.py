@@ -15,7 +15,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from eagle3lab.costmodel.capacity import DeploymentPrediction, kv_capacity_requests, peak, predict_capacity_limited
 from eagle3lab.costmodel.cycle import Deployment, plain_step, spec_cycle
-from eagle3lab.costmodel.engine import Engine, sglang_engine
+from eagle3lab.costmodel.engine import ORCHESTRATION, Engine, sglang_engine
 from eagle3lab.costmodel.hardware import Hardware
 from eagle3lab.costmodel.measured_cycle import cpu_engine_entry
 from eagle3lab.costmodel.predict import calibrate_baseline
@@ -64,6 +64,32 @@ def incident_spec() -> SpeculativeSpec:
     return profile_speculative_spec(INCIDENT_PROFILE)
 
 
+@functools.cache
+def incident_engine() -> Engine:
+    """The engine the incident is predicted with: sglang's constants plus the orchestration between passes fitted on
+    development sources and frozen (``validation.protocol.current``): the constants the newest held-out set was
+    scored with, so the report's verdict rests on the model that was validated, not on the one before it."""
+    return frozen_engine("sglang-0.5", load_dataset().protocol.current)
+
+
+def tp_term_condition() -> dict[str, Any]:
+    """Where the per-TP-rank orchestration term comes from against where the incident uses it: the TP sizes and
+    hardware of the development series it was fitted on, and whether the incident's TP lies outside them (an
+    extrapolation the report must say)."""
+    dataset = load_dataset()
+    frozen = dataset.protocol.current
+    fitted = [(source, series) for source in dataset.sources if frozen and source.id in frozen.fitted_on
+              for series in source.series]
+    tps = sorted({series.tp for _, series in fitted})
+    hardware = sorted({hardware_preset(source.hardware).name for source, _ in fitted})
+    tp = incident_setup().tp
+    return {"fitted_tp": tps, "fitted_hardware": hardware, "incident_tp": tp,
+            "incident_hardware": hardware_preset("rtx-pro-6000-blackwell").name,
+            "extrapolated": bool(tps) and not tps[0] <= tp <= tps[-1],
+            "spec_tp_extra_ms": incident_engine().spec_tp_extra_s * 1e3,
+            "per_cycle_at_incident_tp_ms": incident_engine().spec_tp_extra_s * (tp - 1) * 1e3}
+
+
 def incident_deployment(hardware: str = "rtx-pro-6000-blackwell", context_len: Optional[float] = None,
                         engine: Optional[Engine] = None) -> Deployment:
     """Kimi-K2.5 and its drafter on 8 GPUs, overhead calibrated on the engineer's reported 63.6 tok/s.
@@ -74,7 +100,7 @@ def incident_deployment(hardware: str = "rtx-pro-6000-blackwell", context_len: O
     context_len = setup.context_len if context_len is None else context_len
     target, drafter = kimi_k25(), kimi_k25_eagle3_drafter()
     pcie = Deployment(target, drafter, hardware_preset("rtx-pro-6000-blackwell"), setup.tp,
-                      engine or sglang_engine(), context_len)
+                      engine or incident_engine(), context_len)
     pcie = calibrate_baseline(pcie, incident.SINGLE_STREAM.value, incident.SOURCE)
     if hardware == "rtx-pro-6000-blackwell":
         return pcie
@@ -99,6 +125,8 @@ _CHANGE_LABELS: dict[str, tuple[str, float, str]] = {
     "bandwidth_efficiency": ("bandwidth efficiency", 1.0, ""),
     "cpu_forward_prep_s": ("CPU prep per pass", 1e3, "ms"),
     "spec_cycle_extra_s": ("extra time per EAGLE cycle", 1e3, "ms"),
+    "spec_step_extra_s": ("extra time per draft step", 1e3, "ms"),
+    "spec_tp_extra_s": ("cycle time per TP rank beyond the first", 1e3, "ms"),
     "spec_max_running_requests": ("request cap under speculation", 1.0, "requests"),
 }
 
@@ -123,6 +151,8 @@ INCIDENT_CHANGES: tuple[dict[str, float], ...] = (
     {"allreduce_latency_s": 15e-6}, {"allreduce_latency_s": 60e-6},
     {"bandwidth_efficiency": 0.6}, {"bandwidth_efficiency": 0.95},
     {"cpu_forward_prep_s": 1e-3}, {"spec_cycle_extra_s": 3e-3},
+    {"spec_tp_extra_s": 0.0},  # the fitted per-TP-rank term does not carry to TP 8 (tp_term_condition)
+    {"spec_cycle_extra_s": 0.0, "spec_step_extra_s": 0.0, "spec_tp_extra_s": 0.0},  # no orchestration: the old model
 )
 INCIDENT_VARIATIONS: dict[str, dict[str, float]] = {describe_change(c): c for c in INCIDENT_CHANGES}
 
@@ -148,7 +178,7 @@ def incident_sensitivity(variations: Mapping[str, Mapping[str, float]] = INCIDEN
         engine_change = {k: v for k, v in change.items() if k in engine_fields}
         if hw_change:
             hw = hw.with_(f"sensitivity: {name}", **hw_change)
-        engine = sglang_engine()
+        engine = incident_engine()
         if engine_change:
             engine = engine.with_(f"sensitivity: {name}", **engine_change)
         dep = Deployment(kimi_k25(), kimi_k25_eagle3_drafter(), hw, setup.tp, engine, context)
@@ -231,7 +261,7 @@ def incident_break_even_update(context_len: Optional[float] = None) -> dict[str,
     spec = incident_spec()
     engines = {"old": (sglang_engine(), "modelled: sglang engine constants as stated (CPU work per pass counted; "
                                         "no orchestration between passes)"),
-               "new": (frozen_engine("sglang-0.5", frozen),
+               "new": (incident_engine(),
                        f"modelled: plus orchestration fitted on development sources ({', '.join(frozen.fitted_on)}) "
                        f"and frozen {frozen.date}")}
     out: dict[str, Any] = {}
@@ -244,7 +274,9 @@ def incident_break_even_update(context_len: Optional[float] = None) -> dict[str,
                       "max_accept_length": p.max_accept_length,
                       "spec_cycle_extra_s": dep.engine.spec_cycle_extra_s,
                       "spec_step_extra_s": dep.engine.spec_step_extra_s,
-                      "spec_tp_extra_s": dep.engine.spec_tp_extra_s, "verdict": _verdict(p),
+                      "spec_tp_extra_s": dep.engine.spec_tp_extra_s,
+                      **{f"{k.removesuffix('_s')}_ms": getattr(dep.engine, k) * 1e3 for k in ORCHESTRATION},
+                      "verdict": _verdict(p),
                       "provenance": provenance,
                       "engine_sources": {k: dep.engine.sources.get(k, "") for k in ("spec_cycle_extra_s",
                                                                                       "spec_step_extra_s",
@@ -253,6 +285,7 @@ def incident_break_even_update(context_len: Optional[float] = None) -> dict[str,
     out["moved"] = {k: out["new"][k] - out["old"][k] for k in ("break_even_single_stream",
                                                                "break_even_at_spec_max_batch", "break_even_at_peak")}
     out["measured_cpu_cycle"] = cpu_engine_entry("cpu").to_dict()
+    out["tp_term"] = tp_term_condition()
     out["context_len"], out["context_source"] = context_len, incident_setup().context_source
     return out
 
@@ -281,6 +314,7 @@ def incident_report(context_len: Optional[float] = None) -> dict[str, Any]:
                                      "at_peak": pcie.break_even_at_peak},
         "cycle_breakdown": incident_cycle_breakdown(context_len),
         "sensitivity": incident_sensitivity(),
+        "break_even_update": incident_break_even_update(context_len),
         "context_matching_reported_peak": context_matching_reported_peak(),
         "sources": {"model": dep.target.source, "drafter": dep.drafter.source,
                     "rtx_pro_6000_x8": dict(dep.hardware.sources), "engine": dict(dep.engine.sources),
