@@ -31,8 +31,16 @@ run: $(STAMP)
 	$(PY) -m eagle3lab setup --profile $(PROFILE) --skip-drafter $(foreach s,$(SET),--set $(s))
 	$(PY) -m eagle3lab report --profile $(PROFILE) --hide-code $(foreach s,$(SET),--set $(s))
 
+# Two phases. Tests that start no server and download nothing share no state (each patch test works on its own copy
+# of sglang, each fault test in its own sandbox), so they run on two workers (pytest-xdist). Then every test that runs
+# sglang, one at a time: they patch and read the one installed sglang, and each server wants both cores. Both phases
+# always run; the status is the first failure's.
+PYTEST_WORKERS ?= 2
 test: setup browser lint-imports
-	$(PY) -m pytest -ra --durations=25
+	@status=0; \
+	$(PY) -m pytest -ra --durations=15 -n $(PYTEST_WORKERS) -m "not server and not notebook and not network" || status=$$?; \
+	$(PY) -m pytest -ra --durations=25 -m "server or notebook or network" || status=$$?; \
+	exit $$status
 
 # The stage order of ARCHITECTURE.md, as import-linter contracts (pyproject.toml): no stage imports one above it,
 # no import circles.
@@ -45,7 +53,7 @@ browser:
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
 test-fast: setup lint-imports
-	$(PY) -m pytest -ra -m "not server and not notebook and not network"
+	$(PY) -m pytest -ra -n $(PYTEST_WORKERS) -m "not server and not notebook and not network"
 
 lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --MappingKernelManager.default_kernel_name=eagle3lab \
