@@ -82,12 +82,11 @@ def tp_term_condition() -> dict[str, Any]:
               for series in source.series]
     tps = sorted({series.tp for _, series in fitted})
     hardware = sorted({hardware_preset(source.hardware).name for source, _ in fitted})
-    tp = incident_setup().tp
+    tp, per_rank_ms = incident_setup().tp, incident_engine().spec_tp_extra_s * 1e3
     return {"fitted_tp": tps, "fitted_hardware": hardware, "incident_tp": tp,
             "incident_hardware": hardware_preset("rtx-pro-6000-blackwell").name,
             "extrapolated": bool(tps) and not tps[0] <= tp <= tps[-1],
-            "spec_tp_extra_ms": incident_engine().spec_tp_extra_s * 1e3,
-            "per_cycle_at_incident_tp_ms": incident_engine().spec_tp_extra_s * (tp - 1) * 1e3}
+            "spec_tp_extra_ms": per_rank_ms, "per_cycle_at_incident_tp_ms": per_rank_ms * (tp - 1)}
 
 
 def incident_deployment(hardware: str = "rtx-pro-6000-blackwell", context_len: Optional[float] = None,
