@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
 import pytest
 
 from eagle3lab.bench import loadgen
+from eagle3lab.package import backups
+from eagle3lab.package.location import installed_root
+from eagle3lab.package.release import drift, package_hashes, release_record
+from eagle3lab.paths import cache_root
 from eagle3lab.report import model_evidence
 from eagle3lab.runtime.profiles import Profile, load_profile
 
@@ -52,31 +62,109 @@ def eagle3_crash(tmp_path_factory, cpu_profile, tiny_models):
     return reproduce_crash(cpu_profile, tiny_models, tmp_path_factory.mktemp("logs"), port=free_port())
 
 
-@pytest.fixture(scope="session")
-def full_report(tmp_path_factory):
-    """The README's main job, end to end: notebooks 01 -> 02 -> 03 on the cpu profile, HTML, REPORT.md.
+# ------------------------------------------------------------------------------------------------------------
+# Which tests may run beside which (``make test`` runs the sglang tests on two pytest-xdist workers with
+# ``--dist loadgroup``). A test that patches, or needs unpatched, the one installed sglang shares the group
+# INSTALLED_SGLANG, so those run one at a time on one worker; a test whose processes see their own copy of sglang
+# (the fault suite's sandboxes, the full report), or that only serves the baseline, needs no group. Tests sharing an expensive fixture share a group,
+# so the fixture is built once, on one worker.
 
-    Outputs go to a temporary tree (the same environment variables reach the papermill kernels), so the test
-    never overwrites a user's reports. Run once per session; several tests read what it wrote.
+INSTALLED_SGLANG = "installed-sglang"
+FREE_DIRS = {  # test folders whose sglang tests may run beside a patch held on the installed sglang, and why
+    "faults": "every fault test runs against its own sandboxed copy (tests/faults/conftest.py)",
+    "bench": "baseline servers only: they neither patch sglang nor need it unpatched",
+}
+SHARED_FIXTURE_GROUPS = {"full_report": "full-report", "baseline_server": "baseline-server"}
+RUNS_SGLANG = ("server", "notebook", "network")
+
+
+def sglang_group(item: pytest.Item) -> str | None:
+    """The xdist group of a test that runs sglang, or None for a test that may run beside any other."""
+    for fixture, group in SHARED_FIXTURE_GROUPS.items():
+        if fixture in item.fixturenames:
+            return group
+    if item.path.parent.name in FREE_DIRS:
+        return None
+    return INSTALLED_SGLANG
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns the marks into work units
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if any(item.get_closest_marker(mark) for mark in RUNS_SGLANG):
+            group = sglang_group(item)
+            if group is not None:
+                item.add_marker(pytest.mark.xdist_group(group))
+
+
+# ------------------------------------------------------------------------------------------------------------
+# A pristine copy of the installed sglang, which tests make "the installed sglang" of their processes with
+# PYTHONPATH (faults/faultkit.py's Sandbox), so they neither see nor disturb a patch another test holds.
+
+USER_CACHE_ROOT = cache_root()  # the user's cache, read before any test points EAGLE3LAB_CACHE at a sandbox
+
+
+@pytest.fixture(scope="session")
+def sglang_template(tmp_path_factory) -> Path:
+    """One pristine copy of the installed sglang package and its dist-info (byte caches left out), taken under
+    the package lock: a test on another worker may hold a patch on the installed sglang, never during the copy."""
+    installed = installed_root()
+    record = release_record(installed)
+    if record is None:
+        pytest.skip("the installed sglang has no RECORD to compare with")
+    root = tmp_path_factory.mktemp("sglang-template")
+    with backups.package_lock(installed):
+        shutil.copytree(installed / "sglang", root / "sglang", ignore=shutil.ignore_patterns("__pycache__"))
+        dist = next(installed.glob("sglang-*.dist-info"))
+        shutil.copytree(dist, root / dist.name)
+    assert drift(root).clean, "the installed sglang itself differs from its release; reinstall it first"
+    return root
+
+
+@pytest.fixture(scope="session")
+def release_hashes(sglang_template) -> dict[str, str]:
+    """The release's fingerprint, taken once, before any test touched anything."""
+    return package_hashes(sglang_template)
+
+
+@pytest.fixture(scope="session")
+def full_report(tmp_path_factory, sglang_template, release_hashes):
+    """The README's main job, end to end: ``python -m eagle3lab report`` (notebooks 01 -> 02 -> 03 on the cpu
+    profile, HTML, REPORT.md), against its own copy of sglang (so the sglang tests on the other worker can patch
+    the installed one meanwhile) and the user's cache (its tiny models and trained drafter).
+
+    Outputs go to a temporary tree, so the test never overwrites a user's reports; this process reads that tree
+    afterwards (the same environment variables). Run once per session; several tests read what it wrote. Yields
+    the outputs and the tree's root; the copy of sglang it ran on is ``root / "site-packages"``.
     """
-    from eagle3lab.pipeline import build_report
+    from faults.faultkit import Sandbox, cli
+
+    from eagle3lab.pipeline import ReportOutputs
+    from eagle3lab.report.build import evidence_path
+    from eagle3lab.runtime.server import free_port
 
     root = tmp_path_factory.mktemp("report")
-    env = {f"EAGLE3LAB_{name.upper()}_DIR": str(root / name) for name in ("artifacts", "reports", "figures")}
-    env["EAGLE3LAB_REPORT_MD"] = str(root / "REPORT.md")
+    box = Sandbox(root / "site-packages", USER_CACHE_ROOT, root, release_hashes)
+    shutil.copytree(sglang_template, box.root, copy_function=os.link)  # hardlinks: every project write is a rename
+    # A free port: on a shared machine another run may hold the profile's default one. The sweep keeps
+    # concurrency 1 (what the cost model calibrates on, and the lossless and offline-vs-served checks read) and the
+    # profile's highest (the cross-check's point), so the report still has a trend across two concurrencies; the
+    # middle point adds nothing a test reads. Prompts and lengths stay the profile's: they key the trained drafter
+    # (a change would retrain it).
+    sweep = load_profile("cpu").bench_concurrency
+    concurrency = ",".join(str(c) for c in sorted({min(sweep), max(sweep)}))
+    done = cli(box, "report", "--profile", "cpu", "--hide-code", "--set", f"port={free_port()}",
+               "--set", f"bench_concurrency=[{concurrency}]", timeout=3600)
+    assert done.returncode == 0, f"the full report failed (rc {done.returncode}):\n{done.stderr[-4000:]}"
+    env = {key: value for key, value in box.env().items() if key.startswith("EAGLE3LAB_") and key != "EAGLE3LAB_CACHE"}
     with pytest.MonkeyPatch.context() as patch:
         for key, value in env.items():
             patch.setenv(key, value)
-        from eagle3lab.runtime.server import free_port
-
-        # A free port: on a shared machine another run may hold the profile's default one. The sweep keeps
-        # concurrency 1 (what the cost model calibrates on, and the lossless and offline-vs-served checks read)
-        # and the profile's highest (the cross-check's point), so the report still has a trend across two
-        # concurrencies; the middle point adds nothing a test reads. Prompts and lengths stay the profile's:
-        # they key the trained drafter (a change would retrain it).
-        sweep = load_profile("cpu").bench_concurrency
-        overrides = {"port": free_port(), "bench_concurrency": sorted({min(sweep), max(sweep)})}
-        outputs = build_report("cpu", hide_code=True, parameters={"overrides": overrides})
+        report_md = root / "REPORT.md"
+        tree = json.loads(evidence_path(report_md, "cpu").read_text())["tree"]
+        outputs = ReportOutputs(executed=sorted((root / "reports").glob("0[1-3]_*.cpu.ipynb")),
+                                html=sorted((root / "reports").glob("*.cpu*.html")),
+                                figures=[root / "figures" / name for name in tree["figures"]], report_md=report_md)
         yield outputs, root
 
 
@@ -92,11 +180,6 @@ TINY_COMMIT = "0123456789abcdef0123456789abcdef01234567"
 def seed_hub_cache(hub_cache, repo_id: str, source, commit: str = TINY_COMMIT):
     """Copy ``source`` into ``hub_cache`` as repo ``repo_id`` at ``commit``: blobs named by content hash,
     snapshot files as relative symlinks to them, refs/main pointing at the commit. Returns the snapshot."""
-    import hashlib
-    import os
-    import shutil
-    from pathlib import Path
-
     repo = Path(hub_cache) / ("models--" + repo_id.replace("/", "--"))
     snapshot = repo / "snapshots" / commit
     (repo / "blobs").mkdir(parents=True, exist_ok=True)

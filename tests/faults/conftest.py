@@ -1,7 +1,8 @@
 """The fault suite's ground rules: every test runs against a faithful copy of the installed sglang 0.5.9 (all its
-files and its RECORD), made "the installed sglang" of the processes under test by ``PYTHONPATH``, with a cache of
-its own; and every test ends by asserting that nothing is lost or left behind: the package is byte-identical to
-the release, no backup manifest, temporary file, process or listening port remains.
+files and its RECORD; the template and its fingerprint are the session fixtures of ``tests/conftest.py``), made
+"the installed sglang" of the processes under test by ``PYTHONPATH``, with a cache of its own; and every test ends
+by asserting that nothing is lost or left behind: the package is byte-identical to the release, no backup
+manifest, temporary file, process or listening port remains.
 """
 
 from __future__ import annotations
@@ -9,36 +10,10 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from pathlib import Path
-
 import psutil
 import pytest
 
-from eagle3lab.package.location import installed_root
-from eagle3lab.package.release import drift, package_hashes, release_record
-
 from .faultkit import Sandbox, patience, sandbox_processes
-
-
-@pytest.fixture(scope="session")
-def release_hashes(sglang_template) -> dict[str, str]:
-    """The release's fingerprint, taken once, before any test touched anything."""
-    return package_hashes(sglang_template)
-
-
-@pytest.fixture(scope="session")
-def sglang_template(tmp_path_factory) -> Path:
-    """One pristine copy of the installed sglang package and its dist-info (byte caches left out)."""
-    installed = installed_root()
-    record = release_record(installed)
-    if record is None:
-        pytest.skip("the installed sglang has no RECORD to compare with")
-    root = tmp_path_factory.mktemp("sglang-template")
-    shutil.copytree(installed / "sglang", root / "sglang", ignore=shutil.ignore_patterns("__pycache__"))
-    dist = next(installed.glob("sglang-*.dist-info"))
-    shutil.copytree(dist, root / dist.name)
-    assert drift(root).clean, "the installed sglang itself differs from its release; reinstall it first"
-    return root
 
 
 @pytest.fixture

@@ -11,15 +11,16 @@ import json
 import pytest
 
 from eagle3lab.fix import fixgen, fixseries
+from eagle3lab.package.location import installed_version
+from eagle3lab.package.release import drift
 from eagle3lab.runtime.tinymodel.wrappers import WRAPPER_CONFIGS
 from eagle3lab.trace import sources
 
 
 @pytest.fixture(scope="module")
 def fixes_0_5_9() -> list[fixgen.Fix]:
-    installed = sources.open_source(sources.INSTALLED)
-    if installed.version != "0.5.9" or installed.modified:
-        pytest.skip("needs the pristine installed sglang 0.5.9")
+    if installed_version() != "0.5.9":
+        pytest.skip("needs sglang 0.5.9 installed (the full report runs on a pristine copy of it)")
     return fixseries.fixes_for(sources.open_source("0.5.9"))
 
 
@@ -51,9 +52,9 @@ def test_generated_fix_makes_the_hook_reach_the_inner_model(entry, fixes_0_5_9, 
 
 
 @pytest.mark.server
-def test_patched_modules_of_the_installed_release_still_import(fixes_0_5_9, verification):
+def test_patched_modules_of_the_installed_release_still_import(fixes_0_5_9, verification, full_report):
     check = verification["imports"]["0.5.9"]
     assert check["ok"] and check["of"] == sum(1 for _ in {f.file for f in fixes_0_5_9 if f.ok})
     assert check["imported"] >= check["of"] - 1  # glmasr.py needs a newer transformers even unpatched
     assert all(row["patched"] == "ok" or row["patched"] == row["pristine"] for row in check["modules"].values())
-    assert sources.installed_source().modified == []  # restored
+    assert drift(full_report[1] / "site-packages").clean  # restored (the report's own copy of the release)

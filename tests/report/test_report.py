@@ -111,11 +111,16 @@ def test_notebook_03_chain_capture_and_arms(full_report):
     assert cross["theirs"]["total_output_tokens"] == cross["num_prompts"] * profile["bench_output_len"]
 
 
-def test_installed_sglang_is_pristine_after_the_report(full_report):
+def test_the_sglang_the_report_ran_on_is_pristine_after_it(full_report):
+    """Notebook 03 patched it twice and notebook 02 patched it for its checks: all reverted, byte for byte."""
     from eagle3lab.package import patching
+    from eagle3lab.package.release import drift
 
+    _, root = full_report
+    site = root / "site-packages"
     for name in ("kimi_k25-eagle3-delegation.patch", "kimi_k25-one-method.patch"):
-        assert patching.check(patching.resolve_patch(name)).status == patching.APPLICABLE
+        assert patching.check(patching.resolve_patch(name), site).status == patching.APPLICABLE
+    assert drift(site).clean
 
 
 def test_html_report_renders_in_a_real_browser_with_every_image(full_report):
