@@ -63,38 +63,55 @@ def eagle3_crash(tmp_path_factory, cpu_profile, tiny_models):
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Which tests may run beside which (``make test`` runs the sglang tests on two pytest-xdist workers with
-# ``--dist loadgroup``). A test that patches, or needs unpatched, the one installed sglang shares the group
-# INSTALLED_SGLANG, so those run one at a time on one worker; a test whose processes see their own copy of sglang
-# (the fault suite's sandboxes, the full report), or that only serves the baseline, needs no group. Tests sharing an expensive fixture share a group,
-# so the fixture is built once, on one worker.
+# Which tests may run beside which. ``make test`` runs the sglang tests on two pytest-xdist workers with
+# ``--dist loadgroup``, and the groups are made here, from each test's id: pytest 9.2 ignores the id suffix that
+# pytest-xdist 3.8's own ``xdist_group`` marks rely on, so those marks would silently group nothing. A test that
+# patches, or needs unpatched, the one installed sglang is in INSTALLED_SGLANG, so those run one at a time on one
+# worker; the tests of the full report share its group (the report runs once, on its own copy of sglang); the
+# baseline-bench tests share theirs (one server per module). A fault test runs against its own sandboxed copy of
+# sglang and may run beside anything. ``pytest_collection_modifyitems`` checks the id rules against the fixtures
+# each test really uses, so a new test cannot land in the wrong group unnoticed.
 
 INSTALLED_SGLANG = "installed-sglang"
-FREE_DIRS = {  # test folders whose sglang tests may run beside a patch held on the installed sglang, and why
-    "faults": "every fault test runs against its own sandboxed copy (tests/faults/conftest.py)",
-    "bench": "baseline servers only: they neither patch sglang nor need it unpatched",
-}
-SHARED_FIXTURE_GROUPS = {"full_report": "full-report", "baseline_server": "baseline-server"}
+FULL_REPORT = "full-report"
 RUNS_SGLANG = ("server", "notebook", "network")
+FULL_REPORT_IDS = ("tests/report/test_report.py::", "tests/fix/test_fixverify.py::",
+                   "tests/faults/test_fault_outputs.py::test_report_no_run_from_a_real_run_and_on_a_full_disk")
+GROUP_OF_MODULE = {"tests/bench/test_bench.py": "bench"}  # baseline servers only: they never patch sglang
+SANDBOXED = "tests/faults/"  # every fault test runs against its own copy of sglang (tests/faults/conftest.py)
 
 
-def sglang_group(item: pytest.Item) -> str | None:
-    """The xdist group of a test that runs sglang, or None for a test that may run beside any other."""
-    for fixture, group in SHARED_FIXTURE_GROUPS.items():
-        if fixture in item.fixturenames:
-            return group
-    if item.path.parent.name in FREE_DIRS:
-        return None
-    return INSTALLED_SGLANG
+def sglang_group(nodeid: str) -> str | None:
+    """The group of a test that runs sglang, from its id; None for one that may run beside any other."""
+    if nodeid.startswith(FULL_REPORT_IDS):
+        return FULL_REPORT
+    module = nodeid.split("::", 1)[0]
+    if module in GROUP_OF_MODULE:
+        return GROUP_OF_MODULE[module]
+    return None if module.startswith(SANDBOXED) else INSTALLED_SGLANG
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns the marks into work units
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that uses the full report must be in its group, and only those (else it would be built twice)."""
     for item in items:
-        if any(item.get_closest_marker(mark) for mark in RUNS_SGLANG):
-            group = sglang_group(item)
-            if group is not None:
-                item.add_marker(pytest.mark.xdist_group(group))
+        if not any(item.get_closest_marker(mark) for mark in RUNS_SGLANG):
+            continue
+        if ("full_report" in item.fixturenames) != (sglang_group(item.nodeid) == FULL_REPORT):
+            raise pytest.UsageError(f"{item.nodeid}: full_report fixture and FULL_REPORT_IDS in tests/conftest.py "
+                                    f"disagree; list exactly the tests that use it there")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-untyped-def]
+    """``--dist loadgroup`` with the groups of ``sglang_group`` (other ``--dist`` modes: pytest-xdist's own)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SglangGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return sglang_group(nodeid) or nodeid
+
+    return SglangGroups(config, log)
 
 
 # ------------------------------------------------------------------------------------------------------------
