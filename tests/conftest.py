@@ -63,8 +63,8 @@ def eagle3_crash(tmp_path_factory, cpu_profile, tiny_models):
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Which tests may run beside which. ``make test`` runs the sglang tests on two pytest-xdist workers with
-# ``--dist loadgroup``, and the groups are made here, from each test's id: pytest 9.2 ignores the id suffix that
+# Which tests may run beside which. ``make test SGLANG_TEST_WORKERS=N`` (N > 1) runs the sglang tests on N
+# pytest-xdist workers with ``--dist loadgroup``, and the groups are made here, from each test's id: pytest 9.2 ignores the id suffix that
 # pytest-xdist 3.8's own ``xdist_group`` marks rely on, so those marks would silently group nothing. A test that
 # patches, or needs unpatched, the one installed sglang is in INSTALLED_SGLANG, so those run one at a time on one
 # worker; the tests of the full report share its group (the report runs once, on its own copy of sglang); the
