@@ -468,6 +468,41 @@ class CycleComponentsRecord(Record):
     by_batch_size: list[CycleAtBatchSize] = Field(default_factory=list)
 
 
+class LaunchSample(Record):
+    """One launch of each headline arm (``bench.launch_spread``): launch 1 is the arms of the benchmark table."""
+
+    launch: int
+    baseline_arm: str
+    eagle3_arm: str
+    baseline_tok_s: float
+    eagle3_tok_s: float
+    speedup: float
+    accept_length: Optional[float] = None
+    plain_step_ms: Optional[float] = None  # from the cycle timers, when the harness traced both servers
+    cycle_ms: Optional[float] = None
+    cycle_in_plain_steps: Optional[float] = None
+    load_average: Optional[float] = None  # 1-minute load when the pair finished
+
+
+class LaunchSpreadRecord(Record):
+    """The headline pair measured on several launches at one concurrency, and how far the launches agree
+    (``bench.launch_spread``): spreads are (max - min) / median, in percent."""
+
+    concurrency: int
+    measured_on: str  # UTC date
+    order: str  # the launch order, e.g. "eagle3, baseline | baseline, eagle3"
+    launches: list[LaunchSample]
+    skipped: list[str] = Field(default_factory=list)  # launches that measured nothing, with their reason
+    baseline_spread_pct: float
+    eagle3_spread_pct: float
+    speedup_min: float
+    speedup_median: float
+    speedup_max: float
+    speedup_spread_pct: float
+    tolerance_pct: float  # the project's rule: a spread above it means one launch's speedup is one draw
+    agrees: bool
+
+
 class SamplingRecord(Record):
     """How the speculative CPU arms treat temperature > 0 (the CPU verify has no sampling kernel)."""
 
@@ -509,6 +544,7 @@ class PatchBenchSidecar(Sidecar):
     verify_dispatch_gap: Optional[DispatchGapRecord] = None
     timings: dict[str, float] = Field(default_factory=dict)  # seconds per part of the notebook, measured
     cycle_components: Optional[CycleComponentsRecord] = None  # bench.cycle: the cycle by component, measured
+    launch_spread: Optional[LaunchSpreadRecord] = None  # bench.launch_spread: the headline pair relaunched
     # False while notebook 03 is still measuring (written after each arm, notebook.patch_and_bench.PartialSidecar);
     # a sidecar left with False is a run that stopped after the arms it lists
     complete: bool = True

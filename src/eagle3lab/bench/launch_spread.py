@@ -1,0 +1,119 @@
+"""Launch to launch: the headline pair (baseline, EAGLE-3) measured on more than one launch of each server.
+
+Why: on a shared machine the same server, launched twice with the same flags and swept on the same prompts, can
+run at rates far apart (the CPU harness's own timers show the target's forward itself slower in one launch than in
+the next, with nothing else busy on the machine: the machine's speed changes, not the code). A speedup from one
+launch of each arm is then one draw. Relaunching both arms, in mirrored order (EAGLE-3, baseline | baseline,
+EAGLE-3 | ...) so that a slow spell falls on both, and showing every launch pair's speedup with the spread, says how
+far one figure can be trusted. Each pair's cycle and plain step come from the harness timers of those very launches
+(``bench.cycle``), so a slow launch is visible as slower forwards, not only as fewer tokens per second.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from eagle3lab.bench import cycle
+from eagle3lab.bench.sweep import ArmResult, PointResult
+from eagle3lab.errors import BenchError
+from eagle3lab.sidecars import LaunchSample, LaunchSpreadRecord, today
+
+# The project's rule, not a measurement: when the per-launch speedups spread by more than this share of their
+# median, one launch's speedup is reported as one draw of a spread, never alone.
+LAUNCH_TOLERANCE_PCT = 10.0
+
+
+def spread_pct(values: Sequence[float]) -> float:
+    """(max - min) / median, in percent: how far apart the launches are, relative to their typical value."""
+    if not values:
+        raise BenchError("no launch to compare")
+    middle = statistics.median(values)
+    return (max(values) - min(values)) / middle * 100.0 if middle else 0.0
+
+
+def _point(arm: ArmResult, concurrency: int) -> PointResult | None:
+    return next((p for p in arm.measured_points() if p.concurrency == concurrency and p.metrics), None)
+
+
+def launch_sample(launch: int, baseline: ArmResult, eagle3: ArmResult, concurrency: int,
+                  trace: Path | None = None, profile: str = "", shims: Sequence[str] | None = None
+                  ) -> LaunchSample | str:
+    """One launch pair at ``concurrency``, or the reason it measured nothing there. With a harness trace the
+    pair's plain step and cycle come from the timers of these two launches (their sweep windows)."""
+    b, e = _point(baseline, concurrency), _point(eagle3, concurrency)
+    missing = [arm.name for arm, point in ((baseline, b), (eagle3, e)) if point is None]
+    if missing:
+        return f"launch {launch}: {' and '.join(missing)} measured nothing at concurrency {concurrency}"
+    assert b is not None and e is not None and b.metrics is not None and e.metrics is not None
+    base_rate, spec_rate = b.metrics.output_tok_per_s, e.metrics.output_tok_per_s
+    sample: dict[str, Any] = {"launch": launch, "baseline_arm": baseline.name, "eagle3_arm": eagle3.name,
+                              "baseline_tok_s": base_rate, "eagle3_tok_s": spec_rate, "speedup": spec_rate / base_rate,
+                              "accept_length": e.metrics.accept_length, "load_average": os.getloadavg()[0]}
+    if trace is not None and trace.exists():
+        try:
+            table = cycle.table_from_arms(trace, baseline, eagle3, profile, batch_size=concurrency, shims=shims)
+            sample.update(plain_step_ms=table.plain_step_ms, cycle_ms=table.cycle_ms,
+                          cycle_in_plain_steps=table.cycle_in_plain_steps)
+        except BenchError:
+            pass  # no timer records in the window: the rates still stand
+    return LaunchSample(**sample)
+
+
+def samples_from_runs(runs: Sequence[Any], concurrency: int) -> list[LaunchSample]:
+    """Pairs of a user's benchmark runs at ``concurrency`` (``diagnostics.BenchFigures``, in the order given): the
+    i-th baseline run with the i-th speculative one, as many pairs as both arms have runs."""
+    def rates(arm: str) -> list[Any]:
+        return [r for r in runs if r.arm == arm and r.concurrency == concurrency and r.output_tok_s]
+
+    return [LaunchSample(launch=i, baseline_arm=f"baseline run {i}", eagle3_arm=f"speculative run {i}",
+                         baseline_tok_s=b.output_tok_s, eagle3_tok_s=e.output_tok_s,
+                         speedup=e.output_tok_s / b.output_tok_s, accept_length=e.accept_length)
+            for i, (b, e) in enumerate(zip(rates("baseline"), rates("speculative")), start=1)]
+
+
+def spread_record(samples: Sequence[LaunchSample], concurrency: int, order: str, skipped: Sequence[str] = (),
+                  tolerance_pct: float = LAUNCH_TOLERANCE_PCT) -> LaunchSpreadRecord | None:
+    """How far the launch pairs agree; None with fewer than two measured pairs (one launch has no spread)."""
+    if len(samples) < 2:
+        return None
+    speedups = [s.speedup for s in samples]
+    spread = spread_pct(speedups)
+    return LaunchSpreadRecord(
+        concurrency=concurrency, measured_on=today(), order=order, launches=list(samples), skipped=list(skipped),
+        baseline_spread_pct=spread_pct([s.baseline_tok_s for s in samples]),
+        eagle3_spread_pct=spread_pct([s.eagle3_tok_s for s in samples]),
+        speedup_min=min(speedups), speedup_median=statistics.median(speedups), speedup_max=max(speedups),
+        speedup_spread_pct=spread, tolerance_pct=tolerance_pct, agrees=spread <= tolerance_pct)
+
+
+def rows(record: LaunchSpreadRecord) -> list[dict[str, Any]]:
+    """For people: one row per launch pair, then the spread of each column."""
+    def r(value: float | None, digits: int = 1) -> float | str:
+        return round(value, digits) if value is not None else "--"
+
+    out: list[dict[str, Any]] = [
+        {"launch": s.launch, "baseline tok/s": r(s.baseline_tok_s), "EAGLE-3 tok/s": r(s.eagle3_tok_s),
+         "speedup": r(s.speedup, 2), "acceptance length": r(s.accept_length, 2),
+         "plain step ms": r(s.plain_step_ms, 2), "cycle ms": r(s.cycle_ms, 2),
+         "cycle in plain steps": r(s.cycle_in_plain_steps, 2), "load (1 min)": r(s.load_average, 2)}
+        for s in record.launches]
+    out.append({"launch": "spread %", "baseline tok/s": r(record.baseline_spread_pct),
+                "EAGLE-3 tok/s": r(record.eagle3_spread_pct), "speedup": r(record.speedup_spread_pct),
+                "acceptance length": "", "plain step ms": "", "cycle ms": "", "cycle in plain steps": "",
+                "load (1 min)": ""})
+    return out
+
+
+def verdict(record: LaunchSpreadRecord) -> str:
+    """One sentence on whether one launch's speedup can be quoted alone here."""
+    span = (f"speedup {record.speedup_min:.2f}x to {record.speedup_max:.2f}x over {len(record.launches)} launch pairs "
+            f"at concurrency {record.concurrency} (spread {record.speedup_spread_pct:.1f}%, rule "
+            f"{record.tolerance_pct:.0f}%)")
+    if record.agrees:
+        return f"The launches agree: {span}."
+    return (f"The launches disagree: {span}; on this machine one launch's speedup is one draw, read the median "
+            f"{record.speedup_median:.2f}x with its range.")
