@@ -37,7 +37,7 @@ from eagle3lab.report.plots import model as model_plots
 from eagle3lab.report.incident_model import incident_report
 from eagle3lab.report.plots.bench import draw_bench_figures
 from eagle3lab.report.plots.cycle import draw_cycle_figure
-from eagle3lab.bench import cycle
+from eagle3lab.bench import cycle, launch_spread
 from eagle3lab.report.build import model_figures
 
 nbparams.begin(globals())
@@ -191,6 +191,23 @@ if bench:
     patchbench.save_complete_report(report, bench_dir)  # fails the notebook if an arm stalled or died
 
 # %% [markdown]
+# ### Launch to launch: the headline pair relaunched
+# The same two servers launched again (`bench_launch_repeats` more times; the profile's default for `cpu` is 1),
+# each swept at concurrency 1 in mirrored order, so that a slow spell of a shared machine falls on both arms. Every
+# pair's speedup, and its plain step and cycle from the harness timers of those launches: one launch's speedup is
+# one draw when the pairs disagree.
+
+# %%
+spread = patchbench.relaunched_spread(
+    plans[0], P, models, config, bench_dir, logs_dir, patch, shims, CONTROL_SHIMS if P.cpu_harness else (),
+    baseline, eagle3, cycle_trace) if bench and eagle3.measured_points() else None
+partial.update(launch_spread=spread.model_dump()) if spread else None
+show.table(launch_spread.rows(spread)) if spread else "not relaunched (bench_launch_repeats is 0, or no EAGLE-3 point)"
+
+# %%
+print(launch_spread.verdict(spread)) if spread else None
+
+# %% [markdown]
 # ### One EAGLE-3 cycle by component, against one plain decode step
 # Mean exclusive milliseconds per plain step (baseline server) and per cycle (EAGLE-3 server) at batch size 1,
 # measured by the timers in the servers above. "Harness only" marks the GPU kernels this CPU runs as torch ports:
@@ -299,7 +316,7 @@ show.images(figures.values())
 
 # %%
 findings = patchbench.diagnose_run(P, report if bench else None, bench_dir, logs_dir, drafters.offline_acceptance,
-                                   cycle_table)
+                                   cycle_table, spread)
 show.table(findings)
 
 # %% [markdown]
@@ -394,4 +411,5 @@ sidecars.write(sidecars.PatchBenchSidecar(
     verify_dispatch_gap=dispatch_gap.to_dict(),
     timings=patchbench.timings(chain, captures, report if bench else None),
     cycle_components=cycle_table,
+    launch_spread=spread,
 ))

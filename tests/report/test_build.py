@@ -469,3 +469,29 @@ def test_a_trace_without_a_bisect_names_no_fixed_release(sources):
     text = render(sources)
     assert "ships the fix" not in text and "or upgrade to sglang" not in text
     assert "**The fix:**" in text and untagged(text, sources) == []
+
+
+def test_launch_spread_renders_every_pair_sourced_and_the_verdict_follows_the_rule(sources):
+    from eagle3lab.sidecars import LaunchSample, LaunchSpreadRecord
+
+    def sample(launch: int, base: float, spec: float) -> LaunchSample:
+        return LaunchSample(launch=launch, baseline_arm="baseline", eagle3_arm="eagle3", baseline_tok_s=base,
+                            eagle3_tok_s=spec, speedup=spec / base, accept_length=2.266, plain_step_ms=10.65,
+                            cycle_ms=15.43, cycle_in_plain_steps=1.449)
+
+    launches = [sample(1, 45.46, 70.85), sample(2, 71.07, 115.81)]
+    speedups = sorted(s.speedup for s in launches)
+    record = LaunchSpreadRecord(concurrency=1, measured_on="2026-12-02", order="eagle3, baseline | baseline, eagle3",
+                                launches=launches, baseline_spread_pct=44.0, eagle3_spread_pct=48.2,
+                                speedup_min=speedups[0], speedup_median=sum(speedups) / 2, speedup_max=speedups[1],
+                                speedup_spread_pct=4.4, tolerance_pct=10.0, agrees=True)
+    sources.patch.launch_spread = record
+    text = render(sources)
+    assert "| 2 | 71.1 | 115.8 | 1.63x | 2.27 | 10.65 | 15.43 | 1.45 |" in text
+    assert "Within the project's 10% rule" in text and "one draw" not in text
+    assert unsourced(text, sources) == [] and untagged(text, sources) == []
+
+    sources.patch.launch_spread = record.model_copy(update={"speedup_spread_pct": 12.5, "agrees": False})
+    text = render(sources)
+    assert "Beyond the project's 10% rule: on this machine one launch's speedup is one draw" in text
+    assert unsourced(text, sources) == []

@@ -111,6 +111,28 @@ def test_notebook_03_chain_capture_and_arms(full_report):
     assert cross["theirs"]["total_output_tokens"] == cross["num_prompts"] * profile["bench_output_len"]
 
 
+def test_the_headline_pair_was_relaunched_and_each_pair_measured_on_its_own_servers(full_report):
+    _, root = full_report
+    data = sidecar(root, "03_patch_and_bench.cpu.json")
+    spread = data["launch_spread"]
+    repeats = data["profile_values"]["bench_launch_repeats"]
+    assert repeats >= 1 and spread["skipped"] == []
+    assert [s["launch"] for s in spread["launches"]] == list(range(1, repeats + 2))
+    assert spread["order"].split(" | ")[:2] == ["eagle3, baseline", "baseline, eagle3"]  # mirrored
+    first, again = spread["launches"][0], spread["launches"][1]
+    c1 = {row["arm"]: row["out_tok_s"] for row in data["arms"] if row["concurrency"] == spread["concurrency"]}
+    assert round(first["baseline_tok_s"], 1) == c1["baseline"] and round(first["eagle3_tok_s"], 1) == c1["eagle3"]
+    assert again["baseline_arm"] == "baseline-launch2" and again["eagle3_arm"] == "eagle3-launch2"
+    for s in spread["launches"]:  # each pair's own launches, traced by the harness timers
+        assert s["speedup"] == pytest.approx(s["eagle3_tok_s"] / s["baseline_tok_s"])
+        assert s["accept_length"] >= 2.0 and s["plain_step_ms"] > 0 and s["cycle_ms"] > 0
+    logs = root / "artifacts" / "logs"
+    assert (logs / "03_baseline-launch2.cpu.log").is_file() and (logs / "03_eagle3-launch2.cpu.log").is_file()
+    report = (root / "REPORT.md").read_text()
+    assert "The same pair relaunched" in report
+    assert ("Within the project's" in report) == spread["agrees"]
+
+
 def test_the_sglang_the_report_ran_on_is_pristine_after_it(full_report):
     """Notebook 03 patched it twice and notebook 02 patched it for its checks: all reverted, byte for byte."""
     from eagle3lab.package import patching

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from eagle3lab.bench import cycle
+from eagle3lab.bench import cycle, launch_spread as spread
 from eagle3lab.bench.crosscheck import CrossCheck, cross_check
 from eagle3lab.bench.lossless import REQUIRED_CONCURRENCY, LosslessReport, lossless_policy, lossless_report
 from eagle3lab.bench.sweep import (ARM_FAILED, ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_CONTROL,
@@ -34,7 +34,7 @@ from eagle3lab.bench.diagnostics import diagnose, evidence_from_artifacts, findi
 from eagle3lab.sidecars import InterfaceTraceSidecar, PatchBenchSidecar, read_if_present, write as write_sidecar
 from eagle3lab.runtime.tinymodel.drafter_training import (shifted_drafter, shifted_ids_valid,
                                                           trained_drafter_for_profile)
-from eagle3lab.sidecars import CycleComponentsRecord
+from eagle3lab.sidecars import CycleComponentsRecord, LaunchSpreadRecord
 from eagle3lab.bench.diagnostics import Threshold
 
 
@@ -165,6 +165,38 @@ def run_experiment_arm(plan: SpecArmPlan, profile: Profile, models: Models, conf
     return arm
 
 
+def relaunched_spread(plan: SpecArmPlan, profile: Profile, models: Models, config: SweepConfig, out_dir: Path,
+                      logs_dir: Path, patch: str, shims: Sequence[str], baseline_shims: Sequence[str],
+                      baseline: ArmResult, eagle3: ArmResult, trace: Path | None, concurrency: int = 1
+                      ) -> LaunchSpreadRecord | None:
+    """The headline pair relaunched ``profile.bench_launch_repeats`` times at ``concurrency``, beside the benchmark
+    table's own launches (pair 1: EAGLE-3 on the chain's server, then the baseline), in mirrored order (baseline
+    then EAGLE-3 on the next pair, and so on), so that a slow spell of a shared machine falls on both arms; the
+    spread across pairs (``bench.launch_spread``). A relaunch that measures nothing is kept as a skipped pair with
+    its reason; None when fewer than two pairs measured (or no repeats asked)."""
+    if profile.bench_launch_repeats < 1:
+        return None
+    point_config = dataclasses.replace(config, concurrency=[concurrency])
+    samples, skipped, order = [], [], ["eagle3, baseline"]
+    first = spread.launch_sample(1, baseline, eagle3, concurrency, trace, profile.name, shims)
+    (samples if not isinstance(first, str) else skipped).append(first)
+    for launch in range(2, profile.bench_launch_repeats + 2):
+        runs = [("baseline", False, baseline_shims, None, models), ("eagle3", True, shims, patch, plan.models(models))]
+        if launch % 2 == 1:
+            runs.reverse()
+        order.append(", ".join(name for name, *_ in runs))
+        arms: dict[str, ArmResult] = {}
+        for name, speculative, arm_shims, arm_patch, arm_models in runs:
+            kind = plan.kind if speculative else ARM_KIND_BASELINE
+            arms[name], _ = run_server_arm(f"{name}-launch{launch}", profile, arm_models, point_config, out_dir,
+                                           logs_dir, kind=kind, speculative=speculative, shims=arm_shims,
+                                           patch=arm_patch)
+        sample = spread.launch_sample(launch, arms["baseline"], arms["eagle3"], concurrency, trace, profile.name,
+                                      shims)
+        (samples if not isinstance(sample, str) else skipped).append(sample)
+    return spread.spread_record(samples, concurrency, " | ".join(order), skipped)
+
+
 BENCH_REPORT, BENCH_REPORT_FAILED = "bench_report.json", "bench_report.failed.json"
 
 
@@ -238,7 +270,8 @@ def run_break_even_or_none(profile: Profile, report: BenchReport | None) -> tupl
 
 def diagnose_run(profile: Profile, report: BenchReport | None, bench_dir: Path, logs_dir: Path,
                  offline_acceptance: dict[str, Any] | None = None,
-                 cycle_components: Any = None) -> list[dict[str, Any]]:
+                 cycle_components: Any = None, launch_spread: LaunchSpreadRecord | None = None
+                 ) -> list[dict[str, Any]]:
     """Every cause of a missing EAGLE-3 speedup, checked on this run's own artifacts by the same rules engine
     ``doctor`` uses: one row per cause tag (yes / no / unknown), the acceptance judged against the break-even
     measured on the headline arm's own cycles (``cycle_components``, the cycle table), else by the control arm
@@ -261,7 +294,8 @@ def diagnose_run(profile: Profile, report: BenchReport | None, bench_dir: Path, 
         layer_profile="cpu" if profile.device == "cpu" else "gpu",
         break_even=modelled, modelled_break_even=modelled, offline_acceptance=offline_acceptance,
         device=profile.device,
-        cycle_components=cycle_components.model_dump() if hasattr(cycle_components, "model_dump") else cycle_components)
+        cycle_components=cycle_components.model_dump() if hasattr(cycle_components, "model_dump") else cycle_components,
+        launch_spread=launch_spread.model_dump() if launch_spread is not None else None)
     return findings_table(diagnose(evidence))
 
 

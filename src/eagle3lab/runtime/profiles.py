@@ -20,6 +20,7 @@ from eagle3lab.paths import params_dir
 DEFAULT_PROFILE = "cpu"
 MAX_BENCH_CONCURRENCY = 1024  # far above what a CPU or one node serves at once; a typo, not a sweep
 MAX_BENCH_NUM_PROMPTS = 100_000  # requests per sweep point: hours on any machine, beyond that a typo
+MAX_LAUNCH_REPEATS = 5  # extra launches of the headline pair: each is a full server start-up
 NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
@@ -66,6 +67,11 @@ class Profile(BaseModel):
     bench_prompts_per_concurrency: Optional[int] = Field(
         default=None, gt=0, description="measured requests per point = max(bench_num_prompts, this x concurrency); "
                                         "null: bench_num_prompts at every point")
+    bench_launch_repeats: int = Field(
+        default=0, ge=0, le=MAX_LAUNCH_REPEATS,
+        description="extra launches of the baseline and the headline EAGLE-3 server, each swept at concurrency 1 "
+                    "after the benchmark, so the report shows the speedup's spread from launch to launch "
+                    "(bench.launch_spread); 0: the benchmark's one launch of each")
     bench_prompt_kind: Literal["ids", "text", "chat"] = Field(
         default="ids", description="the headline workload: random token ids, their decoded text, or the bundled "
                                    "chat questions in the model's chat template (bench.workload); notebook 03's "
