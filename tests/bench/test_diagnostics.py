@@ -274,3 +274,32 @@ def test_modelled_rules_read_the_figures_they_are_given():
     for cause in ("tp_communication_bound", "compute_bound_large_batch", "moe_sparsity_verify_cost",
                   "draft_tokens_too_many_for_batch"):
         assert found[cause].applies == YES and found[cause].threshold_provenance == "modelled", cause
+
+
+# ------------------------------------------------------------------------------------------- launch to launch
+def spread_record(agrees: bool) -> dict:
+    from eagle3lab.bench import launch_spread
+    from eagle3lab.sidecars import LaunchSample
+
+    def sample(launch: int, base: float, spec: float) -> LaunchSample:
+        return LaunchSample(launch=launch, baseline_arm="b", eagle3_arm="e", baseline_tok_s=base, eagle3_tok_s=spec,
+                            speedup=spec / base)
+
+    second = 115.8 if agrees else 160.0
+    record = launch_spread.spread_record([sample(1, 71.1, 110.0), sample(2, 71.1, second)], 1, "e, b | b, e")
+    assert record is not None and record.agrees is agrees
+    return record.model_dump()
+
+
+def test_launches_that_disagree_make_the_benchmark_method_the_finding_even_for_one_sweep():
+    from eagle3lab.bench.diagnostics import rule_bench_method
+
+    shaky = rule_bench_method(Evidence(same_sweep=True, launch_spread=spread_record(agrees=False)))
+    assert shaky.applies == YES and shaky.threshold_provenance == "measured"
+    assert "over 2 measured pairs" in shaky.evidence and "one draw" in shaky.evidence
+    assert "bench_launch_repeats" in shaky.fix
+
+    steady = rule_bench_method(Evidence(same_sweep=True, launch_spread=spread_record(agrees=True)))
+    assert steady.applies == NO and "2 measured pairs agree within 10%" in steady.evidence
+    alone = rule_bench_method(Evidence(same_sweep=True))
+    assert alone.applies == NO and "measured pairs" not in alone.evidence

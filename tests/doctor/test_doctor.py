@@ -237,3 +237,24 @@ def test_without_sglang_the_tolerant_reader_carries_the_same_flags():
     with_sglang = parse_launch(SPEC).speculative.args
     for key in ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk", "cuda_graph_max_bs"):
         assert parsed.speculative.args[key] == with_sglang[key], key
+
+
+def test_each_arm_benchmarked_twice_gives_the_spread_and_a_shaky_pair_is_the_method_finding():
+    from eagle3lab.doctor.run import build_evidence
+
+    # baseline, speculative, speculative, baseline: the second speculative run came out a third faster
+    shaky = (_summary(200, 32, 5000.0, None) + _summary(200, 32, 4200.0, 1.8) + _summary(200, 32, 5600.0, 1.8)
+             + _summary(200, 32, 5100.0, None))
+    ev, notes = build_evidence(DoctorInput(bench=shaky))
+    assert ev.speedups == {32: pytest.approx(4200.0 / 5000.0)}  # the first pair, as before
+    spread = ev.launch_spread
+    assert [s["speedup"] for s in spread["launches"]] == [pytest.approx(4200 / 5000), pytest.approx(5600 / 5100)]
+    assert not spread["agrees"] and any("2 runs of each arm at concurrency 32" in n for n in notes)
+    found = _by_cause(doctor(DoctorInput(bench=shaky)))
+    assert found["benchmark_method_error"].applies == YES and "one draw" in found["benchmark_method_error"].evidence
+
+    steady = (_summary(200, 32, 5000.0, None) + _summary(200, 32, 4200.0, 1.8) + _summary(200, 32, 4250.0, 1.8)
+              + _summary(200, 32, 5050.0, None))
+    found = _by_cause(doctor(DoctorInput(bench=steady)))
+    assert found["benchmark_method_error"].applies == NO
+    assert "2 measured pairs agree within 10%" in found["benchmark_method_error"].evidence

@@ -132,6 +132,7 @@ class Evidence:
     bench: Sequence[BenchFigures] = ()
     bench_note: str = ""
     same_sweep: bool = False  # both arms from one sweep configuration (the project's own run)
+    launch_spread: Optional[Mapping[str, Any]] = None  # the headline pair relaunched (sidecars.LaunchSpreadRecord)
     temperature: Optional[float] = None
     temperature_where: str = ""
     input_len: Optional[float] = None  # mean prompt tokens per request
@@ -747,9 +748,25 @@ def rule_prompts(ev: Evidence) -> Finding:
 def rule_bench_method(ev: Evidence) -> Finding:
     cause = "benchmark_method_error"
     fix = "same prompts, lengths and concurrency for both arms; enough prompts to reach the concurrency; no failures"
+    spread = ev.launch_spread
+    if spread and not spread.get("agrees", True):
+        return _f(cause, YES, f"the speedup at concurrency {spread['concurrency']} spread "
+                              f"{spread['speedup_spread_pct']:.1f}% over {len(spread['launches'])} measured pairs "
+                              f"({spread['speedup_min']:.2f}x to {spread['speedup_max']:.2f}x; the rule is "
+                              f"{spread['tolerance_pct']:.0f}%): one measurement of each arm is one draw on "
+                              "this machine",
+                  "measure each arm more than once, on fresh launches in mirrored order (baseline, speculative, "
+                  "speculative, baseline; notebook 03: bench_launch_repeats), and compare the median speedup with "
+                  "its range", "measured")
+    if spread and not ev.same_sweep:
+        problems_note = (f"; {len(spread['launches'])} measured pairs agree within {spread['tolerance_pct']:.0f}%")
+    else:
+        problems_note = ""
     if ev.same_sweep:
-        return _f(cause, NO, "both arms measured by one sweep configuration (same prompts, lengths, concurrency)",
-                  fix, "benchmark")
+        agree = (f"; {len(spread['launches'])} measured pairs agree within {spread['tolerance_pct']:.0f}% "
+                 f"({spread['speedup_min']:.2f}x to {spread['speedup_max']:.2f}x)") if spread else ""
+        return _f(cause, NO, "both arms measured by one sweep configuration (same prompts, lengths, concurrency)"
+                  + agree, fix, "benchmark")
     if not ev.bench:
         return _f(cause, UNKNOWN, "no benchmark output", fix)
     problems = []
@@ -768,7 +785,7 @@ def rule_bench_method(ev: Evidence) -> Finding:
     if problems:
         return _f(cause, YES, "; ".join(problems), fix, "benchmark")
     return _f(cause, NO, f"{len(ev.bench)} benchmark arm(s) checked: no failures, prompts reach the concurrency, "
-                         "arms alike where both are known", fix, "benchmark")
+                         "arms alike where both are known" + problems_note, fix, "benchmark")
 
 
 RULES: tuple[Callable[[Evidence], Finding], ...] = (
@@ -910,7 +927,8 @@ def evidence_from_artifacts(bench_report: Any = None, requests_dir: Optional[Pat
                             break_even: Optional[Threshold] = None, modelled_break_even: Optional[Threshold] = None,
                             offline_acceptance: Optional[Mapping[str, Any]] = None,
                             device: Optional[str] = None,
-                            cycle_components: Optional[Mapping[str, Any]] = None) -> Evidence:
+                            cycle_components: Optional[Mapping[str, Any]] = None,
+                            launch_spread: Optional[Mapping[str, Any]] = None) -> Evidence:
     """A run's evidence from what the notebooks wrote: the bench report (``bench.BenchReport``), the per-request
     JSONL files in ``requests_dir``, server logs, notebook 02's layer-id tables (restricted to ``layer_profile``),
     the drafter's offline acceptance, and the break-even: measured on the headline arm's own cycle where the cycle
@@ -923,7 +941,8 @@ def evidence_from_artifacts(bench_report: Any = None, requests_dir: Optional[Pat
     ev = Evidence(spec_log=_read_text(spec_log, "speculative server log"),
                   baseline_log=_read_text(baseline_log, "baseline server log"),
                   break_even=break_even, modelled_break_even=modelled_break_even or break_even,
-                  offline_acceptance=offline_threshold(offline_acceptance), device=device)
+                  offline_acceptance=offline_threshold(offline_acceptance), device=device,
+                  launch_spread=launch_spread)
     ev.server_args = server_args_from_log(ev.spec_log)
     ev.baseline_server_args = server_args_from_log(ev.baseline_log)
     if layer_tables is not None:

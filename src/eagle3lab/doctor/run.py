@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+from eagle3lab.bench import launch_spread
 from eagle3lab.doctor.bench import parse_bench
 from eagle3lab.doctor.launch import parse_launch
 from eagle3lab.doctor.model import model_figures
@@ -125,6 +126,13 @@ def build_evidence(given: DoctorInput) -> tuple[Evidence, list[str]]:
         if spec and base and spec.concurrency == base.concurrency and spec.concurrency:
             ev.speedups = {spec.concurrency: spec.output_tok_s / base.output_tok_s}
             ev.speedup_where = "bench_serving output throughput, speculative / baseline"
+            # each arm benchmarked more than once at that concurrency: how far the pairs of runs agree
+            spread = launch_spread.spread_record(launch_spread.samples_from_runs(ev.bench, spec.concurrency),
+                                                 spec.concurrency, "as given in the benchmark output")
+            if spread is not None:
+                ev.launch_spread = spread.model_dump()
+                notes.append(f"{len(spread.launches)} runs of each arm at concurrency {spec.concurrency}: speedup "
+                             f"{spread.speedup_min:.2f}x to {spread.speedup_max:.2f}x")
     steps, topk, tokens = (ev.arg(k)[0] for k in ("speculative_num_steps", "speculative_eagle_topk",
                                                   "speculative_num_draft_tokens"))
     batch = max(ev.concurrency) if ev.concurrency else None
