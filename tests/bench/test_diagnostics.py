@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import pytest
 
+from eagle3lab.bench import launch_spread
 from eagle3lab.errors import DiagnosticsError
+from eagle3lab.sidecars import LaunchSample
 from eagle3lab.bench.diagnostics import (CAUSES, NO, UNKNOWN, YES, Evidence, ModelFigures, Threshold,
                                          accept_lengths_from_records, decode_lines, diagnose, layer_table_verdict,
                                          resolve_server_args, rule_aux_layers, rule_cuda_graph_bs,
-                                         rule_low_acceptance, rule_no_cuda_graph, rule_overlap, rule_prompts,
+                                         rule_bench_method, rule_low_acceptance, rule_no_cuda_graph, rule_overlap,
+                                         rule_prompts,
                                          rule_spec_request_cap, server_args_from_log)
 
 
@@ -278,9 +281,6 @@ def test_modelled_rules_read_the_figures_they_are_given():
 
 # ------------------------------------------------------------------------------------------- launch to launch
 def spread_record(agrees: bool) -> dict:
-    from eagle3lab.bench import launch_spread
-    from eagle3lab.sidecars import LaunchSample
-
     def sample(launch: int, base: float, spec: float) -> LaunchSample:
         return LaunchSample(launch=launch, baseline_arm="b", eagle3_arm="e", baseline_tok_s=base, eagle3_tok_s=spec,
                             speedup=spec / base)
@@ -292,8 +292,6 @@ def spread_record(agrees: bool) -> dict:
 
 
 def test_launches_that_disagree_make_the_benchmark_method_the_finding_even_for_one_sweep():
-    from eagle3lab.bench.diagnostics import rule_bench_method
-
     shaky = rule_bench_method(Evidence(same_sweep=True, launch_spread=spread_record(agrees=False)))
     assert shaky.applies == YES and shaky.threshold_provenance == "measured"
     assert "over 2 measured pairs" in shaky.evidence and "one draw" in shaky.evidence

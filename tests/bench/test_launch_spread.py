@@ -17,7 +17,7 @@ def pair(launch: int, base_step_s: float, spec_step_s: float, concurrency: int =
                                                      verify_ct=4, kind="eagle3"), concurrency)
 
 
-def test_spread_is_range_over_median_and_refuses_nothing():
+def test_spread_is_range_over_median_and_an_empty_list_is_refused():
     assert launch_spread.spread_pct([1.0, 1.5, 2.0]) == pytest.approx(66.666, rel=1e-3)
     assert launch_spread.spread_pct([3.0]) == 0.0
     with pytest.raises(BenchError):

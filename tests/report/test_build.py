@@ -13,7 +13,8 @@ from eagle3lab.errors import PerfModelError
 from eagle3lab.report import build, incident, model_evidence, provenance
 from eagle3lab.report.build import (ReportSources, flip_sentence, matching_sentence, peak_verdict, render,
                                     sensitivity_rows)
-from eagle3lab.sidecars import CrashReproSidecar, InterfaceTraceSidecar, PatchBenchSidecar
+from eagle3lab.sidecars import (CrashReproSidecar, InterfaceTraceSidecar, LaunchSample, LaunchSpreadRecord,
+                                PatchBenchSidecar)
 
 
 # ------------------------------------------------------------------------------------------------ sidecars
@@ -472,8 +473,6 @@ def test_a_trace_without_a_bisect_names_no_fixed_release(sources):
 
 
 def test_launch_spread_renders_every_pair_sourced_and_the_verdict_follows_the_rule(sources):
-    from eagle3lab.sidecars import LaunchSample, LaunchSpreadRecord
-
     def sample(launch: int, base: float, spec: float) -> LaunchSample:
         return LaunchSample(launch=launch, baseline_arm="baseline", eagle3_arm="eagle3", baseline_tok_s=base,
                             eagle3_tok_s=spec, speedup=spec / base, accept_length=2.266, plain_step_ms=10.65,

@@ -758,13 +758,9 @@ def rule_bench_method(ev: Evidence) -> Finding:
                   "measure each arm more than once, on fresh launches in mirrored order (baseline, speculative, "
                   "speculative, baseline; notebook 03: bench_launch_repeats), and compare the median speedup with "
                   "its range", "measured")
-    if spread and not ev.same_sweep:
-        problems_note = (f"; {len(spread['launches'])} measured pairs agree within {spread['tolerance_pct']:.0f}%")
-    else:
-        problems_note = ""
+    agree = (f"; {len(spread['launches'])} measured pairs agree within {spread['tolerance_pct']:.0f}% "
+             f"({spread['speedup_min']:.2f}x to {spread['speedup_max']:.2f}x)") if spread else ""
     if ev.same_sweep:
-        agree = (f"; {len(spread['launches'])} measured pairs agree within {spread['tolerance_pct']:.0f}% "
-                 f"({spread['speedup_min']:.2f}x to {spread['speedup_max']:.2f}x)") if spread else ""
         return _f(cause, NO, "both arms measured by one sweep configuration (same prompts, lengths, concurrency)"
                   + agree, fix, "benchmark")
     if not ev.bench:
@@ -785,7 +781,7 @@ def rule_bench_method(ev: Evidence) -> Finding:
     if problems:
         return _f(cause, YES, "; ".join(problems), fix, "benchmark")
     return _f(cause, NO, f"{len(ev.bench)} benchmark arm(s) checked: no failures, prompts reach the concurrency, "
-                         "arms alike where both are known" + problems_note, fix, "benchmark")
+                         "arms alike where both are known" + agree, fix, "benchmark")
 
 
 RULES: tuple[Callable[[Evidence], Finding], ...] = (

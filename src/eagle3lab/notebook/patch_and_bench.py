@@ -177,9 +177,8 @@ def relaunched_spread(plan: SpecArmPlan, profile: Profile, models: Models, confi
     if profile.bench_launch_repeats < 1:
         return None
     point_config = dataclasses.replace(config, concurrency=[concurrency])
-    samples, skipped, order = [], [], ["eagle3, baseline"]
-    first = spread.launch_sample(1, baseline, eagle3, concurrency, trace, profile.name, shims)
-    (samples if not isinstance(first, str) else skipped).append(first)
+    order = ["eagle3, baseline"]
+    pairs = [spread.launch_sample(1, baseline, eagle3, concurrency, trace, profile.name, shims)]
     for launch in range(2, profile.bench_launch_repeats + 2):
         runs = [("baseline", False, baseline_shims, None, models), ("eagle3", True, shims, patch, plan.models(models))]
         if launch % 2 == 1:
@@ -191,10 +190,10 @@ def relaunched_spread(plan: SpecArmPlan, profile: Profile, models: Models, confi
             arms[name], _ = run_server_arm(f"{name}-launch{launch}", profile, arm_models, point_config, out_dir,
                                            logs_dir, kind=kind, speculative=speculative, shims=arm_shims,
                                            patch=arm_patch)
-        sample = spread.launch_sample(launch, arms["baseline"], arms["eagle3"], concurrency, trace, profile.name,
-                                      shims)
-        (samples if not isinstance(sample, str) else skipped).append(sample)
-    return spread.spread_record(samples, concurrency, " | ".join(order), skipped)
+        pairs.append(spread.launch_sample(launch, arms["baseline"], arms["eagle3"], concurrency, trace, profile.name,
+                                          shims))
+    return spread.spread_record([p for p in pairs if not isinstance(p, str)], concurrency, " | ".join(order),
+                                [p for p in pairs if isinstance(p, str)])
 
 
 BENCH_REPORT, BENCH_REPORT_FAILED = "bench_report.json", "bench_report.failed.json"
