@@ -29,6 +29,7 @@ from eagle3lab.runtime.cpu_harness import (
     driver_symbols,
     sgl_kernel_libraries,
 )
+from eagle3lab.runtime.cpu_harness.environment import VEC_ISA_TRUST_ENV
 from eagle3lab.runtime.cpu_harness.hooks import when_imported
 from eagle3lab.runtime.cpu_harness.libcuda_stub import (
     CUDA_ERROR_STUB_LIBRARY,
@@ -120,6 +121,38 @@ def test_cpu_environment_puts_stub_and_site_first_and_keeps_the_rest():
     assert env["EAGLE3LAB_SHIMS"].split(",") == list(SPEC_SHIMS)
     assert env["SGLANG_USE_CPU_ENGINE"] == "1" and env["SGLANG_DISABLE_CUDNN_CHECK"] == "1"
     assert env["HF_HUB_OFFLINE"] == "1" and re.fullmatch(r"0-\d+", env["SGLANG_CPU_OMP_THREADS_BIND"])
+
+
+VEC_ISA_PICK = ("import torch._inductor.cpu_vec_isa as isa; "
+                "print(','.join(str(v) for v in isa.valid_vec_isa_list()), '|', str(isa.pick_vec_isa()))")
+
+
+def test_trusting_cpuinfo_vector_isas_picks_what_inductors_own_probe_picks_on_this_machine():
+    """The harness skips inductor's per-process ISA probe; that is only faithful if the pick stays the same."""
+    env = {key: value for key, value in os.environ.items() if key != VEC_ISA_TRUST_ENV}
+    probed = subprocess.run([sys.executable, "-c", VEC_ISA_PICK], env=env, capture_output=True, text=True,
+                            timeout=patience(300))
+    trusted = subprocess.run([sys.executable, "-c", VEC_ISA_PICK], capture_output=True, text=True,
+                             env={**env, VEC_ISA_TRUST_ENV: cpu_environment(shims=())[VEC_ISA_TRUST_ENV]},
+                             timeout=patience(120))
+    assert probed.returncode == trusted.returncode == 0, probed.stderr[-2000:] + trusted.stderr[-2000:]
+    assert trusted.stdout == probed.stdout and probed.stdout.strip()
+
+
+def test_a_process_that_never_imports_sglang_pays_nothing_for_the_shims(tmp_path):
+    """Every Python process of a launch runs the harness's sitecustomize (multiprocessing's resource tracker too):
+    with every shim and the cycle timers installed, a process that imports no sglang must not import torch."""
+    code = "import json, sys; print(json.dumps({'torch': 'torch' in sys.modules, 'shims': sys.modules.get("
+    code += "'eagle3lab.runtime.cpu_harness.shims') is not None}))"
+    env = {**os.environ, **cpu_environment(shims=SPEC_SHIMS, speculative=True),
+           "EAGLE3LAB_CYCLE_TRACE": str(tmp_path / "cycles.jsonl")}
+    child = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           timeout=patience(120))
+    assert json.loads(child.stdout.strip().splitlines()[-1]) == {"torch": False, "shims": True}, child.stderr[-2000:]
+
+
+def test_a_vec_isa_setting_of_the_caller_wins():
+    assert cpu_environment(shims=(), base={VEC_ISA_TRUST_ENV: "0"})[VEC_ISA_TRUST_ENV] == "0"
 
 
 def test_bare_environment_names_no_shim():

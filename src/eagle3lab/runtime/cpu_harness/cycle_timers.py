@@ -21,6 +21,7 @@ or MLP and logits (``model.*`` keeps the rest of that forward); the groups are d
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import os
 import time
@@ -29,7 +30,6 @@ from types import ModuleType
 from typing import Any
 
 from eagle3lab.runtime.cpu_harness.hooks import when_imported
-from eagle3lab.runtime.cpu_harness.spec_kernels import PORTS, TorchKernel
 
 CYCLE_TRACE_ENV = "EAGLE3LAB_CYCLE_TRACE"
 
@@ -236,10 +236,13 @@ def _eagle_utils(module: ModuleType) -> None:
 
 
 def _spec_utils(module: ModuleType) -> None:
+    # spec_kernels imports torch, so only now (sglang has imported it): the sitecustomize imports this module in
+    # every process of a traced launch, multiprocessing's resource tracker included
+    kernels = importlib.import_module("eagle3lab.runtime.cpu_harness.spec_kernels")
     _wrap(module, "select_top_k_tokens", "eagle.select_top_k_tokens")
-    for kernel in PORTS:
+    for kernel in kernels.PORTS:
         launcher = getattr(module, kernel, None)
-        if isinstance(launcher, TorchKernel) and not getattr(launcher.fn, "__eagle3lab_timed__", False):
+        if isinstance(launcher, kernels.TorchKernel) and not getattr(launcher.fn, "__eagle3lab_timed__", False):
             launcher.fn = _timed(launcher.fn, f"kernel.{kernel}")
 
 

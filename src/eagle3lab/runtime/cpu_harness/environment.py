@@ -14,6 +14,13 @@ from eagle3lab.runtime.cpu_harness.libcuda_stub import build_libcuda_stub
 from eagle3lab.runtime.cpu_harness.shims import CONTROL_SHIMS, SHIMS_ENV, check_shim_names
 
 TRITON_INTERPRET_ENV = "TRITON_INTERPRET"
+# sglang compiles a few small functions with torch.compile (the overlap scheduler's future-token resolver on every
+# baseline server, MoE top-k), and on CPU inductor first probes which vector ISAs work: for each ISA in
+# /proc/cpuinfo it builds a test library and loads it in a fresh Python that imports torch. That probe runs again in
+# every server process: measured 11-12 s of CPU per serving launch on a 2-core machine (py-spy, 2026-12-02), more than
+# the weights take to load. With this variable inductor takes cpuinfo's ISAs as they are, the same pick wherever the
+# compiler builds what the CPU reports (tests/runtime/test_cpu_harness.py checks that on the machine it runs on).
+VEC_ISA_TRUST_ENV = "TORCHINDUCTOR_VEC_ISA_OK"
 SITE_DIR = Path(__file__).resolve().parent / "site"
 # The folder that holds the eagle3lab package, so the sitecustomize can import it even without an install.
 PACKAGE_PARENT = Path(__file__).resolve().parents[3]
@@ -33,7 +40,8 @@ def cpu_environment(
 
     ``shims=()`` gives the bare harness (stub + variables), which is all the crash reproduction needs.
     ``omp_threads_bind`` defaults to all cores of this machine ("0-N"), because tp 1 on CPU has no NUMA autodetect.
-    ``speculative`` adds ``TRITON_INTERPRET=1``: the EAGLE loop's bookkeeping kernels (spec_utils.py) are Triton
+    ``VEC_ISA_TRUST_ENV`` skips inductor's per-process ISA probe (see its comment); a value the caller already
+    set wins. ``speculative`` adds ``TRITON_INTERPRET=1``: the EAGLE loop's bookkeeping kernels (spec_utils.py) are Triton
     kernels, and Triton has no CPU driver, so they run in Triton's interpreter. A server without speculation
     never gets it (its forward has no Triton kernels on CPU, and nothing should change its timing).
     """
@@ -49,6 +57,7 @@ def cpu_environment(
         "SGLANG_CPU_OMP_THREADS_BIND": omp_threads_bind or f"0-{cores - 1}",
         SHIMS_ENV: ",".join(chosen),
         "PYTHONPATH": _prepend(SITE_DIR, _prepend(PACKAGE_PARENT, base.get("PYTHONPATH"))),
+        VEC_ISA_TRUST_ENV: base.get(VEC_ISA_TRUST_ENV, "1"),
     }
     if speculative:
         env[TRITON_INTERPRET_ENV] = "1"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -20,7 +21,6 @@ from types import ModuleType
 
 from eagle3lab.runtime.cpu_harness.hooks import when_imported
 from eagle3lab.errors import HarnessBuildError
-from eagle3lab.runtime.cpu_harness import spec_shims
 
 SHIMS_ENV = "EAGLE3LAB_SHIMS"
 _log = logging.getLogger(__name__)
@@ -137,6 +137,18 @@ SHIMS: dict[str, Shim] = {
 # --- The speculative loop itself (obstacles 10-15 of the package docstring); see spec_shims.py -----------------
 # Obstacle numbers continue the list above: 10 is where the launch stopped before these shims existed.
 
+def _from_spec_shims(name: str) -> Callable[[ModuleType], None]:
+    """``spec_shims.<name>``, imported only when its sglang module is. spec_shims imports torch, and this module
+    runs in every Python process of a harness launch through the ``sitecustomize`` (multiprocessing's resource
+    tracker too, which imports nothing else): an eager import there cost about 6 s of CPU per launch."""
+
+    def apply(module: ModuleType) -> None:
+        getattr(importlib.import_module("eagle3lab.runtime.cpu_harness.spec_shims"), name)(module)
+
+    apply.__qualname__ = apply.__name__ = f"spec_shims.{name}"
+    return apply
+
+
 def _spec_shims() -> tuple[Shim, ...]:
 
     return (
@@ -146,7 +158,7 @@ def _spec_shims() -> tuple[Shim, ...]:
             module="sglang.srt.speculative.draft_utils",
             avoids="ValueError: EAGLE is not supported in decode attention backend torch_native  "
             "(DraftBackendFactory.create_decode_backend, speculative/draft_utils.py)",
-            apply=spec_shims.torch_native_draft_backends,
+            apply=_from_spec_shims("torch_native_draft_backends"),
         ),
         Shim(
             name="torch_native_verify_extend",
@@ -155,7 +167,7 @@ def _spec_shims() -> tuple[Shim, ...]:
             avoids="AttributeError: 'NoneType' object has no attribute 'shape'  (TorchNativeAttnBackend."
             "forward_extend in TARGET_VERIFY: the verify batch carries no extend lengths); and RuntimeError: The "
             "expanded size of the tensor ... must match the existing size  (DRAFT_EXTEND: stale extend_prefix_lens)",
-            apply=spec_shims.torch_native_verify_and_draft_extend,
+            apply=_from_spec_shims("torch_native_verify_and_draft_extend"),
         ),
         Shim(
             name="build_tree_cpu",
@@ -163,7 +175,7 @@ def _spec_shims() -> tuple[Shim, ...]:
             module="sglang.srt.speculative.eagle_utils",
             avoids="NameError: name 'sgl_build_tree_kernel_efficient' is not defined  (eagle_utils imports the "
             "sgl_kernel op only under CUDA/HIP; EAGLEWorker.draft)",
-            apply=spec_shims.provide_build_tree_kernel,
+            apply=_from_spec_shims("provide_build_tree_kernel"),
         ),
         Shim(
             name="verify_greedy_cpu",
@@ -171,7 +183,7 @@ def _spec_shims() -> tuple[Shim, ...]:
             module="sglang.srt.speculative.eagle_utils",
             avoids="Silent no-op: verify_tree_greedy_func has no CPU branch and returns its buffers untouched "
             "(predicts stays torch.empty, so the accepted tokens are whatever memory held; no error is raised)",
-            apply=spec_shims.cpu_verify_tree_greedy,
+            apply=_from_spec_shims("cpu_verify_tree_greedy"),
         ),
         Shim(
             name="triton_interpreter_scalars",
@@ -179,7 +191,7 @@ def _spec_shims() -> tuple[Shim, ...]:
             module="triton.runtime.interpreter",
             avoids="InterpreterError: TypeError('only 0-dimensional arrays can be converted to Python scalars')  "
             "(Triton 3.5.1 interpreter under NumPy 2, first hit in spec_utils.assign_draft_cache_locs)",
-            apply=spec_shims.interpreter_scalar_index,
+            apply=_from_spec_shims("interpreter_scalar_index"),
         ),
         Shim(
             name="greedy_only_sampling",
@@ -187,7 +199,7 @@ def _spec_shims() -> tuple[Shim, ...]:
             module="sglang.srt.sampling.sampling_params",
             avoids="UserWarning-only: Tree speculative sampling kernel unavailable ... Falling back to greedy "
             "verification  (EagleVerifyInput.verify on CPU ignores temperature > 0)",
-            apply=spec_shims.refuse_sampling,
+            apply=_from_spec_shims("refuse_sampling"),
         ),
         Shim(
             name="bookkeeping_kernels_torch",
@@ -196,7 +208,7 @@ def _spec_shims() -> tuple[Shim, ...]:
             avoids="Harness cost, not an error: under TRITON_INTERPRET=1 every launch of assign_req_to_token_pool, "
             "assign_draft_cache_locs and create_extend_after_decode_spec_info runs in Triton's interpreter "
             "(milliseconds per launch on CPU, microseconds as a CUDA kernel)",
-            apply=spec_shims.torch_bookkeeping_kernels,
+            apply=_from_spec_shims("torch_bookkeeping_kernels"),
         ),
         Shim(
             name="torch_native_attention_rows",
@@ -206,7 +218,7 @@ def _spec_shims() -> tuple[Shim, ...]:
             "over seq_len query rows and keeps the last extend rows (a verify of 4 draft tokens costs a prefill of "
             "the whole sequence), and torch's CPU SDPA costs several times a written-out attention at these "
             "sizes; applied to the baseline and the EAGLE-3 servers alike",
-            apply=spec_shims.attention_rows,
+            apply=_from_spec_shims("attention_rows"),
         ),
     )
 
