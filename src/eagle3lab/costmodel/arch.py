@@ -1,7 +1,8 @@
 """What a model is, for the cost model: weight and KV-cache bytes one GPU holds and reads under tensor parallelism.
 
-Built from a Hugging Face ``config.json`` (Llama, Qwen2/3, Qwen3-MoE, DeepSeek-V3; a Kimi-K2.5 config is read
-through its DeepSeek-V3-shaped ``text_config``) or as the EAGLE-3 drafter that sglang pairs with a target.
+Built from a Hugging Face ``config.json`` (Llama, Qwen2/3, Qwen2/3-MoE, gpt-oss, GLM-4.x MoE, Llama-4, MiniMax-M2,
+DeepSeek-V2/V3; a Kimi-K2.5 config is read through its DeepSeek-V3-shaped ``text_config``) or as the EAGLE-3
+drafter that sglang pairs with a target.
 
 Tensor parallelism follows sglang's layouts: attention heads and MLP widths are split across the TP group; a GQA
 KV cache is split by KV head (replicated once TP exceeds the KV-head count); an MLA latent cache has one latent
@@ -82,8 +83,8 @@ class ModelArch:
     attn_input: int = 0  # width feeding q/k/v: hidden, or 2*hidden in an EAGLE-3 drafter layer
     fc_input: int = 0  # a drafter's fc input: 3*hidden (EAGLE-3 fused aux states), 2*hidden (EAGLE-1/2); 0 otherwise
     fc_every_pass: bool = False  # EAGLE-1/2 run fc on every draft token; EAGLE-3 only on the target's states
-    sliding_layers: int = 0  # layers attending over a sliding window only (gpt-oss: every other layer)
-    sliding_window: int = 0  # tokens such a layer keeps and reads (0: no sliding-window layers)
+    sliding_layers: int = 0  # layers attending over the last ``sliding_window`` tokens only (config layer_types)
+    sliding_window: int = 0  # tokens such a layer reads (0: no sliding-window layers)
 
     def __post_init__(self) -> None:
         ints = {"num_layers": self.num_layers, "hidden": self.hidden, "vocab": self.vocab,
@@ -127,12 +128,19 @@ class ModelArch:
         return self.num_heads / tp
 
     def kv_bytes_per_token(self, tp: int) -> float:
-        """KV-cache bytes one GPU stores per cached token, all layers."""
+        """KV-cache bytes one GPU stores per cached token, all layers (what a pool sized for full attention in
+        every layer holds; ``kv_read_bytes`` is what a decode step reads)."""
         if self.mla is not None:
             per_layer = self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
         else:
             per_layer = 2 * self.kv_heads_per_gpu(tp) * self.head_dim
         return self.num_layers * per_layer * self.storage.kv
+
+    def kv_read_bytes(self, tp: int, context: float) -> float:
+        """KV-cache bytes one GPU reads for one request's decode step over ``context`` cached tokens: full-attention
+        layers read every cached token, sliding-window layers at most their window (their keys beyond it are
+        masked out, so kernels skip them)."""
+        return self.kv_bytes_per_token(tp) * self.effective_context(context)
 
     def attention_flops_per_pair(self, tp: int) -> float:
         """FLOPs one GPU spends per (query token, cached token) pair, all layers: scores plus weighted values.
@@ -229,6 +237,17 @@ class ModelArch:
                                     + self.moe.n_experts * self.expert_params(1))
         return n + self.lm_head_params(1) + self.vocab * self.hidden + self.fc_params()
 
+    def active_params(self) -> float:
+        """Parameters one token's forward multiplies by (TP 1): attention, dense MLPs, the router, shared experts
+        and top_k routed experts per MoE layer, and the lm_head; not the embedding (a row lookup). Publishers
+        differ on the lm_head: OpenAI's 5.1B for gpt-oss-120b counts it, Z.ai's 12B for GLM-4.5-Air does not."""
+        rep, split = self.attention_params(1)
+        n = self.num_layers * (rep + split) + self.dense_layers * self.dense_mlp_params(1)
+        if self.moe:
+            n += self.moe.layers * (self.router_params() + self.shared_expert_params(1)
+                                    + self.moe.top_k * self.expert_params(1))
+        return n + self.lm_head_params(1) + self.fc_params()
+
 
 def expected_distinct_experts(tokens: float, n_experts: int, top_k: int) -> float:
     """Expected distinct experts a MoE layer touches for ``tokens`` tokens routed uniformly and independently.
@@ -253,6 +272,9 @@ MLA_ARCHS = {"DeepseekV3ForCausalLM": "deepseek_v3", "DeepseekV2ForCausalLM": "d
 WRAPPER_ARCHS = {"KimiK25ForConditionalGeneration": "DeepseekV3ForCausalLM",
                  "Llama4ForConditionalGeneration": "Llama4ForCausalLM"}
 SUPPORTED = sorted([*DENSE_ARCHS, *MOE_ARCHS, *MLA_ARCHS, *WRAPPER_ARCHS])
+# sglang models that read layer_types/sliding_window (srt/models/gpt_oss.py: window attention on sliding_attention
+# layers); the Llama-4 chunked attention is not modelled
+SLIDING_WINDOW_ARCHS = {"GptOssForCausalLM"}
 MXFP4_BYTES = 0.5 + 1.0 / 32  # OCP MX FP4: 4-bit elements plus one 8-bit (E8M0) scale per block of 32
 
 
@@ -369,6 +391,26 @@ def model_from_config(cfg: Mapping[str, Any], name: Optional[str] = None, source
                      **common)
 
 
+def _sliding_window_layers(cfg: Mapping[str, Any], arch: str, layers: int, where: str) -> tuple[int, int]:
+    """(layers attending over a sliding window, the window) from the config's ``layer_types``, for the families
+    whose sglang model honours it (SLIDING_WINDOW_ARCHS); sglang runs every layer of the others (Qwen2/3, Llama,
+    GLM) with full attention whatever their config says. A gpt-oss config without the list alternates, starting
+    with a sliding layer (transformers GptOssConfig's default)."""
+    if arch not in SLIDING_WINDOW_ARCHS:
+        return 0, 0
+    types = cfg.get("layer_types") or ["sliding_attention" if i % 2 == 0 else "full_attention"
+                                       for i in range(layers)]
+    if not isinstance(types, list) or len(types) != layers:
+        raise PerfModelError(f"{where}: layer_types must list one entry per layer ({layers})",
+                             parameter="layer_types", value=types, problem="wrong_length")
+    sliding = sum(1 for t in types if t == "sliding_attention")
+    window = int(cfg.get("sliding_window") or 0)
+    if sliding and window < 1:
+        raise PerfModelError(f"{where}: {sliding} sliding_attention layers but no sliding_window",
+                             parameter="sliding_window", problem="missing")
+    return sliding, window if sliding else 0
+
+
 def _moe_layers(cfg: Mapping[str, Any], arch: str, layers: int) -> list[bool]:
     """Which decoder layers route to experts, by each family's own config keys."""
     if arch == "Glm4MoeForCausalLM":  # DeepSeek-style: the first first_k_dense_replace layers are dense
@@ -392,7 +434,13 @@ def _moe_from_config(cfg: Mapping[str, Any], arch: str, where: str, kv_heads: in
     Expert width is ``moe_intermediate_size`` where the family has it, else ``intermediate_size`` (gpt-oss, Llama-4,
     MiniMax-M2). Shared experts: Qwen2-MoE's shared_expert_intermediate_size, GLM's n_shared_experts x expert
     width, Llama-4's one shared expert of the expert width. Dense layers use ``intermediate_size`` (Llama-4:
-    ``intermediate_size_mlp``). gpt-oss alternates sliding-window (``layer_types``) and full attention.
+    ``intermediate_size_mlp``).
+
+    gpt-oss: every layer MoE, no shared expert; sliding-window and full attention alternate (``layer_types``,
+    ``_sliding_window_layers``). Its attention sinks (one logit per head), q/k/v/o and expert biases are left
+    out: under 0.1% of the bytes and FLOPs. GLM-4.x: DeepSeek-style first_k_dense_replace dense layers, GQA with
+    an explicit head_dim; partial rotary and the q/k/v bias change no weight or KV byte that matters, and its MTP
+    layer (num_nextn_predict_layers) is not part of the decoding stack.
     """
     layers = int(cfg["num_hidden_layers"])
     experts = cfg.get("num_experts") or cfg.get("num_local_experts") or cfg.get("n_routed_experts")
@@ -416,14 +464,7 @@ def _moe_from_config(cfg: Mapping[str, Any], arch: str, where: str, kv_heads: in
     moe_layers = sum(is_moe)
     if moe_layers < layers and not dense:
         raise PerfModelError(f"{where}: {layers - moe_layers} dense layers but no dense MLP width in the config")
-    sliding, window = 0, 0
-    if arch == "GptOssForCausalLM":
-        types = cfg.get("layer_types") or ["sliding_attention" if i % 2 == 0 else "full_attention"
-                                           for i in range(layers)]
-        sliding = sum(1 for t in types if t == "sliding_attention")
-        window = int(cfg.get("sliding_window") or 0)
-        if sliding and window < 1:
-            raise PerfModelError(f"{where}: sliding_attention layers but no sliding_window")
+    sliding, window = _sliding_window_layers(cfg, arch, layers, where)
     moe = MoE(int(experts), int(cfg["num_experts_per_tok"]), width, shared, moe_layers)
     return ModelArch(family=MOE_ARCHS[arch], num_kv_heads=kv_heads, head_dim=head_dim, dense_intermediate=dense,
                      dense_layers=layers - moe_layers, moe=moe, mla=None, sliding_layers=sliding,

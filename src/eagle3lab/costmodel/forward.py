@@ -148,9 +148,9 @@ def forward_cost(arch: ModelArch, hw: Hardware, tp: int, engine: Engine, p: Pass
         weight_bytes += bytes_
         gemm_flops += flops
 
-    kv_per_token = arch.kv_bytes_per_token(tp)
     context = arch.effective_context(p.context)  # sliding-window layers read at most their window
-    kv_bytes = p.requests * context * kv_per_token + T * kv_per_token  # read the cache once, write new tokens
+    # read each request's cache once (sliding-window layers only their window), write the new tokens' keys/values
+    kv_bytes = p.requests * arch.kv_read_bytes(tp, p.context) + T * arch.kv_bytes_per_token(tp)
     pairs = p.requests * p.tokens_per_request * (context + (p.tokens_per_request + 1) / 2)
     attn_flops = pairs * arch.attention_flops_per_pair(tp)
     rows = p.tokens_per_request * arch.queries_per_kv_head(tp)
