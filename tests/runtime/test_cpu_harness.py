@@ -39,6 +39,7 @@ from eagle3lab.runtime.cpu_harness.libcuda_stub import (
     undefined_symbols,
 )
 from eagle3lab.errors import HarnessBuildError
+from eagle3lab.runtime.server import free_port
 from timing import patience
 
 
@@ -295,19 +296,32 @@ def test_site_folder_still_runs_another_sitecustomize(tmp_path):
     assert result.stdout.strip() == "ran"
 
 
-@pytest.mark.server
-@pytest.mark.parametrize("shims", [(), ALL_SHIMS], ids=["bare_harness", "all_shims"])
-def test_server_eagle3_launch_still_dies_on_the_wrapper(tmp_path, cpu_profile, tiny_models, shims):
-    """The stub and environment alone reproduce the real crash, and no shim masks it: not the start-up shims, and
-    not the speculative ones that run sglang's EAGLE loop on CPU (with Triton's interpreter on, as in a real
-    speculative CPU server)."""
-    from eagle3lab.runtime.deployment import server_spec
-    from eagle3lab.runtime.server import free_port, launch
+WRAPPER_CRASH = "AttributeError: 'KimiK25ForConditionalGeneration' object has no attribute 'set_eagle3_layers_to_capture'"
 
-    assert set(SPEC_SHIMS) <= set(ALL_SHIMS)
+
+@pytest.mark.parametrize("shims", [(), ALL_SHIMS], ids=["bare_harness", "all_shims"])
+def test_speculative_launches_get_triton_interpreter_and_exactly_their_shims(cpu_profile, tiny_models, shims):
+    from eagle3lab.runtime.deployment import server_spec
+
     spec = server_spec(cpu_profile, tiny_models, speculative=True, shims=shims, port=free_port())
     assert spec.env["TRITON_INTERPRET"] == "1" and spec.env["EAGLE3LAB_SHIMS"] == ",".join(shims)
+
+
+@pytest.mark.server
+def test_bare_harness_eagle3_launch_dies_on_the_wrapper(eagle3_crash):
+    """The stub and environment alone reproduce the real crash (the session's one bare EAGLE-3 launch, which
+    notebook 01's ``reproduce_crash`` makes with no shim)."""
+    assert eagle3_crash.outcome.status == "died" and WRAPPER_CRASH in eagle3_crash.outcome.log_text()
+
+
+@pytest.mark.server
+def test_server_eagle3_launch_still_dies_on_the_wrapper_with_every_shim(tmp_path, cpu_profile, tiny_models):
+    """No shim masks the crash: not the start-up shims, and not the speculative ones that run sglang's EAGLE loop
+    on CPU (with Triton's interpreter on, as in a real speculative CPU server)."""
+    from eagle3lab.runtime.deployment import server_spec
+    from eagle3lab.runtime.server import launch
+
+    assert set(SPEC_SHIMS) <= set(ALL_SHIMS)
+    spec = server_spec(cpu_profile, tiny_models, speculative=True, shims=ALL_SHIMS, port=free_port())
     outcome = launch(spec, tmp_path / "server.log", cpu_profile.ready_timeout_s)
-    assert outcome.status == "died"
-    assert ("AttributeError: 'KimiK25ForConditionalGeneration' object has no attribute "
-            "'set_eagle3_layers_to_capture'") in outcome.log_text()
+    assert outcome.status == "died" and WRAPPER_CRASH in outcome.log_text()
