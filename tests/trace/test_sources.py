@@ -17,17 +17,25 @@ from eagle3lab.trace import sources
 from eagle3lab.errors import SourceError
 
 
+def index_of(root: Path, versions: tuple[str, ...]) -> str:
+    """A PEP 503 index on disk under ``root`` that holds these releases of a synthetic sglang."""
+    files = root / "index" / "files"
+    files.mkdir(parents=True)
+    page = root / "index" / "simple" / "sglang"
+    page.mkdir(parents=True)
+    links = []
+    for version in versions:
+        name = f"sglang-{version}-py3-none-any.whl"
+        syn.write_wheel(files / name, version)
+        links.append(f'<a href="../../files/{name}">{name}</a>')
+    page.joinpath("index.html").write_text(f"<html><body>{''.join(links)}</body></html>")
+    return (root / "index" / "simple").as_uri()
+
+
 @pytest.fixture
 def fake_index(tmp_path: Path) -> str:
     """A PEP 503 index on disk that holds one release, 1.0.0, of a synthetic sglang."""
-    files = tmp_path / "index" / "files"
-    files.mkdir(parents=True)
-    syn.write_wheel(files / "sglang-1.0.0-py3-none-any.whl", "1.0.0")
-    page = tmp_path / "index" / "simple" / "sglang"
-    page.mkdir(parents=True)
-    name = "sglang-1.0.0-py3-none-any.whl"
-    page.joinpath("index.html").write_text(f'<html><body><a href="../../files/{name}">{name}</a></body></html>')
-    return (tmp_path / "index" / "simple").as_uri()
+    return index_of(tmp_path, ("1.0.0",))
 
 
 def test_installed_source_is_the_importable_release():
@@ -98,6 +106,27 @@ def test_download_then_cache_from_a_local_index(tmp_path: Path, fake_index: str)
     # cached: an unreachable index is never asked again
     assert wheels.fetch_wheel("1.0.0", folder, "http://127.0.0.1:9/simple") == got
     assert wheels.list_releases(fake_index) == ["1.0.0"]
+
+
+def test_several_releases_download_at_once_and_come_back_in_the_order_asked(tmp_path: Path):
+    releases = ("1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0", "2.0.0")
+    index = index_of(tmp_path, releases)
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    asked = list(reversed(releases))
+    got = wheels.fetch_wheels(asked, folder, index)
+    assert [path.name for path in got] == [f"sglang-{version}-py3-none-any.whl" for version in asked]
+    assert sorted(folder.iterdir()) == sorted(got), "every wheel under its own name, no temporary folder left"
+
+
+def test_one_missing_release_among_several_is_its_one_line_error(tmp_path: Path):
+    index = index_of(tmp_path, ("1.0.0", "1.1.0"))
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    with pytest.raises(SourceError) as err:
+        wheels.fetch_wheels(["1.0.0", "9.9.9", "1.1.0"], folder, index)
+    assert (err.value.problem, err.value.version) == ("not_on_index", "9.9.9")
+    assert not [p for p in folder.iterdir() if p.is_dir()], "no temporary download folder left behind"
 
 
 def test_unknown_version_names_the_newest(tmp_path: Path, fake_index: str):
