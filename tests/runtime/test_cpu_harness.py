@@ -39,7 +39,8 @@ from eagle3lab.runtime.cpu_harness.libcuda_stub import (
     undefined_symbols,
 )
 from eagle3lab.errors import HarnessBuildError
-from eagle3lab.runtime.server import free_port
+from eagle3lab.runtime.deployment import server_spec
+from eagle3lab.runtime.server import ServerProcess, free_port, launch
 from timing import patience
 
 
@@ -265,9 +266,6 @@ def test_shim9_set_embed_shares_the_embedding_on_cpu_only_with_shim():
 @pytest.mark.server
 @pytest.mark.parametrize("shims", [(), CONTROL_SHIMS], ids=["without_shim7", "with_shim7"])
 def test_server_control_run_needs_shim7_to_serve(tmp_path, cpu_profile, tiny_models, shims):
-    from eagle3lab.runtime.deployment import server_spec
-    from eagle3lab.runtime.server import ServerProcess, free_port
-
     spec = server_spec(cpu_profile, tiny_models, speculative=False, shims=shims, port=free_port())
     server = ServerProcess(spec, tmp_path / "server.log")
     server.start()
@@ -301,8 +299,6 @@ WRAPPER_CRASH = "AttributeError: 'KimiK25ForConditionalGeneration' object has no
 
 @pytest.mark.parametrize("shims", [(), ALL_SHIMS], ids=["bare_harness", "all_shims"])
 def test_speculative_launches_get_triton_interpreter_and_exactly_their_shims(cpu_profile, tiny_models, shims):
-    from eagle3lab.runtime.deployment import server_spec
-
     spec = server_spec(cpu_profile, tiny_models, speculative=True, shims=shims, port=free_port())
     assert spec.env["TRITON_INTERPRET"] == "1" and spec.env["EAGLE3LAB_SHIMS"] == ",".join(shims)
 
@@ -318,9 +314,6 @@ def test_bare_harness_eagle3_launch_dies_on_the_wrapper(eagle3_crash):
 def test_server_eagle3_launch_still_dies_on_the_wrapper_with_every_shim(tmp_path, cpu_profile, tiny_models):
     """No shim masks the crash: not the start-up shims, and not the speculative ones that run sglang's EAGLE loop
     on CPU (with Triton's interpreter on, as in a real speculative CPU server)."""
-    from eagle3lab.runtime.deployment import server_spec
-    from eagle3lab.runtime.server import launch
-
     assert set(SPEC_SHIMS) <= set(ALL_SHIMS)
     spec = server_spec(cpu_profile, tiny_models, speculative=True, shims=ALL_SHIMS, port=free_port())
     outcome = launch(spec, tmp_path / "server.log", cpu_profile.ready_timeout_s)
