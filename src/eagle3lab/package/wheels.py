@@ -95,8 +95,7 @@ def fetch_wheels(versions: list[str], wheels: Optional[Path] = None, index_url: 
         futures = [pool.submit(fetch_wheel, version, wheels, index_url) for version in versions]
         for done in progress_bar(as_completed(futures), total=len(futures), desc="sglang wheels"):
             if done.exception() is not None:
-                for future in futures:
-                    future.cancel()
+                pool.shutdown(cancel_futures=True)  # waits for the downloads under way, drops the rest
                 raise done.exception()  # type: ignore[misc]
         return [future.result() for future in futures]
 
