@@ -29,7 +29,9 @@ from eagle3lab.runtime.cpu_harness import (
     driver_symbols,
     sgl_kernel_libraries,
 )
+from eagle3lab.runtime.cpu_harness import start_method
 from eagle3lab.runtime.cpu_harness.environment import VEC_ISA_TRUST_ENV
+from eagle3lab.runtime.cpu_harness.start_method import FORK_ENV
 from eagle3lab.runtime.cpu_harness.hooks import when_imported
 from eagle3lab.runtime.cpu_harness.libcuda_stub import (
     CUDA_ERROR_STUB_LIBRARY,
@@ -151,6 +153,35 @@ def test_a_process_that_never_imports_sglang_pays_nothing_for_the_shims(tmp_path
     child = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                            timeout=patience(120))
     assert json.loads(child.stdout.strip().splitlines()[-1]) == {"torch": False, "shims": True}, child.stderr[-2000:]
+
+
+# sglang's own function, under the harness's site folder: its `__wrapped__` is sglang's code as released, which
+# must still choose spawn (else the harness's fork would be answering a line that no longer exists)
+FORK_CHECK = """
+import multiprocessing, types
+import sglang.srt.entrypoints.engine as engine
+args = types.SimpleNamespace(enable_symm_mem=False, enable_nccl_nvls=False, enable_metrics=False,
+                             attention_backend="torch_native", custom_sigquit_handler=None)
+engine._set_envs_and_config.__wrapped__(args)
+print(multiprocessing.get_start_method())
+engine._set_envs_and_config(args)
+print(multiprocessing.get_start_method())
+"""
+
+
+def test_harness_forks_the_subprocesses_that_sglang_would_spawn():
+    env = {**os.environ, **cpu_environment(shims=())}
+    child = subprocess.run([sys.executable, "-c", FORK_CHECK], env=env, capture_output=True, text=True,
+                           timeout=patience(300))
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert child.stdout.split() == ["spawn", "fork"]
+
+
+def test_a_start_method_setting_of_the_caller_wins_and_zero_keeps_spawn():
+    assert cpu_environment(shims=())[FORK_ENV] == "1"
+    assert cpu_environment(shims=(), base={FORK_ENV: "0"})[FORK_ENV] == "0"
+    assert start_method.install_from_environment({FORK_ENV: "0"}) is False
+    assert start_method.install_from_environment({}) is False
 
 
 def test_a_vec_isa_setting_of_the_caller_wins():

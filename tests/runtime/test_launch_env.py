@@ -17,7 +17,8 @@ from eagle3lab.runtime.profiles import load_profile
 from eagle3lab.runtime.sglang_args import parse_launches
 
 GPU_PROFILES = ("gpu-1x", "blackwell-8x")
-HARNESS_KEYS = ("SGLANG_USE_CPU_ENGINE", "TRITON_INTERPRET", "SGLANG_CPU_OMP_THREADS_BIND")
+HARNESS_KEYS = ("SGLANG_USE_CPU_ENGINE", "TRITON_INTERPRET", "SGLANG_CPU_OMP_THREADS_BIND",
+                "EAGLE3LAB_FORK_SUBPROCESSES")  # a forked child cannot use its parent's CUDA context
 
 
 def _launches(tiny_models):

@@ -26,6 +26,8 @@ shim (``shims.SHIMS``) names the number it answers:
 17. Also a cost: torch_native's extend attention computes a whole-sequence causal attention for the few new
    tokens of a verify or draft extend, and torch's CPU SDPA is slow at these sizes; every CPU server (baseline
    and EAGLE-3 alike) computes only the rows it keeps, written out (the same values).
+18. A start-up cost: sglang spawns its scheduler and detokenizer, and each re-imports sglang and torch; with no CUDA
+   context to protect on a CPU, the harness forks them instead (``start_method.py``).
 """
 
 from eagle3lab.runtime.cpu_harness.environment import cpu_environment

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from eagle3lab.runtime.cpu_harness.libcuda_stub import build_libcuda_stub
 from eagle3lab.runtime.cpu_harness.shims import CONTROL_SHIMS, SHIMS_ENV, check_shim_names
+from eagle3lab.runtime.cpu_harness.start_method import FORK_ENV
 
 TRITON_INTERPRET_ENV = "TRITON_INTERPRET"
 # sglang compiles a few small functions with torch.compile (the overlap scheduler's future-token resolver on every
@@ -40,8 +41,8 @@ def cpu_environment(
 
     ``shims=()`` gives the bare harness (stub + variables), which is all the crash reproduction needs.
     ``omp_threads_bind`` defaults to all cores of this machine ("0-N"), because tp 1 on CPU has no NUMA autodetect.
-    ``VEC_ISA_TRUST_ENV`` skips inductor's per-process ISA probe (see its comment); a value the caller already
-    set wins. ``speculative`` adds ``TRITON_INTERPRET=1``: the EAGLE loop's bookkeeping kernels (spec_utils.py) are Triton
+    ``VEC_ISA_TRUST_ENV`` skips inductor's per-process ISA probe (see its comment), and ``FORK_ENV`` forks
+    sglang's subprocesses instead of spawning them (``start_method.py``); a value the caller already set wins. ``speculative`` adds ``TRITON_INTERPRET=1``: the EAGLE loop's bookkeeping kernels (spec_utils.py) are Triton
     kernels, and Triton has no CPU driver, so they run in Triton's interpreter. A server without speculation
     never gets it (its forward has no Triton kernels on CPU, and nothing should change its timing).
     """
@@ -58,6 +59,7 @@ def cpu_environment(
         SHIMS_ENV: ",".join(chosen),
         "PYTHONPATH": _prepend(SITE_DIR, _prepend(PACKAGE_PARENT, base.get("PYTHONPATH"))),
         VEC_ISA_TRUST_ENV: base.get(VEC_ISA_TRUST_ENV, "1"),
+        FORK_ENV: base.get(FORK_ENV, "1"),
     }
     if speculative:
         env[TRITON_INTERPRET_ENV] = "1"
