@@ -33,14 +33,16 @@ run: $(STAMP)
 
 # Two phases. First the tests that start no server and download nothing, on PYTEST_WORKERS pytest-xdist workers
 # (default 2): they share no state (each patch test works on its own copy of sglang, each fault test in its own
-# sandbox). Then every test that runs sglang, on SGLANG_TEST_WORKERS (default 1). Above 1 they are grouped
+# sandbox). Then every test that runs sglang, on SGLANG_TEST_WORKERS (default 2). Above 1 they are grouped
 # (--dist loadgroup, groups in tests/conftest.py): the tests that patch or need the one installed sglang run one at a
-# time on one worker, beside the full report and the fault tests, whose processes see their own copy of sglang. On 2
-# cores a second worker gains nothing (measured: 30 min 25 s against 31 min 35 s; each server test then runs about
-# twice as long), so the default is 1; use more on a machine with more cores. Both phases always run; the status is
-# the first failure's.
+# time on one worker, beside the full report and the fault tests, whose processes see their own copy of sglang.
+# Default 2 since the CPU harness forks sglang's subprocesses (runtime/cpu_harness/start_method.py): a launch now
+# keeps about one core busy, not two. Measured 2026-12-02 on a 2-core machine, same checkout, back to back: the
+# sglang tests took 21 min 23 s on two workers against 25 min 16 s on one (with spawned subprocesses, on another
+# machine: 30 min 25 s against 31 min 35 s). SGLANG_TEST_WORKERS=1 runs them one at a time. Both phases always
+# run; the status is the first failure's.
 PYTEST_WORKERS ?= 2
-SGLANG_TEST_WORKERS ?= 1
+SGLANG_TEST_WORKERS ?= 2
 test: setup browser lint-imports
 	@status=0; \
 	$(PY) -m pytest -ra --durations=15 -n $(PYTEST_WORKERS) -m "not server and not notebook and not network" || status=$$?; \
