@@ -172,7 +172,7 @@ def test_server_whose_scheduler_died_is_detected_without_hanging(cpu_profile, ti
     from eagle3lab.runtime.server import running_server
 
     config = sweep(tiny_models, concurrency=[1, 2], output_len=16, num_prompts=4, prompts_per_concurrency=4,
-                   stall_timeout_s=5, probe_timeout_s=2)
+                   stall_timeout_s=patience(15), probe_timeout_s=2)
     jsonl = tmp_path / "hung.requests.jsonl"
     kill_after = config.warmup_count(1) + config.prompts_for(1) + config.warmup_count(2) + 1
     spec = baseline_spec(cpu_profile, tiny_models)
