@@ -33,20 +33,25 @@ run: $(STAMP)
 
 # Two phases. First the tests that start no server and download nothing, on PYTEST_WORKERS pytest-xdist workers
 # (default 2): they share no state (each patch test works on its own copy of sglang, each fault test in its own
-# sandbox). Then every test that runs sglang, on SGLANG_TEST_WORKERS (default 2). Above 1 they are grouped
-# (--dist loadgroup, groups in tests/conftest.py): the tests that patch or need the one installed sglang run one at a
-# time on one worker, beside the full report and the fault tests, whose processes see their own copy of sglang.
-# Since the CPU harness forks sglang's subprocesses (runtime/cpu_harness/start_method.py) a launch keeps about one
-# core busy, not two, and two workers are faster on 2 cores: measured 2026-12-02, same checkout, back to back, 21 min
-# 23 s against 25 min 16 s one at a time (with spawned subprocesses: 30 min 25 s against 31 min 35 s). The default
-# stays 1 until the suite has passed on two workers on a fresh clone: one such run (18 min 22 s) lost a stall test
-# whose 3 s timeout the load of the full report beside it exceeded (now 15 s). Both phases always run; the status is
-# the first failure's.
+# sandbox), and they do not use the trained drafter, so on a machine without it the drafter is trained beside them
+# (its output in DRAFTER_LOG, shown when it ends) instead of before them. Then every test that runs sglang, on
+# SGLANG_TEST_WORKERS (default 2), grouped (--dist loadgroup, groups in tests/conftest.py): the tests that patch or
+# need the one installed sglang run one at a time on one worker, beside the full report and the fault tests, whose
+# processes see their own copy of sglang. Since the CPU harness forks sglang's subprocesses
+# (runtime/cpu_harness/start_method.py) a launch keeps about one core busy, not two, and two workers are faster on 2
+# cores: measured 2026-12-02, same checkout, back to back, 21 min 23 s against 25 min 16 s one at a time.
+# SGLANG_TEST_WORKERS=1 runs them one at a time. Both phases always run; the status is the first failure's.
 PYTEST_WORKERS ?= 2
-SGLANG_TEST_WORKERS ?= 1
-test: setup browser lint-imports
+SGLANG_TEST_WORKERS ?= 2
+DRAFTER_LOG ?= $(VENV)/drafter-setup.log
+test: $(STAMP) browser lint-imports
+	$(PY) -m eagle3lab setup --profile $(PROFILE) --skip-drafter $(foreach s,$(SET),--set $(s))
 	@status=0; \
+	$(PY) -m eagle3lab setup --profile $(PROFILE) $(foreach s,$(SET),--set $(s)) >$(DRAFTER_LOG) 2>&1 & drafter=$$!; \
+	trap 'kill $$drafter 2>/dev/null' EXIT; \
 	$(PY) -m pytest -ra --durations=15 -n $(PYTEST_WORKERS) -m "not server and not notebook and not network" || status=$$?; \
+	wait $$drafter || { status=$$?; echo "error: the drafter's set-up failed (its output: $(DRAFTER_LOG)):"; }; \
+	tr '\r' '\n' <$(DRAFTER_LOG) | grep -v '^$$' | grep -v '[0-9]/[0-9]* \[' | tail -n 5; \
 	$(PY) -m pytest -ra --durations=25 $(if $(filter-out 1,$(SGLANG_TEST_WORKERS)),-n $(SGLANG_TEST_WORKERS) --dist loadgroup) \
 	  -m "server or notebook or network" || status=$$?; \
 	exit $$status
