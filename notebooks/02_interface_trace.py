@@ -116,13 +116,17 @@ show.table(tracebook.lacking_rows(conf_here))
 show.table(conf_here["unresolved"], ["entry", "file", "kind", "reason"])
 
 # %% [markdown]
-# ## 6. Release bisect (cached wheels; releases audited in parallel)
+# ## 6. Release bisect
+# Every release's row depends only on the release and this project's trace code, so the rows this code traced are
+# shipped as a release record (`trace/data/release_rows.json`, with when they were traced); a release it does not
+# hold (a newer one, or after a change to the trace code) is fetched and traced here, in parallel.
 
 # %%
 versions = tracebook.bisect_versions(bisect_versions)
 bisect = audit.bisect(versions, entry_class)
 print(f"appeared {bisect['appeared']}, first fixed {bisect['first_fixed']}, gained {bisect['member_gained']}; "
-      f"{len(versions)} releases in {bisect['seconds']} s")
+      f"{len(versions)} releases in {bisect['seconds']} s ({len(bisect['from_record'])} from the release record, "
+      f"{len(bisect['traced_now'])} traced now)")
 show.table(bisect["rows"], ["version", "present", "file", "status", "missing", "fixed"])
 
 # %% [markdown]

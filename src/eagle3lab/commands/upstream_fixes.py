@@ -1,14 +1,16 @@
 """``eagle3lab upstream-fixes``: generate and check a delegation patch for every wrapper a release's audit finds
-lacking; ``--record`` measures notebook 02's run-time checks of them for real and writes the release record shipped
-in the package (so a fresh machine does not spend minutes on them)."""
+lacking; ``--record`` measures notebook 02's run-time checks of them for real, traces its bisect of every release, and
+writes the two release records shipped in the package (so a fresh machine does not spend minutes on them)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
+from packaging.version import Version
+
 from eagle3lab.fix.fixseries import fixes_for, write_series
-from eagle3lab.notebook import fixes as fixbook
+from eagle3lab.notebook import fixes as fixbook, interface_trace as tracebook
 from eagle3lab.package.wheels import check_version, list_releases
 from eagle3lab.trace.sources import open_source
 
@@ -22,8 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print every fix with its checks as JSON")
     what.add_argument("--record", action="store_true",
                       help="run notebook 02's import and ModelRunner capture checks of the installed release's and "
-                           "the newest release's fixes for real (minutes on CPU) and write the release record the "
-                           "package ships")
+                           "the newest release's fixes for real (minutes on CPU) and trace its bisect of every "
+                           "release, and write the release records the package ships")
     parser.add_argument("--newest", metavar="VERSION",
                         help="with --record: the newest release to check (default: the newest on the index)")
 
@@ -33,6 +35,10 @@ def run(args: argparse.Namespace) -> None:
         newest = check_version(args.newest) if args.newest else None
         made = fixbook.write_release_record(fixbook.notebook_results(newest))
         print(f"wrote: {made['path']} ({made['entries']} passing checks of sglang {', '.join(made['releases'])})")
+        versions = tracebook.bisect_versions([])
+        if newest:
+            versions = [v for v in versions if Version(v) <= Version(newest)]
+        print(f"wrote: {tracebook.write_release_rows(versions)} (notebook 02's bisect rows of {len(versions)} releases)")
     for spec in args.sglang:
         version = list_releases()[-1] if spec == "newest" else check_version(spec)
         fixes = fixes_for(open_source(version))

@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional, TypeVar
 from packaging.version import Version
 
 from eagle3lab.package import wheels
-from eagle3lab.trace import audit, capture_order, contract, sources
+from eagle3lab.trace import audit, capture_order, contract, release_record, sources
 from eagle3lab.report.plots import trace as plots_trace
 from eagle3lab.paths import repo_dir
 from eagle3lab.trace.startup import StartupProfile
@@ -155,10 +155,21 @@ def layer_text(tables: list[dict]) -> str:
 
 
 def bisect_versions(requested: list[str]) -> list[str]:
-    """The requested releases, or every release from 0.5.6 to the newest on the index; wheels fetched."""
-    versions = [wheels.check_version(v) for v in requested] if requested else wheels.releases_between(FIRST_RELEASE)
-    wheels.fetch_wheels(versions)
-    return versions
+    """The requested releases, or every release from 0.5.6 to the newest on the index. Their wheels are fetched
+    when a release is traced, not here: the shipped release record holds most rows (``trace.release_record``)."""
+    return [wheels.check_version(v) for v in requested] if requested else wheels.releases_between(FIRST_RELEASE)
+
+
+def write_release_rows(versions: list[str], entry: str = audit.KIMI_ENTRY) -> Path:
+    """Trace every release now and write the release record notebook 02 reads (``trace.release_record``): the
+    audit's bisect row of ``entry`` for each release, and the capture-order defect of each release from the
+    installed one on (every release, not only those a binary search would open)."""
+    rows = audit.bisect(versions, entry, use_record=False)["rows"]
+    entries = release_record.entries_for(release_record.BISECT_ROW, {r["version"]: r for r in rows}, entry)
+    ordered = versions_from(sources.open_source().version, versions)
+    defects = {v: capture_order.trace_capture_order(sources.open_source(v)).defect for v in ordered}
+    entries.update(release_record.entries_for(release_record.CAPTURE_ORDER, defects))
+    return release_record.write(entries, versions)
 
 
 def figures(conf_here: dict, conf_newest: Optional[dict], bis: dict) -> list[Path]:
@@ -214,7 +225,9 @@ def capture_order_record(src: sources.SglangSource, newest: sources.SglangSource
         if setup.usable and setup.depth:
             layers += [o.layers(setup.depth, setup.aux_layer_ids) | {"drafter": f"profile {setup.deployment}"}
                        for o in orders]
-    bisect = capture_order.bisect_fix(versions_from(src.version, versions), sources.open_source)
+    bisected = versions_from(src.version, versions)
+    bisect = capture_order.bisect_fix(bisected, sources.open_source,
+                                      release_record.recorded(release_record.CAPTURE_ORDER, bisected))
     return {"drafter_ids": list(KIMI_DRAFTER_IDS), "depth": KIMI_DEPTH, "ids_source": KIMI_IDS_SOURCE,
             "releases": [o.to_dict() for o in orders], "layers": layers, "first_fixed": bisect["first_fixed"],
             "fix_pr": capture_order.FIX_PR, "bisect_rows": bisect["rows"]}

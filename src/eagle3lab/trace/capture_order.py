@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from eagle3lab.errors import SourceError
 from eagle3lab.trace.sources import SglangSource
@@ -161,18 +161,23 @@ def _default(src: SglangSource) -> tuple[Optional[str], Optional[str]]:
     return None, None
 
 
-def bisect_fix(versions: Sequence[str], open_release: Callable[[str], SglangSource]) -> dict[str, Any]:
+def bisect_fix(versions: Sequence[str], open_release: Callable[[str], SglangSource],
+               known: Optional[Mapping[str, bool]] = None) -> dict[str, Any]:
     """The first release in ``versions`` (oldest first) without the defect, by binary search.
 
-    Assumes the fix stays once made (checked at both ends); every release opened is recorded in ``rows``."""
+    Assumes the fix stays once made (checked at both ends); every release looked at is recorded in ``rows``, taken
+    from ``known`` (the shipped release record's defects) where it is there, else opened and traced."""
     if not versions:
         raise SourceError("no releases to bisect")
     rows: dict[str, bool] = {}
+    known = known or {}
 
     def defect(i: int) -> bool:
-        if versions[i] not in rows:
-            rows[versions[i]] = trace_capture_order(open_release(versions[i])).defect
-        return rows[versions[i]]
+        version = versions[i]
+        if version not in rows:
+            rows[version] = bool(known[version]) if version in known else \
+                trace_capture_order(open_release(version)).defect
+        return rows[version]
 
     first_fixed: Optional[str] = None
     if defect(0) and not defect(len(versions) - 1):
