@@ -482,6 +482,11 @@ class LaunchSample(Record):
     cycle_ms: Optional[float] = None
     cycle_in_plain_steps: Optional[float] = None
     load_average: Optional[float] = None  # 1-minute load when the pair finished
+    # "sequential": one sweep of each arm, one after the other (launch 1, the benchmark table); "interleaved":
+    # both servers up at once, the point in alternating blocks (bench.interleave), each round's speedup kept
+    method: str = "sequential"
+    round_speedups: list[float] = Field(default_factory=list)
+    round_accept_lengths: list[Optional[float]] = Field(default_factory=list)  # the EAGLE-3 block's, per round
 
 
 class LaunchSpreadRecord(Record):

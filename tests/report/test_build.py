@@ -473,12 +473,14 @@ def test_a_trace_without_a_bisect_names_no_fixed_release(sources):
 
 
 def test_launch_spread_renders_every_pair_sourced_and_the_verdict_follows_the_rule(sources):
-    def sample(launch: int, base: float, spec: float) -> LaunchSample:
+    def sample(launch: int, base: float, spec: float, rounds: tuple[float, ...] = ()) -> LaunchSample:
         return LaunchSample(launch=launch, baseline_arm="baseline", eagle3_arm="eagle3", baseline_tok_s=base,
                             eagle3_tok_s=spec, speedup=spec / base, accept_length=2.266, plain_step_ms=10.65,
-                            cycle_ms=15.43, cycle_in_plain_steps=1.449)
+                            cycle_ms=15.43, cycle_in_plain_steps=1.449,
+                            method="interleaved" if rounds else "sequential", round_speedups=list(rounds),
+                            round_accept_lengths=[2.1, 2.45, None][:len(rounds)])
 
-    launches = [sample(1, 45.46, 70.85), sample(2, 71.07, 115.81)]
+    launches = [sample(1, 45.46, 70.85), sample(2, 71.07, 115.81, (1.702, 1.551, 1.64))]
     speedups = sorted(s.speedup for s in launches)
     record = LaunchSpreadRecord(concurrency=1, measured_on="2026-12-02", order="eagle3, baseline | baseline, eagle3",
                                 launches=launches, baseline_spread_pct=44.0, eagle3_spread_pct=48.2,
@@ -486,7 +488,9 @@ def test_launch_spread_renders_every_pair_sourced_and_the_verdict_follows_the_ru
                                 speedup_spread_pct=4.4, tolerance_pct=10.0, agrees=True)
     sources.patch.launch_spread = record
     text = render(sources)
-    assert "| 2 | 71.1 | 115.8 | 1.63x | 2.27 | 10.65 | 15.43 | 1.45 |" in text
+    assert "| 1 | one sweep each, in turn | 45.5 | 70.8 | 1.56x |" in text
+    assert ("| 2 | both up, 3 rounds: 1.55x to 1.70x, acceptance 2.10 to 2.45 | 71.1 | 115.8 | 1.63x | 2.27 | 10.65 | "
+            "15.43 | 1.45 |") in text
     assert "Within the project's 10% rule" in text and "one draw" not in text
     assert unsourced(text, sources) == [] and untagged(text, sources) == []
 

@@ -115,10 +115,20 @@ def test_the_headline_pair_was_relaunched_and_each_pair_measured_on_its_own_serv
     _, root = full_report
     data = sidecar(root, "03_patch_and_bench.cpu.json")
     spread = data["launch_spread"]
-    repeats = data["profile_values"]["bench_launch_repeats"]
-    assert repeats >= 1 and spread["skipped"] == []
+    repeats, rounds = (data["profile_values"][key] for key in ("bench_launch_repeats", "bench_interleave_rounds"))
+    assert repeats >= 1 and rounds >= 2 and spread["skipped"] == []
     assert [s["launch"] for s in spread["launches"]] == list(range(1, repeats + 2))
-    assert spread["order"].split(" | ")[:2] == ["eagle3, baseline", "baseline, eagle3"]  # mirrored
+    # the relaunched pair: both servers up, the concurrency-1 prompts in mirrored blocks, every round measured
+    mirrored = " ".join(("BE", "EB")[r % 2] for r in range(rounds))
+    assert spread["order"].split(" | ")[:2] == ["eagle3, baseline", f"both up, {rounds} rounds {mirrored}"]
+    assert [s["method"] for s in spread["launches"]] == ["sequential"] + ["interleaved"] * repeats
+    again_rounds, again_accepts = (spread["launches"][1][key] for key in ("round_speedups", "round_accept_lengths"))
+    assert len(again_rounds) == len(again_accepts) == rounds and min(again_rounds) > 0 and min(again_accepts) >= 1
+    bench_dir = root / "artifacts" / "03_bench.cpu"
+    for number in range(1, rounds + 1):
+        for arm in ("baseline", "eagle3"):
+            block = json.loads((bench_dir / f"{arm}-launch2-round{number}.arm.json").read_text())
+            assert block["points"][0]["concurrency"] == spread["concurrency"] and block["status"] == "measured"
     first, again = spread["launches"][0], spread["launches"][1]
     c1 = {row["arm"]: row["out_tok_s"] for row in data["arms"] if row["concurrency"] == spread["concurrency"]}
     assert round(first["baseline_tok_s"], 1) == c1["baseline"] and round(first["eagle3_tok_s"], 1) == c1["eagle3"]

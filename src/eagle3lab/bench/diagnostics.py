@@ -755,9 +755,10 @@ def rule_bench_method(ev: Evidence) -> Finding:
                               f"({spread['speedup_min']:.2f}x to {spread['speedup_max']:.2f}x; the rule is "
                               f"{spread['tolerance_pct']:.0f}%): one measurement of each arm is one draw on "
                               "this machine",
-                  "measure each arm more than once, on fresh launches in mirrored order (baseline, speculative, "
-                  "speculative, baseline; notebook 03: bench_launch_repeats), and compare the median speedup with "
-                  "its range", "measured")
+                  "measure each arm more than once: where memory holds both servers, both up at once with the "
+                  "requests in blocks alternating between them (notebook 03: bench_interleave_rounds), else on fresh "
+                  "launches in mirrored order (baseline, speculative, speculative, baseline; notebook 03: "
+                  "bench_launch_repeats); compare the median speedup with its range", "measured")
     agree = (f"; {len(spread['launches'])} measured pairs agree within {spread['tolerance_pct']:.0f}% "
              f"({spread['speedup_min']:.2f}x to {spread['speedup_max']:.2f}x)") if spread else ""
     if ev.same_sweep:

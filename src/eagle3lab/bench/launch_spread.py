@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eagle3lab.bench import cycle
+from eagle3lab.bench import cycle, interleave
 from eagle3lab.bench.sweep import ArmResult, PointResult
 from eagle3lab.errors import BenchError
 from eagle3lab.sidecars import LaunchSample, LaunchSpreadRecord, today
@@ -63,6 +63,41 @@ def launch_sample(launch: int, baseline: ArmResult, eagle3: ArmResult, concurren
     return LaunchSample(**sample)
 
 
+def interleaved_sample(launch: int, baseline_blocks: Sequence[ArmResult], eagle3_blocks: Sequence[ArmResult],
+                       concurrency: int, trace: Path | None = None, profile: str = "",
+                       shims: Sequence[str] | None = None) -> LaunchSample | str:
+    """One launch pair measured in interleaved blocks (``bench.interleave``), or the reason it measured nothing:
+    each arm's rate pooled over its blocks, each round's speedup kept, the plain step and cycle from the harness
+    timers of the whole interleaved window (the two servers told apart by their records)."""
+    if not baseline_blocks or len(baseline_blocks) != len(eagle3_blocks):
+        return f"launch {launch}: {len(baseline_blocks)} baseline blocks against {len(eagle3_blocks)} EAGLE-3 blocks"
+    arms = [*baseline_blocks, *eagle3_blocks]
+    lost = [arm.name for arm in arms if _point(arm, concurrency) is None]
+    if lost:
+        return f"launch {launch}: {', '.join(lost)} measured nothing at concurrency {concurrency}"
+    b_points = [p for p in (_point(arm, concurrency) for arm in baseline_blocks) if p is not None]
+    e_points = [p for p in (_point(arm, concurrency) for arm in eagle3_blocks) if p is not None]
+    base, spec = interleave.pooled(b_points), interleave.pooled(e_points)
+    sample: dict[str, Any] = {
+        "launch": launch, "baseline_arm": baseline_blocks[0].name.rsplit("-round", 1)[0],
+        "eagle3_arm": eagle3_blocks[0].name.rsplit("-round", 1)[0], "baseline_tok_s": base.tok_s,
+        "eagle3_tok_s": spec.tok_s, "speedup": spec.tok_s / base.tok_s, "accept_length": spec.accept_length,
+        "load_average": os.getloadavg()[0], "method": "interleaved",
+        "round_speedups": [round(x, 4) for x in interleave.round_speedups(b_points, e_points)],
+        "round_accept_lengths": [_round(interleave.pooled([e]).accept_length) for e in e_points]}
+    if trace is not None and trace.exists():
+        try:
+            table = cycle.table_from_shared_window(trace, min(a.started_at for a in arms if a.started_at),
+                                                   max(a.finished_at for a in arms if a.finished_at), profile,
+                                                   sample["baseline_arm"], sample["eagle3_arm"],
+                                                   batch_size=concurrency, shims=shims)
+            sample.update(plain_step_ms=table.plain_step_ms, cycle_ms=table.cycle_ms,
+                          cycle_in_plain_steps=table.cycle_in_plain_steps)
+        except (BenchError, ValueError):
+            pass  # no timer records in the window: the rates still stand
+    return LaunchSample(**sample)
+
+
 def samples_from_runs(runs: Sequence[Any], concurrency: int) -> list[LaunchSample]:
     """Pairs of a user's benchmark runs at ``concurrency`` (``diagnostics.BenchFigures``, in the order given): the
     i-th baseline run with the i-th speculative one, as many pairs as both arms have runs."""
@@ -90,18 +125,38 @@ def spread_record(samples: Sequence[LaunchSample], concurrency: int, order: str,
         speedup_spread_pct=spread, tolerance_pct=tolerance_pct, agrees=spread <= tolerance_pct)
 
 
+def how_measured(sample: LaunchSample) -> str:
+    """How a pair was measured, for people: one sweep of each arm, or interleaved blocks with each round's range."""
+    if sample.method != "interleaved" or not sample.round_speedups:
+        return "one sweep of each arm, in turn"
+    return f"both servers up, {_rounds(sample)}"
+
+
+def _rounds(sample: LaunchSample) -> str:
+    speedups = sample.round_speedups
+    accepts = [a for a in sample.round_accept_lengths if a is not None]
+    accept = f"; EAGLE-3 acceptance {min(accepts):.2f} to {max(accepts):.2f}" if accepts else ""
+    return (f"{len(speedups)} interleaved rounds (round speedups {min(speedups):.2f}x to {max(speedups):.2f}x, "
+            f"spread {spread_pct(speedups):.1f}%{accept})")
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
 def rows(record: LaunchSpreadRecord) -> list[dict[str, Any]]:
     """For people: one row per launch pair, then the spread of each column."""
     def r(value: float | None, digits: int = 1) -> float | str:
         return round(value, digits) if value is not None else "--"
 
     out: list[dict[str, Any]] = [
-        {"launch": s.launch, "baseline tok/s": r(s.baseline_tok_s), "EAGLE-3 tok/s": r(s.eagle3_tok_s),
+        {"launch": s.launch, "measured": how_measured(s), "baseline tok/s": r(s.baseline_tok_s),
+         "EAGLE-3 tok/s": r(s.eagle3_tok_s),
          "speedup": r(s.speedup, 2), "acceptance length": r(s.accept_length, 2),
          "plain step ms": r(s.plain_step_ms, 2), "cycle ms": r(s.cycle_ms, 2),
          "cycle in plain steps": r(s.cycle_in_plain_steps, 2), "load (1 min)": r(s.load_average, 2)}
         for s in record.launches]
-    out.append({"launch": "spread %", "baseline tok/s": r(record.baseline_spread_pct),
+    out.append({"launch": "spread %", "measured": "", "baseline tok/s": r(record.baseline_spread_pct),
                 "EAGLE-3 tok/s": r(record.eagle3_spread_pct), "speedup": r(record.speedup_spread_pct),
                 "acceptance length": "", "plain step ms": "", "cycle ms": "", "cycle in plain steps": "",
                 "load (1 min)": ""})
@@ -113,7 +168,9 @@ def verdict(record: LaunchSpreadRecord) -> str:
     span = (f"speedup {record.speedup_min:.2f}x to {record.speedup_max:.2f}x over {len(record.launches)} launch pairs "
             f"at concurrency {record.concurrency} (spread {record.speedup_spread_pct:.1f}%, rule "
             f"{record.tolerance_pct:.0f}%)")
+    within = "".join(f" Launch {s.launch}: {s.speedup:.2f}x over {_rounds(s)}."
+                     for s in record.launches if s.method == "interleaved" and s.round_speedups)
     if record.agrees:
-        return f"The launches agree: {span}."
+        return f"The launches agree: {span}.{within}"
     return (f"The launches disagree: {span}; on this machine one launch's speedup is one draw, read the median "
-            f"{record.speedup_median:.2f}x with its range.")
+            f"{record.speedup_median:.2f}x with its range.{within}")

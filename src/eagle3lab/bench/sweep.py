@@ -32,7 +32,7 @@ from eagle3lab.bench.loadgen import (DeathWatch, JsonlSink, fetch_json, flush_ca
                                      server_lost, watch_for_death, watch_stopped)
 from eagle3lab.bench.metrics import PointMetrics, RequestRecord, compute_point_metrics, format_point
 from eagle3lab.atomic import write_json_atomic
-from eagle3lab.bench.workload import SweepConfig, make_prompts
+from eagle3lab.bench.workload import SweepConfig, make_prompts, measure_prompts
 
 T = TypeVar("T")
 
@@ -260,7 +260,7 @@ async def _run_point(base_url: str, config: SweepConfig, concurrency: int, sink:
 
     server = cpuload.server_processes(base_url)
     cpu_before = cpuload.snapshot(server)
-    measure = await run_phase(base_url, make_prompts(config, "measure", config.prompts_for(concurrency)),
+    measure = await run_phase(base_url, measure_prompts(config, concurrency),
                               concurrency=concurrency,
                               phase="measure", config=config, sink=sink, on_done=tick, watch=watch)
     used = cpuload.shares(cpu_before, cpuload.snapshot(server))

@@ -51,6 +51,9 @@ class SweepConfig:
     probe_timeout_s: float | None = None
     read_bufsize: int = 8 * 1024 * 1024
     extra_sampling_params: dict[str, Any] = field(default_factory=dict)
+    # the measured prompts of a point start this far into the "measure" stream: interleaved blocks
+    # (bench.interleave) split one point's prompts between them, each block on the next ones
+    measure_offset: int = 0
 
     def __post_init__(self) -> None:
         if not self.concurrency or any((not isinstance(c, int)) or c < 1 for c in self.concurrency):
@@ -77,6 +80,9 @@ class SweepConfig:
         if self.prompts_per_concurrency is not None and self.prompts_per_concurrency < 1:
             raise BenchError(f"prompts_per_concurrency must be >= 1 or None, got {self.prompts_per_concurrency!r}",
                              key="prompts_per_concurrency", value=self.prompts_per_concurrency)
+        if not isinstance(self.measure_offset, int) or self.measure_offset < 0:
+            raise BenchError(f"measure_offset must be an integer >= 0, got {self.measure_offset!r}",
+                             key="measure_offset", value=self.measure_offset)
         if self.warmup_requests is not None and self.warmup_requests < 0:
             raise BenchError(f"warmup_requests must be >= 0 or None, got {self.warmup_requests!r}",
                              key="warmup_requests", value=self.warmup_requests)
@@ -193,6 +199,13 @@ def make_prompts(config: SweepConfig, stream: str = "measure", count: int | None
         return _chat_prompts(config, stream, count)  # type: ignore[return-value]
     ids = _token_ids(config, stream, count)
     return ids if config.prompt_kind == "ids" else _as_text(config, ids)  # type: ignore[return-value]
+
+
+def measure_prompts(config: SweepConfig, concurrency: int) -> list[Prompt]:
+    """The measured prompts of one point: the next ``prompts_for(concurrency)`` of the "measure" stream from
+    ``measure_offset`` on (the stream is the same whatever the count, so a block is a slice of the point's prompts)."""
+    start = config.measure_offset
+    return make_prompts(config, "measure", start + config.prompts_for(concurrency))[start:]
 
 
 def model_vocab_size(model_dir: str | Path) -> int:

@@ -8,12 +8,13 @@ and layer-mismatch arms get their own patched servers, at fewer concurrencies (s
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from eagle3lab.bench import cycle, launch_spread as spread
+from eagle3lab.bench import cycle, interleave, launch_spread as spread
 from eagle3lab.bench.crosscheck import CrossCheck, cross_check
 from eagle3lab.bench.lossless import REQUIRED_CONCURRENCY, LosslessReport, lossless_policy, lossless_report
 from eagle3lab.bench.sweep import (ARM_FAILED, ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_CONTROL,
@@ -27,6 +28,7 @@ from eagle3lab.fix.relaunch import StepResult, patched_server, serving_server, s
 from eagle3lab.runtime.cpu_harness.spec_shims import GREEDY_ONLY
 from eagle3lab.runtime import modelinfo
 from eagle3lab.runtime.deployment import Models, server_spec
+from eagle3lab.runtime.server import free_port
 from eagle3lab.runtime.profiles import Profile
 from eagle3lab.errors import PerfModelError
 from eagle3lab.report.run_model import run_break_even
@@ -34,7 +36,7 @@ from eagle3lab.bench.diagnostics import diagnose, evidence_from_artifacts, findi
 from eagle3lab.sidecars import InterfaceTraceSidecar, PatchBenchSidecar, read_if_present, write as write_sidecar
 from eagle3lab.runtime.tinymodel.drafter_training import (shifted_drafter, shifted_ids_valid,
                                                           trained_drafter_for_profile)
-from eagle3lab.sidecars import CycleComponentsRecord, LaunchSpreadRecord
+from eagle3lab.sidecars import CycleComponentsRecord, LaunchSample, LaunchSpreadRecord
 from eagle3lab.bench.diagnostics import Threshold
 
 
@@ -170,30 +172,75 @@ def relaunched_spread(plan: SpecArmPlan, profile: Profile, models: Models, confi
                       baseline: ArmResult, eagle3: ArmResult, trace: Path | None, concurrency: int = 1
                       ) -> LaunchSpreadRecord | None:
     """The headline pair relaunched ``profile.bench_launch_repeats`` times at ``concurrency``, beside the benchmark
-    table's own launches (pair 1: EAGLE-3 on the chain's server, then the baseline), in mirrored order (baseline
-    then EAGLE-3 on the next pair, and so on), so that a slow spell of a shared machine falls on both arms; the
-    spread across pairs (``bench.launch_spread``). A relaunch that measures nothing is kept as a skipped pair with
-    its reason; None when fewer than two pairs measured (or no repeats asked)."""
+    table's own launches (pair 1: EAGLE-3 on the chain's server, then the baseline); the spread across pairs
+    (``bench.launch_spread``). With ``bench_interleave_rounds`` each relaunched pair has both servers up at once and
+    measures the point in alternating blocks (``bench.interleave``); without, the two arms run one after the
+    other, in mirrored order from pair to pair, so that a slow spell of a shared machine falls on both arms. A
+    relaunch that measures nothing is kept as a skipped pair with its reason; None when fewer than two pairs
+    measured (or no repeats asked)."""
     if profile.bench_launch_repeats < 1:
         return None
     point_config = dataclasses.replace(config, concurrency=[concurrency])
     order = ["eagle3, baseline"]
     pairs = [spread.launch_sample(1, baseline, eagle3, concurrency, trace, profile.name, shims)]
+    arms_of = {interleave.BASELINE: _PairArm(False, baseline_shims, None, models),
+               interleave.EAGLE3: _PairArm(True, shims, patch, plan.models(models))}
     for launch in range(2, profile.bench_launch_repeats + 2):
-        runs = [("baseline", False, baseline_shims, None, models), ("eagle3", True, shims, patch, plan.models(models))]
-        if launch % 2 == 1:
-            runs.reverse()
-        order.append(", ".join(name for name, *_ in runs))
+        if profile.bench_interleave_rounds:
+            blocks = interleave.block_configs(point_config, concurrency, profile.bench_interleave_rounds,
+                                              profile.bench_interleave_prompts)
+            order.append(interleave.order_label(len(blocks)))
+            pairs.append(_interleaved_pair(launch, plan, profile, arms_of, blocks, out_dir, logs_dir, trace, shims,
+                                           concurrency))
+            continue
+        runs = ["baseline", "eagle3"] if launch % 2 == 0 else ["eagle3", "baseline"]
+        order.append(", ".join(runs))
         arms: dict[str, ArmResult] = {}
-        for name, speculative, arm_shims, arm_patch, arm_models in runs:
-            kind = plan.kind if speculative else ARM_KIND_BASELINE
-            arms[name], _ = run_server_arm(f"{name}-launch{launch}", profile, arm_models, point_config, out_dir,
-                                           logs_dir, kind=kind, speculative=speculative, shims=arm_shims,
-                                           patch=arm_patch)
+        for name in runs:
+            arm = arms_of[name]
+            arms[name], _ = run_server_arm(f"{name}-launch{launch}", profile, arm.models, point_config, out_dir,
+                                           logs_dir, kind=arm.kind(plan), speculative=arm.speculative,
+                                           shims=arm.shims, patch=arm.patch)
         pairs.append(spread.launch_sample(launch, arms["baseline"], arms["eagle3"], concurrency, trace, profile.name,
                                           shims))
     return spread.spread_record([p for p in pairs if not isinstance(p, str)], concurrency, " | ".join(order),
                                 [p for p in pairs if isinstance(p, str)])
+
+
+@dataclass(frozen=True)
+class _PairArm:
+    """One arm of the relaunched headline pair: how its server is launched."""
+
+    speculative: bool
+    shims: Sequence[str]
+    patch: str | None  # applied for the launch's start-up only
+    models: Models
+
+    def kind(self, plan: SpecArmPlan) -> str:
+        return plan.kind if self.speculative else ARM_KIND_BASELINE
+
+
+def _interleaved_pair(launch: int, plan: SpecArmPlan, profile: Profile, arms_of: dict[str, _PairArm],
+                      blocks: Sequence[SweepConfig], out_dir: Path, logs_dir: Path, trace: Path | None,
+                      shims: Sequence[str], concurrency: int) -> LaunchSample | str:
+    """Both servers of the pair up at once (the EAGLE-3 one on a free port), each block of prompts measured on
+    both in the round's order; both stopped on every way out."""
+    check_greedy(profile, blocks[0])
+    specs = {name: server_spec(profile, arm.models, speculative=arm.speculative, shims=arm.shims,
+                               port=free_port(profile.host) if arm.speculative else None)
+             for name, arm in arms_of.items()}
+    measured: dict[str, list[ArmResult]] = {name: [] for name in arms_of}
+    with contextlib.ExitStack() as servers:
+        for name, spec in specs.items():
+            log = Path(logs_dir) / f"03_{name}-launch{launch}.{profile.name}.log"
+            patches = [arms_of[name].patch] if arms_of[name].patch else []
+            servers.enter_context(patched_server(spec, log, profile.ready_timeout_s, patches))
+        for number, (block, names) in enumerate(zip(blocks, interleave.round_order(len(blocks))), start=1):
+            for name in names:
+                measured[name].append(run_arm(f"{name}-launch{launch}-round{number}", specs[name].base_url, block,
+                                              out_dir, kind=arms_of[name].kind(plan)))
+    return spread.interleaved_sample(launch, measured[interleave.BASELINE], measured[interleave.EAGLE3], concurrency,
+                                     trace, profile.name, shims)
 
 
 BENCH_REPORT, BENCH_REPORT_FAILED = "bench_report.json", "bench_report.failed.json"

@@ -21,6 +21,8 @@ DEFAULT_PROFILE = "cpu"
 MAX_BENCH_CONCURRENCY = 1024  # far above what a CPU or one node serves at once; a typo, not a sweep
 MAX_BENCH_NUM_PROMPTS = 100_000  # requests per sweep point: hours on any machine, beyond that a typo
 MAX_LAUNCH_REPEATS = 5  # extra launches of the headline pair: each is a full server start-up
+MAX_INTERLEAVE_ROUNDS = 16  # each round adds a warm-up request and two cache flushes per arm
+MAX_INTERLEAVE_PROMPTS = 1024  # per arm; the measured stream is shared with the sweep's points
 NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
@@ -72,6 +74,17 @@ class Profile(BaseModel):
         description="extra launches of the baseline and the headline EAGLE-3 server, each swept at concurrency 1 "
                     "after the benchmark, so the report shows the speedup's spread from launch to launch "
                     "(bench.launch_spread); 0: the benchmark's one launch of each")
+    bench_interleave_rounds: int = Field(
+        default=0, ge=0, le=MAX_INTERLEAVE_ROUNDS,
+        description="above 0, each extra launch runs both servers at once and splits the concurrency-1 prompts "
+                    "into this many blocks, measured in mirrored order (baseline, EAGLE-3 | EAGLE-3, baseline | "
+                    "...), so a slow spell of a shared machine falls on both arms (bench.interleave); needs memory "
+                    "for both servers. 0: the extra launches run one after the other")
+    bench_interleave_prompts: Optional[int] = Field(
+        default=None, gt=0, le=MAX_INTERLEAVE_PROMPTS,
+        description="measured prompts per arm in an interleaved launch, split across its rounds (acceptance, "
+                    "and with it the EAGLE-3 rate, varies from prompt to prompt: more prompts, a steadier pooled "
+                    "speedup); null: the concurrency-1 point's own count")
     bench_prompt_kind: Literal["ids", "text", "chat"] = Field(
         default="ids", description="the headline workload: random token ids, their decoded text, or the bundled "
                                    "chat questions in the model's chat template (bench.workload); notebook 03's "
