@@ -30,7 +30,7 @@ from eagle3lab.runtime.cpu_harness import (
     sgl_kernel_libraries,
 )
 from eagle3lab.runtime.cpu_harness import start_method
-from eagle3lab.runtime.cpu_harness.environment import VEC_ISA_TRUST_ENV
+from eagle3lab.runtime.cpu_harness.environment import EAGER_ENV, VEC_ISA_TRUST_ENV
 from eagle3lab.runtime.cpu_harness.start_method import FORK_ENV
 from eagle3lab.runtime.cpu_harness.hooks import when_imported
 from eagle3lab.runtime.cpu_harness.libcuda_stub import (
@@ -182,6 +182,28 @@ def test_a_start_method_setting_of_the_caller_wins_and_zero_keeps_spawn():
     assert cpu_environment(shims=(), base={FORK_ENV: "0"})[FORK_ENV] == "0"
     assert start_method.install_from_environment({FORK_ENV: "0"}) is False
     assert start_method.install_from_environment({}) is False
+
+
+# sglang's own compiled MoE top-k helper, as imported by a server process of the harness: dynamo must compile no frame
+EAGER_CHECK = """
+import torch, torch._dynamo.utils as dynamo_utils
+from sglang.srt.layers.moe import topk
+scores = torch.tensor([[0.1, 0.9, 0.4, 0.7]])
+weights, ids = topk.grouped_topk_gpu(scores, scores, topk=2, renormalize=False, num_expert_group=1, topk_group=1)
+print(ids.tolist(), dynamo_utils.counters["frames"]["total"])
+"""
+
+
+@pytest.mark.parametrize("eager", [True, False])
+def test_the_harness_runs_sglangs_compiled_functions_eagerly_and_a_caller_may_compile(eager):
+    base = {key: value for key, value in os.environ.items() if key != EAGER_ENV}
+    env = {**base, **cpu_environment(shims=(), base=base if eager else {**base, EAGER_ENV: "0"})}
+    child = subprocess.run([sys.executable, "-c", EAGER_CHECK], env=env, capture_output=True, text=True,
+                           timeout=patience(300))
+    assert child.returncode == 0, child.stderr[-2000:]
+    ids, frames = child.stdout.split("]]")
+    assert sorted(eval(ids + "]]")[0]) == [1, 3]  # the same answer either way
+    assert (int(frames) == 0) is eager, f"dynamo compiled {frames.strip()} frames"
 
 
 def test_a_vec_isa_setting_of_the_caller_wins():

@@ -18,7 +18,8 @@ from eagle3lab.runtime.sglang_args import parse_launches
 
 GPU_PROFILES = ("gpu-1x", "blackwell-8x")
 HARNESS_KEYS = ("SGLANG_USE_CPU_ENGINE", "TRITON_INTERPRET", "SGLANG_CPU_OMP_THREADS_BIND",
-                "EAGLE3LAB_FORK_SUBPROCESSES")  # a forked child cannot use its parent's CUDA context
+                "EAGLE3LAB_FORK_SUBPROCESSES",  # a forked child cannot use its parent's CUDA context
+                "TORCHDYNAMO_DISABLE")  # on a GPU sglang's torch.compile'd functions are compiled, as released
 
 
 def _launches(tiny_models):

@@ -22,6 +22,12 @@ TRITON_INTERPRET_ENV = "TRITON_INTERPRET"
 # the weights take to load. With this variable inductor takes cpuinfo's ISAs as they are, the same pick wherever the
 # compiler builds what the CPU reports (tests/runtime/test_cpu_harness.py checks that on the machine it runs on).
 VEC_ISA_TRUST_ENV = "TORCHINDUCTOR_VEC_ISA_OK"
+# Past the probe, those torch.compile'd functions still cost every server process a dynamo trace and a load of
+# inductor's C++ from its cache, before the first request: on a GPU host that is once per launch among minutes of
+# loading; here it was 8-9 s of a 21-22 s baseline launch to ready (2 cores, alternated launches, 2026-12-03). With
+# this variable torch.compile returns the same sglang functions uncompiled, so they run eagerly: the same Python code
+# and torch ops on both arms of a comparison (a CPU run has no Triton to compile them into), ready in 13-14 s.
+EAGER_ENV = "TORCHDYNAMO_DISABLE"
 SITE_DIR = Path(__file__).resolve().parent / "site"
 # The folder that holds the eagle3lab package, so the sitecustomize can import it even without an install.
 PACKAGE_PARENT = Path(__file__).resolve().parents[3]
@@ -41,8 +47,10 @@ def cpu_environment(
 
     ``shims=()`` gives the bare harness (stub + variables), which is all the crash reproduction needs.
     ``omp_threads_bind`` defaults to all cores of this machine ("0-N"), because tp 1 on CPU has no NUMA autodetect.
-    ``VEC_ISA_TRUST_ENV`` skips inductor's per-process ISA probe (see its comment), and ``FORK_ENV`` forks
-    sglang's subprocesses instead of spawning them (``start_method.py``); a value the caller already set wins. ``speculative`` adds ``TRITON_INTERPRET=1``: the EAGLE loop's bookkeeping kernels (spec_utils.py) are Triton
+    ``VEC_ISA_TRUST_ENV`` skips inductor's per-process ISA probe and ``EAGER_ENV`` runs sglang's torch.compile'd
+    functions eagerly (see their comments), and ``FORK_ENV`` forks sglang's subprocesses instead of spawning them
+    (``start_method.py``); a value the caller already set wins. ``speculative`` adds ``TRITON_INTERPRET=1``: the
+    EAGLE loop's bookkeeping kernels (spec_utils.py) are Triton
     kernels, and Triton has no CPU driver, so they run in Triton's interpreter. A server without speculation
     never gets it (its forward has no Triton kernels on CPU, and nothing should change its timing).
     """
@@ -59,6 +67,7 @@ def cpu_environment(
         SHIMS_ENV: ",".join(chosen),
         "PYTHONPATH": _prepend(SITE_DIR, _prepend(PACKAGE_PARENT, base.get("PYTHONPATH"))),
         VEC_ISA_TRUST_ENV: base.get(VEC_ISA_TRUST_ENV, "1"),
+        EAGER_ENV: base.get(EAGER_ENV, "1"),
         FORK_ENV: base.get(FORK_ENV, "1"),
     }
     if speculative:
