@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -81,8 +82,14 @@ def test_the_background_build_is_setup_for_the_same_profile_and_overrides():
     assert "--set=model_num_layers=6" in argv and "--set=bench_concurrency=[1, 2]" in argv
 
 
-def test_setup_skip_drafter_builds_everything_but_the_drafter():
+def test_setup_skip_drafter_on_an_empty_cache_builds_everything_but_the_drafter_and_says_so(tmp_path):
+    cache = tmp_path / "cache"  # a fresh machine's: nothing built yet
+    env = {**os.environ, "EAGLE3LAB_CACHE": str(cache)}
     result = subprocess.run([sys.executable, "-m", "eagle3lab", "setup", "--profile", "cpu", "--skip-drafter"],
-                            capture_output=True, text=True, timeout=900)
+                            capture_output=True, text=True, timeout=900, env=env)
     assert result.returncode == 0, result.stderr[-1000:]
+    first = result.stdout.splitlines()[0]
+    assert f"the eagle3lab cache {cache} is empty" in first and "building the tiny models," in first
+    assert "drafter" not in first.split(str(cache), 1)[1]  # it is not trained here: the line does not promise it
     assert "not built here (--skip-drafter)" in result.stdout and "offline acceptance" not in result.stdout
+    assert any((cache / "models").iterdir()) and not any((cache / "drafters").glob("*"))

@@ -84,7 +84,9 @@ def test_cross_check_with_sglang_bench_serving(baseline_server, tiny_models, tmp
     """Same server, same lengths and concurrency: both clients must count the same tokens (a client that counted
     stream chunks would not). Their speed ratio is recorded, not asserted: it is a wall-clock figure, and another
     job on this shared machine during either measurement moves it (the report shows it with the machine's load)."""
-    config = sweep(tiny_models, concurrency=[2], num_prompts=24)
+    # 8 prompts, 4 rounds at concurrency 2: enough to count tokens both ways (the assertions); the ratio itself is
+    # the report's (notebook 03 measures it on the profile's own sweep), not this test's
+    config = sweep(tiny_models, concurrency=[2], num_prompts=8)
     arm = run_arm("baseline", baseline_server.spec.base_url, config, tmp_path, kind=ARM_KIND_BASELINE,
                   log=lambda line: None)
     check = cross_check(arm.point(2).metrics, baseline_server.spec.base_url, tiny_models.target, config, tmp_path)

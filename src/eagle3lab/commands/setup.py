@@ -40,8 +40,9 @@ def run(args: argparse.Namespace) -> None:
     runguard.check_checkout_path()  # before minutes of building: torch's compiler cannot link under such a path
     root = cache_root()
     if profile.uses_tiny_model and not (root.is_dir() and any(root.iterdir())):
+        building = "the tiny models" if args.skip_drafter else "the tiny models and training the drafter"
         print(f"the eagle3lab cache {root} is empty (EAGLE3LAB_CACHE, else ~/.cache/eagle3lab under HOME): "
-              f"building the tiny models and training the drafter, minutes on a CPU")
+              f"building {building}, minutes on a CPU")
     print(f"sglang {check_sglang(profile.sglang_version)} (profile {profile.name})")
     if profile.cpu_harness:
         print(f"stub libcuda: {build_libcuda_stub()}")
