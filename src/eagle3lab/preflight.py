@@ -474,7 +474,7 @@ def _traced_capture(setup: modelinfo.LayerSetup) -> dict[str, Any]:
     if src.modified:
         src = sources.open_source(src.version)
     startup = StartupProfile(setup.startup, setup.device, cuda_graphs=setup.cuda_graphs)
-    return audit.layer_table(src, setup.entry_class or "KimiK25ForConditionalGeneration", setup.depth,
+    return audit.layer_table(src, setup.entry_class or audit.KIMI_ENTRY, setup.depth,
                              setup.aux_layer_ids, startup)
 
 
@@ -530,7 +530,7 @@ def _first_fixed(profile: Profile) -> str | None:
 
 
 def check_first_raise(profile: Profile, result: Preflight, inv: gpuinfo.GpuInventory | None,
-                      entry_class: str = "KimiK25ForConditionalGeneration") -> Check:
+                      entry_class: str = audit.KIMI_ENTRY) -> Check:
     """Where an unpatched EAGLE-3 launch raises first, decided from sglang's resolved ServerArgs for this launch
     (the EAGLE-3 server flags row) and the GPU's compute capability (``trace.startup.StartupProfile.resolved``)."""
     name = "first raise"

@@ -73,6 +73,13 @@ def test_pooled_acceptance_is_completion_tokens_over_verify_steps():
     assert interleave.pooled([three, nine]).accept_length == pytest.approx(18 / 12)
 
 
+def test_pooled_acceptance_is_unknown_when_one_block_has_none():
+    spec = synthetic_arm("e1", [1], 0.01, verify_ct=3, kind="eagle3").points[0]
+    plain = synthetic_arm("b1", [1], 0.01, kind="baseline").points[0]
+    assert interleave.pooled([spec]).accept_length is not None
+    assert interleave.pooled([spec, plain]).accept_length is None  # not the acceptance of the blocks that have one
+
+
 def test_a_block_that_measured_nothing_is_refused():
     lost = synthetic_arm("x", [2], 0.01, kind="baseline").points[0]
     lost.status = "failed"

@@ -75,9 +75,9 @@ def pooled(points: Sequence[PointResult]) -> Pooled:
     seconds = sum(m.duration_s for m in measured)
     if seconds <= 0 or tokens <= 0:
         raise BenchError("the blocks produced no tokens in measured time")
-    accepted = [m for m in measured if m.accept_length]
-    verifies = sum(m.output_tokens / m.accept_length for m in accepted if m.accept_length)
-    accept = sum(m.output_tokens for m in accepted) / verifies if accepted and len(accepted) == len(measured) else None
+    accept = None
+    if all(m.accept_length for m in measured):  # else one block's acceptance is unknown, and so is the pool's
+        accept = tokens / sum(m.output_tokens / m.accept_length for m in measured)
     return Pooled(tok_s=tokens / seconds, accept_length=accept)
 
 

@@ -72,11 +72,12 @@ def interleaved_sample(launch: int, baseline_blocks: Sequence[ArmResult], eagle3
     if not baseline_blocks or len(baseline_blocks) != len(eagle3_blocks):
         return f"launch {launch}: {len(baseline_blocks)} baseline blocks against {len(eagle3_blocks)} EAGLE-3 blocks"
     arms = [*baseline_blocks, *eagle3_blocks]
-    lost = [arm.name for arm in arms if _point(arm, concurrency) is None]
+    points = [_point(arm, concurrency) for arm in arms]
+    lost = [arm.name for arm, point in zip(arms, points) if point is None]
     if lost:
         return f"launch {launch}: {', '.join(lost)} measured nothing at concurrency {concurrency}"
-    b_points = [p for p in (_point(arm, concurrency) for arm in baseline_blocks) if p is not None]
-    e_points = [p for p in (_point(arm, concurrency) for arm in eagle3_blocks) if p is not None]
+    b_points = [p for p in points[:len(baseline_blocks)] if p is not None]  # all of them: none was lost
+    e_points = [p for p in points[len(baseline_blocks):] if p is not None]
     base, spec = interleave.pooled(b_points), interleave.pooled(e_points)
     sample: dict[str, Any] = {
         "launch": launch, "baseline_arm": baseline_blocks[0].name.rsplit("-round", 1)[0],
