@@ -10,11 +10,16 @@ PROFILE ?= cpu
 SET     ?=
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.eagle3lab-installed
+VENV_GB ?= 12
 
 .PHONY: setup run report test test-fast lint-imports browser lab notebooks clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or pass PYTHON=..."; exit 1; }
+	@# sglang's dependencies (CUDA builds of torch and its libraries among them) take about 11 GB in the venv
+	@# (measured 2026-12-03); pip out of space prints 30 lines and leaves half a venv, so say it first, in one line.
+	@test -x $(PY) || { free=$$(df -Pk "$(dir $(abspath $(VENV)))" | awk 'NR==2 {print int($$4 / 1048576)}'); [ "$$free" -ge $(VENV_GB) ] || \
+	  { echo "error: the venv needs about $(VENV_GB) GB and this disk has $$free GB free; free some space or pass VENV= on a bigger disk"; exit 1; }; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	@# torch first, alone: sglang pins this exact release, and installing it first keeps pip's resolver simple.

@@ -3,6 +3,7 @@ left behind."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import yaml
 
 from eagle3lab import runguard
 from eagle3lab.errors import CheckoutPathError, ProfileError
-from eagle3lab.paths import params_dir
+from eagle3lab.paths import REPO_ROOT, params_dir
 from eagle3lab.runtime.profiles import MAX_BENCH_CONCURRENCY, MAX_BENCH_NUM_PROMPTS, load_profile
 
 from .faultkit import cli, default_signals, in_namespace, needs_namespace, one_line, patience
@@ -351,6 +352,28 @@ def test_setup_on_a_full_cache_filesystem_is_one_line_and_exit_2(sandbox, no_lef
     line = one_line(result.stderr)
     assert line.startswith("eagle3lab: no space left on the device") and "EAGLE3LAB_CACHE" in line, line
     sandbox.assert_nothing_left()
+
+
+@needs_namespace
+def test_make_on_a_disk_too_small_for_the_venv_says_so_before_pip(tmp_path):
+    """The README's first command on a nearly full disk: one line naming the space needed and free, no half venv."""
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    for name in ("Makefile", "requirements.txt", "pyproject.toml"):
+        shutil.copy(REPO_ROOT / name, checkout / name)
+    disk = tmp_path / "small"
+    disk.mkdir()
+    venv = disk / "venv"
+    result = subprocess.run(in_namespace(f"mount -t tmpfs -o size=64m tmpfs {disk}",
+                                         ["sh", "-c", 'make --no-print-directory VENV="$1" "$1/.eagle3lab-installed"; '
+                                          'status=$?; if [ -e "$1" ]; then echo "left: $1"; fi; exit $status',
+                                          "sh", str(venv)]),
+                            capture_output=True, text=True, cwd=checkout, timeout=60)
+    assert result.returncode != 0, result.stdout
+    errors = [line for line in result.stdout.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: the venv needs about 12 GB and this disk has 0 GB free; free some space or pass VENV= "
+                      f"on a bigger disk"], result.stdout + result.stderr
+    assert "left:" not in result.stdout, "a half venv was left on the small disk"
 
 
 def test_a_full_disk_deep_in_a_library_is_recognised():
