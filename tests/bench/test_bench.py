@@ -84,17 +84,16 @@ def test_cross_check_with_sglang_bench_serving(baseline_server, tiny_models, tmp
     """Same server, same lengths and concurrency: both clients must count the same tokens (a client that counted
     stream chunks would not). Their speed ratio is recorded, not asserted: it is a wall-clock figure, and another
     job on this shared machine during either measurement moves it (the report shows it with the machine's load)."""
-    # 8 prompts, 4 rounds at concurrency 2: enough to count tokens both ways (the assertions); the ratio itself is
-    # the report's (notebook 03 measures it on the profile's own sweep), not this test's
+    # 8 prompts at concurrency 2, one round: enough to count tokens both ways (the assertions); the ratio itself
+    # is the report's (notebook 03 measures it in the profile's rounds), not this test's
     config = sweep(tiny_models, concurrency=[2], num_prompts=8)
-    arm = run_arm("baseline", baseline_server.spec.base_url, config, tmp_path, kind=ARM_KIND_BASELINE,
-                  log=lambda line: None)
-    check = cross_check(arm.point(2).metrics, baseline_server.spec.base_url, tiny_models.target, config, tmp_path)
-    assert check.concurrency == 2 and len(check.ours_before_after) == 2
+    check = cross_check(2, baseline_server.spec.base_url, tiny_models.target, config, tmp_path)
+    assert check.concurrency == 2 and check.rounds == 1 and check.order == ["ours"]
     assert check.theirs["completed"] == config.num_prompts
     assert check.theirs["total_output_tokens"] == config.num_prompts * config.output_len
-    ours = load_requests(tmp_path / "crosscheck_after.requests.jsonl")
+    ours = load_requests(tmp_path / "crosscheck_ours_round1.requests.jsonl")
     assert sum(r.completion_tokens for r in ours if r.phase == "measure") == check.theirs["total_output_tokens"]
+    assert (tmp_path / "bench_serving.c2.round1.jsonl").is_file()
     assert check.ratio > 0 and check.machine_cpu_busy is not None  # measured and recorded, with the load beside it
     (tmp_path / "cross_check.json").write_text(json.dumps(check.to_dict()))  # kept for the record
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from eagle3lab.bench.crosscheck import BenchServingRun, bench_serving_argv, compare, read_bench_serving_output
+from eagle3lab.bench.crosscheck import BenchServingRun, bench_serving_argv, compare, read_bench_serving_output, round_order
 from eagle3lab.errors import BenchError
 from eagle3lab.bench.metrics import RequestRecord, compute_point_metrics
 from eagle3lab.bench.workload import SweepConfig
@@ -46,23 +46,45 @@ def test_bad_output_files_fail_in_one_line(tmp_path, content, problem):
     assert "\n" not in str(info.value)
 
 
-def test_ratio_is_ours_over_theirs():
-    rec = RequestRecord("r", 4, "measure", True, 0.0, t_sent=0.0, token_times=[0.5, 1.0], t_end=1.0,
-                        completion_tokens=12)
-    ours = compute_point_metrics([rec])  # 12 tokens in 1 s
-    run = BenchServingRun({"output_throughput": 10.0, "completed": 1, "server_info": {"big": 1}}, ["x"], 2.0, 0.5)
-    slower = compute_point_metrics([RequestRecord("r", 4, "measure", True, 0.0, t_sent=0.0, token_times=[1.0, 2.0],
-                                                  t_end=2.0, completion_tokens=12)])  # 6 tok/s
-    check = compare([ours, slower], run, 1)
-    assert check.ours_before_after == pytest.approx([12.0, 6.0])
-    assert check.ratio == pytest.approx(0.9)  # mean 9 tok/s over 10
+def _rate(tokens: int, seconds: float, concurrency: int = 4):
+    """One measured request of ``tokens`` over ``seconds``: a point of that rate."""
+    return compute_point_metrics([RequestRecord("r", concurrency, "measure", True, 0.0, t_sent=0.0,
+                                                token_times=[seconds / 2, seconds], t_end=seconds,
+                                                completion_tokens=tokens)])
+
+
+def _theirs(tokens: int, seconds: float, busy: float | None = None) -> BenchServingRun:
+    return BenchServingRun({"output_throughput": tokens / seconds, "total_output_tokens": tokens, "duration": seconds,
+                            "completed": 1, "server_info": {"big": 1}}, ["x"], seconds + 5.0, busy)
+
+
+def test_each_client_is_pooled_over_its_rounds_and_every_round_kept():
+    # ours: 12 tokens in 1 s, then 12 in 2 s -> pooled 24 / 3 = 8 tok/s (a mean of rates would say 9)
+    # theirs: 20 in 2 s, then 10 in 1 s -> pooled 10 tok/s
+    check = compare([_rate(12, 1.0), _rate(12, 2.0)], [_theirs(20, 2.0, 0.5), _theirs(10, 1.0, 0.7)], 1)
+    assert check.ours_rounds == pytest.approx([12.0, 6.0]) and check.theirs_rounds == pytest.approx([10.0, 10.0])
+    assert (check.ours_output_tok_per_s, check.theirs_output_tok_per_s) == pytest.approx((8.0, 10.0))
+    assert check.ratio == pytest.approx(0.8)
+    assert check.rounds == 2 and check.round_ratios == pytest.approx([1.2, 0.6])
+    assert check.order == ["ours", "theirs"]
     assert "server_info" not in check.theirs and check.theirs["completed"] == 1
-    assert json.loads(json.dumps(check.to_dict()))["machine_cpu_busy"] == 0.5
+    saved = json.loads(json.dumps(check.to_dict()))
+    assert saved["machine_cpu_busy"] == pytest.approx(0.6) and saved["round_ratios"] == pytest.approx([1.2, 0.6])
+    assert saved["rounds"] == 2
+
+
+def test_round_order_is_mirrored():
+    assert round_order(1) == ["ours"]
+    assert round_order(4) == ["ours", "theirs", "ours", "theirs"]
+
+
+def test_compare_refuses_what_cannot_be_compared():
     with pytest.raises(BenchError) as err:
-        compare([ours], BenchServingRun({"output_throughput": 0.0}, [], 0.0, None), 1)
+        compare([_rate(12, 1.0)], [BenchServingRun({"output_throughput": 0.0}, [], 0.0, None)], 1)
     assert err.value.problem == "zero_throughput"
-    other = compute_point_metrics([RequestRecord("r", 2, "measure", True, 0.0, t_sent=0.0, token_times=[1.0],
-                                                 t_end=1.0, completion_tokens=1)])
     with pytest.raises(BenchError) as err:
-        compare([ours, other], run, 1)
+        compare([_rate(12, 1.0), _rate(1, 1.0, concurrency=2)], [_theirs(10, 1.0), _theirs(10, 1.0)], 1)
     assert err.value.problem == "mixed_concurrency"
+    with pytest.raises(BenchError) as err:
+        compare([_rate(12, 1.0)], [_theirs(10, 1.0), _theirs(10, 1.0)], 1)
+    assert err.value.problem == "unpaired_rounds"

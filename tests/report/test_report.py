@@ -102,9 +102,14 @@ def test_notebook_03_chain_capture_and_arms(full_report):
     bench = BenchReport.load(Path(data["bench_report"]))
     assert data["arms"] == json.loads(json.dumps(point_rows(bench.arms)))  # the sidecar shows the bench's own numbers
     cross, profile = data["cross_check"], data["profile_values"]
-    assert cross["ours_output_tok_per_s"] == pytest.approx(sum(cross["ours_before_after"]) / 2)
-    assert cross["theirs_output_tok_per_s"] == cross["theirs"]["output_throughput"]
+    # each client ran the profile's rounds, in mirrored order, and was pooled over them
+    assert cross["rounds"] == profile["bench_crosscheck_rounds"] >= 2 and cross["order"] == ["ours", "theirs"][:cross["rounds"]]
+    assert len(cross["ours_rounds"]) == len(cross["theirs_rounds"]) == len(cross["round_ratios"]) == cross["rounds"]
+    assert min(cross["ours_rounds"]) <= cross["ours_output_tok_per_s"] <= max(cross["ours_rounds"])
+    assert min(cross["theirs_rounds"]) <= cross["theirs_output_tok_per_s"] <= max(cross["theirs_rounds"])
+    assert cross["theirs_rounds"][-1] == cross["theirs"]["output_throughput"]
     assert cross["ratio"] == pytest.approx(cross["ours_output_tok_per_s"] / cross["theirs_output_tok_per_s"])
+    assert cross["num_prompts"] == profile["bench_crosscheck_prompts"]
     # bench_serving ran the same workload to the end (the ratio itself is a timing on a shared box: not asserted)
     assert cross["theirs"]["completed"] == cross["num_prompts"]
     assert cross["theirs"]["total_input_tokens"] == cross["num_prompts"] * profile["bench_input_len"]

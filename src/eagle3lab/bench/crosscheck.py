@@ -1,11 +1,13 @@
 """Cross-check our harness against sglang's own ``python -m sglang.bench_serving`` on the same server.
 
-Same server, same lengths, same number of prompts and concurrency; only the client differs. Our point (the sweep's,
-measured just before) is measured once more right after bench_serving and the two are averaged, so a drift of the
-machine (on a shared 2-core box other work comes and goes) shows up as a before/after gap instead of silently
-skewing the ratio. The result is read from bench_serving's ``--output-file`` (JSON lines), never parsed from its stdout.
-A ratio near 1 says our client measures what sglang's does; far from 1, one of the two clients is the
-bottleneck or counts differently.
+Same server, same lengths, same number of prompts and concurrency; only the client differs. A run of a few hundred
+tokens lasts a second or two, and on a shared 2-core machine one such window differs from the next by several per
+cent, in a noisy spell by a quarter (measured 2026-12-03 on one idle machine, one baseline server, concurrency 4:
+single-round ratios 0.80-1.42 within minutes). So both clients run ``rounds`` times, alternated in mirrored order (ours, theirs | theirs,
+ours | ...: a drift of the machine falls on both), on ``num_prompts`` each, and each side's throughput is pooled
+(all its tokens over all its run time). Every round's pair is kept. The result is read from bench_serving's
+``--output-file`` (JSON lines), never parsed from its stdout. A pooled ratio near 1 says our client measures what
+sglang's does; far from 1, with the rounds agreeing, one of the two clients is the bottleneck or counts differently.
 """
 
 from __future__ import annotations
@@ -33,22 +35,33 @@ KEPT_KEYS = ("completed", "duration", "total_input_tokens", "total_output_tokens
 
 @dataclass
 class CrossCheck:
-    """Our output throughput next to bench_serving's at one concurrency."""
+    """Our output throughput next to bench_serving's at one concurrency, each pooled over alternated rounds."""
 
     concurrency: int
-    num_prompts: int
-    ours_output_tok_per_s: float  # mean of the runs before and after bench_serving
-    ours_before_after: list[float]
-    theirs_output_tok_per_s: float
-    ratio: float  # ours / theirs
-    theirs: dict[str, Any]
+    num_prompts: int  # measured prompts per run (each client, each round)
+    ours_output_tok_per_s: float  # pooled: our rounds' output tokens over their summed durations
+    theirs_output_tok_per_s: float  # pooled likewise, from bench_serving's total_output_tokens and duration
+    ratio: float  # ours / theirs, pooled
+    ours_rounds: list[float]  # each round's rate, in round order
+    theirs_rounds: list[float]
+    order: list[str]  # who ran first in each round: "ours" or "theirs" (mirrored)
+    theirs: dict[str, Any]  # bench_serving's kept keys, from its last round
     argv: list[str]
-    seconds: float
-    machine_cpu_busy: float | None = None  # whole-machine CPU use while bench_serving ran
+    seconds: float  # both clients, all rounds
+    machine_cpu_busy: float | None = None  # whole-machine CPU use while bench_serving ran (mean over its rounds)
     server_cpu: float | None = None  # the server's share of it (the rest: bench_serving and anything else)
 
+    @property
+    def rounds(self) -> int:
+        return len(self.ours_rounds)
+
+    @property
+    def round_ratios(self) -> list[float]:
+        """Each round's ours / theirs: their spread says how far one pair alone could be trusted."""
+        return [ours / theirs for ours, theirs in zip(self.ours_rounds, self.theirs_rounds)]
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "rounds": self.rounds, "round_ratios": self.round_ratios}
 
 
 @dataclass
@@ -99,12 +112,12 @@ def read_bench_serving_output(path: Path) -> dict[str, Any]:
 
 
 def run_bench_serving(base_url: str, tokenizer_dir: str, config: SweepConfig, concurrency: int, out_dir: Path,
-                      timeout_s: float = 1800.0) -> BenchServingRun:
+                      round_number: int = 1, timeout_s: float = 1800.0) -> BenchServingRun:
     """Run bench_serving once; its stdout/stderr go to a log file next to its output file."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    output_file = out_dir / f"bench_serving.c{concurrency}.jsonl"
-    log_file = out_dir / f"bench_serving.c{concurrency}.log"
+    stem = f"bench_serving.c{concurrency}.round{round_number}"
+    output_file, log_file = out_dir / f"{stem}.jsonl", out_dir / f"{stem}.log"
     output_file.unlink(missing_ok=True)
     argv = bench_serving_argv(base_url, tokenizer_dir, config, concurrency, output_file)
     server = cpuload.server_processes(base_url)
@@ -124,33 +137,68 @@ def run_bench_serving(base_url: str, tokenizer_dir: str, config: SweepConfig, co
                            used.machine_busy if used else None, used.server if used else None)
 
 
-def compare(ours: list[PointMetrics], run: BenchServingRun, num_prompts: int) -> CrossCheck:
-    """Put the two output throughputs side by side (ours: the mean of our runs at the same concurrency)."""
-    theirs = run.result
-    their_tps = float(theirs["output_throughput"])
-    rates = [m.output_tok_per_s for m in ours]
-    if not rates or their_tps <= 0 or min(rates) <= 0:
-        raise BenchError("a throughput of zero cannot be compared; one of the runs produced no tokens", problem="zero_throughput")
+def round_order(rounds: int) -> list[str]:
+    """Who runs first in each round: ours, theirs, theirs, ours, ... (a linear drift falls on both clients)."""
+    return ["ours" if r % 2 == 0 else "theirs" for r in range(rounds)]
+
+
+def compare(ours: list[PointMetrics], runs: list[BenchServingRun], num_prompts: int,
+            order: list[str] | None = None) -> CrossCheck:
+    """Pool each client's rounds (tokens over time) and put the two output throughputs side by side."""
+    if not ours or len(ours) != len(runs):
+        raise BenchError(f"the cross-check needs one run of each client per round ({len(ours)} ours, "
+                         f"{len(runs)} bench_serving)", problem="unpaired_rounds")
     if len({m.concurrency for m in ours}) != 1:
         raise BenchError("our runs for the cross-check must share one concurrency", key="concurrency",
                          problem="mixed_concurrency")
-    mean = sum(rates) / len(rates)
-    return CrossCheck(concurrency=ours[0].concurrency, num_prompts=num_prompts, ours_output_tok_per_s=mean,
-                      ours_before_after=rates, theirs_output_tok_per_s=their_tps, ratio=mean / their_tps,
-                      theirs={k: theirs.get(k) for k in KEPT_KEYS}, argv=run.argv, seconds=run.seconds,
-                      machine_cpu_busy=run.machine_cpu_busy, server_cpu=run.server_cpu)
+    theirs_rounds = [float(run.result.get("output_throughput") or 0.0) for run in runs]
+    ours_rounds = [m.output_tok_per_s for m in ours]
+    their_time = sum(float(run.result.get("duration") or 0.0) for run in runs)
+    our_time = sum(m.duration_s for m in ours)
+    if min(theirs_rounds + ours_rounds) <= 0 or their_time <= 0 or our_time <= 0:
+        raise BenchError("a throughput of zero cannot be compared; one of the runs produced no tokens",
+                         problem="zero_throughput")
+    ours_pooled = sum(m.output_tokens for m in ours) / our_time
+    theirs_pooled = sum(float(run.result.get("total_output_tokens") or 0) for run in runs) / their_time
+    busy = [run.machine_cpu_busy for run in runs if run.machine_cpu_busy is not None]
+    server = [run.server_cpu for run in runs if run.server_cpu is not None]
+    return CrossCheck(concurrency=ours[0].concurrency, num_prompts=num_prompts, ours_output_tok_per_s=ours_pooled,
+                      theirs_output_tok_per_s=theirs_pooled, ratio=ours_pooled / theirs_pooled,
+                      ours_rounds=ours_rounds, theirs_rounds=theirs_rounds,
+                      order=order or round_order(len(runs)),
+                      theirs={k: runs[-1].result.get(k) for k in KEPT_KEYS}, argv=runs[-1].argv,
+                      seconds=sum(run.seconds for run in runs),
+                      machine_cpu_busy=sum(busy) / len(busy) if busy else None,
+                      server_cpu=sum(server) / len(server) if server else None)
 
 
-def cross_check(ours: PointMetrics, base_url: str, tokenizer_dir: str, config: SweepConfig,
-                out_dir: Path) -> CrossCheck:
-    """bench_serving at the concurrency of ``ours`` (our point just measured on this server), then ours again.
+def cross_check(concurrency: int, base_url: str, tokenizer_dir: str, config: SweepConfig, out_dir: Path,
+                rounds: int = 1, num_prompts: int | None = None) -> CrossCheck:
+    """bench_serving and our harness, ``rounds`` times each in mirrored order, at ``concurrency`` on this server.
 
-    ``tokenizer_dir`` is the model directory (bench_serving loads its tokenizer to build the random-ids prompts).
+    ``num_prompts`` (None: the config's count at that concurrency) measured prompts per run; ``tokenizer_dir`` is
+    the model directory (bench_serving loads its tokenizer to build the random-ids prompts).
     """
-    run = run_bench_serving(base_url, tokenizer_dir, config, ours.concurrency, out_dir)
-    single = dataclasses.replace(config, concurrency=[ours.concurrency])
-    again = run_arm("crosscheck_after", base_url, single, out_dir, kind=ARM_KIND_BASELINE,
-                    log=lambda line: None).points[0]
-    if not again.measured or again.metrics is None:
-        raise BenchError(f"our re-measurement after bench_serving failed: {again.reason}", problem="remeasure_failed")
-    return compare([ours, again.metrics], run, config.prompts_for(ours.concurrency))
+    if rounds < 1:
+        raise BenchError(f"the cross-check needs at least one round, got {rounds}", key="rounds", problem="range")
+    single = dataclasses.replace(config, concurrency=[concurrency])
+    if num_prompts is not None:
+        single = dataclasses.replace(single, num_prompts=num_prompts, prompts_per_concurrency=None)
+    count = single.prompts_for(concurrency)
+    started = time.perf_counter()
+    ours: list[PointMetrics] = []
+    runs: list[BenchServingRun] = []
+    order = round_order(rounds)
+    for index, first in enumerate(order):
+        for client in (first, "theirs" if first == "ours" else "ours"):
+            if client == "theirs":
+                runs.append(run_bench_serving(base_url, tokenizer_dir, single, concurrency, out_dir, index + 1))
+                continue
+            point = run_arm(f"crosscheck_ours_round{index + 1}", base_url, single, out_dir, kind=ARM_KIND_BASELINE,
+                            log=lambda line: None).points[0]
+            if not point.measured or point.metrics is None:
+                raise BenchError(f"our cross-check run {index + 1} failed: {point.reason}", problem="remeasure_failed")
+            ours.append(point.metrics)
+    check = compare(ours, runs, count, order)
+    check.seconds = time.perf_counter() - started
+    return check

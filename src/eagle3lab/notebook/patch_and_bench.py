@@ -90,22 +90,18 @@ def run_server_arm(name: str, profile: Profile, models: Models, config: SweepCon
         save_arm(arm, out_dir)
         measured = arm.measured_points()
         if with_cross_check and measured:
-            check = _cross_check(measured[-1], spec.base_url, models.target, config, out_dir)
+            check = _cross_check(measured[-1].concurrency, spec.base_url, models.target, config, out_dir, profile)
     return arm, check
 
 
-def _cross_check(point: Any, base_url: str, tokenizer_dir: str, config: SweepConfig, out_dir: Path) -> CrossCheck:
-    """bench_serving against our harness on the same prompts. bench_serving's ``random-ids`` dataset is the
-    random-id workload, so a sweep on chat or text prompts is cross-checked on its random-id control: our harness
-    first measures that control at the same concurrency, then bench_serving, then ours again."""
-    if config.prompt_kind == "ids":
-        return cross_check(point.metrics, base_url, tokenizer_dir, config, out_dir)
-    control = dataclasses.replace(config, prompt_kind="ids", concurrency=[point.concurrency])
-    ours = run_arm("crosscheck_ids_control", base_url, control, out_dir, kind=ARM_KIND_BASELINE,
-                   log=lambda line: None).points[0]
-    if not ours.measured or ours.metrics is None:
-        raise BenchError(f"the random-id control before bench_serving failed: {ours.reason}")
-    return cross_check(ours.metrics, base_url, tokenizer_dir, control, out_dir)
+def _cross_check(concurrency: int, base_url: str, tokenizer_dir: str, config: SweepConfig, out_dir: Path,
+                 profile: Profile) -> CrossCheck:
+    """bench_serving against our harness on the same workload, in the profile's rounds. bench_serving's
+    ``random-ids`` dataset is the random-id workload, so a sweep on chat or text prompts is cross-checked on its
+    random-id control: both clients measure that."""
+    ids = config if config.prompt_kind == "ids" else dataclasses.replace(config, prompt_kind="ids")
+    return cross_check(concurrency, base_url, tokenizer_dir, ids, out_dir, rounds=profile.bench_crosscheck_rounds,
+                       num_prompts=profile.bench_crosscheck_prompts)
 
 
 def check_greedy(profile: Profile, config: SweepConfig) -> None:
@@ -295,10 +291,12 @@ def expect_capture(captures: dict[str | None, Any], first_missing: str) -> None:
 
 
 def cross_check_row(check: CrossCheck) -> dict[str, Any]:
-    return {"concurrency": check.concurrency, "prompts": check.num_prompts,
-            "eagle3lab output tok/s": round(check.ours_output_tok_per_s, 1),
-            "bench_serving output tok/s": round(check.theirs_output_tok_per_s, 1),
-            "ratio (ours / bench_serving)": round(check.ratio, 3)}
+    ratios = check.round_ratios
+    return {"concurrency": check.concurrency, "prompts per run": check.num_prompts, "rounds": check.rounds,
+            "eagle3lab output tok/s (pooled)": round(check.ours_output_tok_per_s, 1),
+            "bench_serving output tok/s (pooled)": round(check.theirs_output_tok_per_s, 1),
+            "ratio (ours / bench_serving)": round(check.ratio, 3),
+            "each round's ratio": f"{min(ratios):.3f}-{max(ratios):.3f}" if len(ratios) > 1 else f"{ratios[0]:.3f}"}
 
 
 def run_break_even_or_none(profile: Profile, report: BenchReport | None) -> tuple[float | None, str]:

@@ -23,6 +23,7 @@ MAX_BENCH_NUM_PROMPTS = 100_000  # requests per sweep point: hours on any machin
 MAX_LAUNCH_REPEATS = 5  # extra launches of the headline pair: each is a full server start-up
 MAX_INTERLEAVE_ROUNDS = 16  # each round adds a warm-up request and two cache flushes per arm
 MAX_INTERLEAVE_PROMPTS = 1024  # per arm; the measured stream is shared with the sweep's points
+MAX_CROSSCHECK_ROUNDS = 8  # each round starts bench_serving once (an sglang import, its tokenizer, a warm-up)
 NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
@@ -85,6 +86,15 @@ class Profile(BaseModel):
         description="measured prompts per arm in an interleaved launch, split across its rounds (acceptance, "
                     "and with it the EAGLE-3 rate, varies from prompt to prompt: more prompts, a steadier pooled "
                     "speedup); null: the concurrency-1 point's own count")
+    bench_crosscheck_rounds: int = Field(
+        default=1, ge=1, le=MAX_CROSSCHECK_ROUNDS,
+        description="runs of sglang's bench_serving and of our client each, alternated in mirrored order on the "
+                    "baseline server at the sweep's highest concurrency; each client's throughput is pooled over "
+                    "its runs (bench.crosscheck): one short run on a shared machine is several per cent off the next")
+    bench_crosscheck_prompts: Optional[int] = Field(
+        default=None, gt=0, le=MAX_BENCH_NUM_PROMPTS,
+        description="measured prompts per cross-check run (each client, each round): a longer run, a steadier "
+                    "ratio; null: the point's own count")
     bench_prompt_kind: Literal["ids", "text", "chat"] = Field(
         default="ids", description="the headline workload: random token ids, their decoded text, or the bundled "
                                    "chat questions in the model's chat template (bench.workload); notebook 03's "
