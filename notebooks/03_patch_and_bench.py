@@ -163,6 +163,14 @@ config = patchbench.sweep_config(P, models, prompt_kind)
 show.table(config.to_dict())
 
 # %% [markdown]
+# What the CPU harness changes on these servers against a GPU host, read off their launch environments (obstacle
+# numbers of `runtime/cpu_harness`): what both servers share beside what only the EAGLE-3 server pays.
+
+# %%
+harness = patchbench.harness_rows(P, models, eagle3_models, shims, CONTROL_SHIMS if P.cpu_harness else ())
+show.table(harness) if harness else "not the CPU harness: nothing changed"
+
+# %% [markdown]
 # The sidecar is written after each arm (`complete` false until the last cell), so a failure after the benchmark
 # keeps every arm already measured.
 
@@ -173,7 +181,7 @@ partial = patchbench.PartialSidecar(sidecars.PatchBenchSidecar(
     environment=envinfo.environment_table(), patch=patch, delegated_members=delegated,
     chain=[step.record() for step in chain], story=story, spec_arms=[plan.to_dict() for plan in plans],
     capture={str(key): result.to_dict() for key, result in captures.items()},
-    agreement=[row.to_dict() for row in agreement]))
+    agreement=[row.to_dict() for row in agreement], harness=harness))
 
 # %%
 if bench:
@@ -394,7 +402,7 @@ sidecars.write(sidecars.PatchBenchSidecar(
     environment=envinfo.environment_table(), patch=patch, delegated_members=delegated,
     chain=[step.record() for step in chain], story=story,
     capture={str(key): result.to_dict() for key, result in captures.items()},
-    agreement=[row.to_dict() for row in agreement],
+    agreement=[row.to_dict() for row in agreement], harness=harness,
     bench_report=str(bench_dir / "bench_report.json") if bench else None,
     arms=point_rows(report.arms) if bench else [],
     cross_check=crosscheck.to_dict() if bench and crosscheck else None,

@@ -537,6 +537,8 @@ class PatchBenchSidecar(Sidecar):
     bench_report: Optional[str] = None
     arms: list[dict[str, Any]] = Field(default_factory=list)
     cross_check: Optional[dict[str, Any]] = None
+    # runtime.cpu_harness.changes: what the CPU harness changed on this run's servers (empty off the harness)
+    harness: list[dict[str, Any]] = Field(default_factory=list)
     figures: dict[str, str] = Field(default_factory=dict)
     diagnostics: list[dict[str, Any]] = Field(default_factory=list)
     spec_arms: list[SpecArmRecord] = Field(default_factory=list)

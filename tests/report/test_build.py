@@ -10,6 +10,8 @@ import jinja2
 import pytest
 
 from eagle3lab.errors import PerfModelError
+from eagle3lab.runtime.cpu_harness import CONTROL_SHIMS, SPEC_SHIMS, cpu_environment
+from eagle3lab.runtime.cpu_harness.changes import harness_changes
 from eagle3lab.report import build, incident, model_evidence, provenance
 from eagle3lab.report.build import (ReportSources, flip_sentence, matching_sentence, peak_verdict, render,
                                     sensitivity_rows)
@@ -80,6 +82,8 @@ def patch_sidecar(eagle3_note: str = "EAGLE is not supported on CPU") -> PatchBe
         cross_check={"concurrency": 4, "num_prompts": 64, "ours_output_tok_per_s": 52.93,
                      "theirs_output_tok_per_s": 50.11, "ratio": 1.0563, "rounds": 3,
                      "round_ratios": [1.0212, 1.0871, 1.0601]},
+        harness=[change.to_dict() for change in harness_changes(cpu_environment(CONTROL_SHIMS, base={}),
+                                                                cpu_environment(SPEC_SHIMS, base={}, speculative=True))],
         diagnostics=[{"cause": "spec_request_cap", "applies": "no", "threshold_provenance": "server log",
                       "evidence": "speculative limit 48 (log: Max running requests is reset to 48)", "fix": ""},
                      {"cause": "low_acceptance", "applies": "yes", "threshold_provenance": "measured",
@@ -499,3 +503,4 @@ def test_launch_spread_renders_every_pair_sourced_and_the_verdict_follows_the_ru
     text = render(sources)
     assert "Beyond the project's 10% rule: on this machine one launch's speedup is one draw" in text
     assert unsourced(text, sources) == []
+

@@ -25,6 +25,7 @@ from eagle3lab.errors import BenchError, BenchmarkIncomplete, ExpectationError
 from eagle3lab.package import patching
 from eagle3lab.package.diffs import PatchInfo
 from eagle3lab.fix.relaunch import StepResult, patched_server, serving_server, stop_serving
+from eagle3lab.runtime.cpu_harness.changes import harness_changes
 from eagle3lab.runtime.cpu_harness.spec_shims import GREEDY_ONLY
 from eagle3lab.runtime import modelinfo
 from eagle3lab.runtime.deployment import Models, server_spec
@@ -102,6 +103,17 @@ def _cross_check(concurrency: int, base_url: str, tokenizer_dir: str, config: Sw
     ids = config if config.prompt_kind == "ids" else dataclasses.replace(config, prompt_kind="ids")
     return cross_check(concurrency, base_url, tokenizer_dir, ids, out_dir, rounds=profile.bench_crosscheck_rounds,
                        num_prompts=profile.bench_crosscheck_prompts)
+
+
+def harness_rows(profile: Profile, models: Models, eagle3_models: Models, shims: Sequence[str],
+                 baseline_shims: Sequence[str]) -> list[dict[str, Any]]:
+    """What the CPU harness changes on this run's baseline and EAGLE-3 servers, read off the environments their
+    launches get (``server_spec``); empty off the harness."""
+    if not profile.cpu_harness:
+        return []
+    baseline = server_spec(profile, models, speculative=False, shims=baseline_shims).env
+    eagle3 = server_spec(profile, eagle3_models, speculative=True, shims=shims).env
+    return [change.to_dict() for change in harness_changes(baseline, eagle3)]
 
 
 def check_greedy(profile: Profile, config: SweepConfig) -> None:

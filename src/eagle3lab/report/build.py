@@ -219,7 +219,8 @@ def _fix_context(s03: PatchBenchSidecar | None) -> tuple[dict | None, dict | Non
                  "output_len": profile["bench_output_len"], "concurrency": profile["bench_concurrency"],
                  "figures": [Path(p).name for p in s03.figures.values()],
                  "spec_arms": s03.spec_arms, "lossless": s03.lossless, "mismatch": s03.layer_mismatch,
-                 "speedup": s03.speedup, "sampling": s03.sampling, "spread": s03.launch_spread}
+                 "speedup": s03.speedup, "sampling": s03.sampling, "spread": s03.launch_spread,
+                 "harness": s03.harness}
     return fix, bench
 
 

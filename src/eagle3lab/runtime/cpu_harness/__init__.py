@@ -28,6 +28,11 @@ shim (``shims.SHIMS``) names the number it answers:
    and EAGLE-3 alike) computes only the rows it keeps, written out (the same values).
 18. A start-up cost: sglang spawns its scheduler and detokenizer, and each re-imports sglang and torch; with no CUDA
    context to protect on a CPU, the harness forks them instead (``start_method.py``).
+19. Also a start-up cost: every server process traced sglang's few torch.compile'd functions (MoE top-k and
+   others) and loaded inductor's C++ before its first request; they run eagerly instead (``environment.EAGER_ENV``),
+   the same Python and torch ops on both servers.
+
+``changes.harness_changes`` lists what a run's servers were launched with, for the report.
 """
 
 from eagle3lab.runtime.cpu_harness.environment import cpu_environment
