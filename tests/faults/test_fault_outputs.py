@@ -229,8 +229,9 @@ def test_report_no_run_from_a_real_run_and_on_a_full_disk(sandbox, full_report, 
     disk.mkdir()
     good = tmp_path / "REPORT.good"
     shutil.copy2(sandbox.work / "REPORT.md", good)
-    mount = (f"mount -t tmpfs -o size=64k tmpfs {disk} && cp {good} {disk}/REPORT.md && "
-             f"(head -c $((64*1024 - $(stat -c %s {disk}/REPORT.md) - 8192)) /dev/zero > {disk}/filler || true)")
+    size_kb = good.stat().st_size // 1024 + 24  # room for the good REPORT.md, then filled to 8 KB short of a new copy
+    mount = (f"mount -t tmpfs -o size={size_kb}k tmpfs {disk} && cp {good} {disk}/REPORT.md && "
+             f"(head -c $(({size_kb}*1024 - $(stat -c %s {disk}/REPORT.md) - 8192)) /dev/zero > {disk}/filler || true)")
     check = (f'{sys.executable} -m eagle3lab report --no-run; echo "rc=$?"; '
              f'cmp -s {good} {disk}/REPORT.md && echo unchanged; ls -A {disk}')
     result = subprocess.run(in_namespace(mount, ["sh", "-c", check]), capture_output=True, text=True,
