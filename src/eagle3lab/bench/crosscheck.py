@@ -21,13 +21,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from eagle3lab.bench import cpuload
+from eagle3lab.bench import cpuload, interleave
 from eagle3lab.bench.sweep import ARM_KIND_BASELINE, run_arm
 from eagle3lab.errors import BenchError
 from eagle3lab.bench.metrics import PointMetrics
 from eagle3lab.bench.workload import SweepConfig
 
 #: The bench_serving result keys we keep (the rest, e.g. the whole server_info, is in its own file).
+OURS, THEIRS = "ours", "theirs"  # the two clients, as ``CrossCheck.order`` names them
 KEPT_KEYS = ("completed", "duration", "total_input_tokens", "total_output_tokens", "request_throughput",
              "output_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_itl_ms", "median_itl_ms",
              "p99_itl_ms", "mean_e2e_latency_ms", "median_e2e_latency_ms", "accept_length", "max_concurrency")
@@ -138,13 +139,14 @@ def run_bench_serving(base_url: str, tokenizer_dir: str, config: SweepConfig, co
 
 
 def round_order(rounds: int) -> list[str]:
-    """Who runs first in each round: ours, theirs, theirs, ours, ... (a linear drift falls on both clients)."""
-    return ["ours" if r % 2 == 0 else "theirs" for r in range(rounds)]
+    """Who runs first in each round: ours, theirs, theirs, ours, ... (``interleave.round_order``'s mirror)."""
+    return [pair[0] for pair in interleave.round_order(rounds, OURS, THEIRS)]
 
 
 def compare(ours: list[PointMetrics], runs: list[BenchServingRun], num_prompts: int,
-            order: list[str] | None = None) -> CrossCheck:
-    """Pool each client's rounds (tokens over time) and put the two output throughputs side by side."""
+            order: list[str] | None = None, seconds: float | None = None) -> CrossCheck:
+    """Pool each client's rounds (tokens over time) and put the two output throughputs side by side.
+    ``seconds``: the whole cross-check's wall time (None: bench_serving's runs alone)."""
     if not ours or len(ours) != len(runs):
         raise BenchError(f"the cross-check needs one run of each client per round ({len(ours)} ours, "
                          f"{len(runs)} bench_serving)", problem="unpaired_rounds")
@@ -167,7 +169,7 @@ def compare(ours: list[PointMetrics], runs: list[BenchServingRun], num_prompts: 
                       ours_rounds=ours_rounds, theirs_rounds=theirs_rounds,
                       order=order or round_order(len(runs)),
                       theirs={k: runs[-1].result.get(k) for k in KEPT_KEYS}, argv=runs[-1].argv,
-                      seconds=sum(run.seconds for run in runs),
+                      seconds=seconds if seconds is not None else sum(run.seconds for run in runs),
                       machine_cpu_busy=sum(busy) / len(busy) if busy else None,
                       server_cpu=sum(server) / len(server) if server else None)
 
@@ -179,8 +181,7 @@ def cross_check(concurrency: int, base_url: str, tokenizer_dir: str, config: Swe
     ``num_prompts`` (None: the config's count at that concurrency) measured prompts per run; ``tokenizer_dir`` is
     the model directory (bench_serving loads its tokenizer to build the random-ids prompts).
     """
-    if rounds < 1:
-        raise BenchError(f"the cross-check needs at least one round, got {rounds}", key="rounds", problem="range")
+    pairs = interleave.round_order(rounds, OURS, THEIRS)  # refuses rounds < 1
     single = dataclasses.replace(config, concurrency=[concurrency])
     if num_prompts is not None:
         single = dataclasses.replace(single, num_prompts=num_prompts, prompts_per_concurrency=None)
@@ -188,17 +189,14 @@ def cross_check(concurrency: int, base_url: str, tokenizer_dir: str, config: Swe
     started = time.perf_counter()
     ours: list[PointMetrics] = []
     runs: list[BenchServingRun] = []
-    order = round_order(rounds)
-    for index, first in enumerate(order):
-        for client in (first, "theirs" if first == "ours" else "ours"):
-            if client == "theirs":
-                runs.append(run_bench_serving(base_url, tokenizer_dir, single, concurrency, out_dir, index + 1))
+    for number, pair in enumerate(pairs, start=1):
+        for client in pair:
+            if client == THEIRS:
+                runs.append(run_bench_serving(base_url, tokenizer_dir, single, concurrency, out_dir, number))
                 continue
-            point = run_arm(f"crosscheck_ours_round{index + 1}", base_url, single, out_dir, kind=ARM_KIND_BASELINE,
+            point = run_arm(f"crosscheck_ours_round{number}", base_url, single, out_dir, kind=ARM_KIND_BASELINE,
                             log=lambda line: None).points[0]
             if not point.measured or point.metrics is None:
-                raise BenchError(f"our cross-check run {index + 1} failed: {point.reason}", problem="remeasure_failed")
+                raise BenchError(f"our cross-check run {number} failed: {point.reason}", problem="remeasure_failed")
             ours.append(point.metrics)
-    check = compare(ours, runs, count, order)
-    check.seconds = time.perf_counter() - started
-    return check
+    return compare(ours, runs, count, [pair[0] for pair in pairs], seconds=time.perf_counter() - started)

@@ -24,12 +24,12 @@ from eagle3lab.errors import BenchError
 BASELINE, EAGLE3 = "baseline", "eagle3"
 
 
-def round_order(rounds: int) -> list[tuple[str, str]]:
-    """The arms of each round, mirrored from one round to the next (ABBA...)."""
+def round_order(rounds: int, first: str = BASELINE, second: str = EAGLE3) -> list[tuple[str, str]]:
+    """The two sides of each round, mirrored from one round to the next (ABBA...): a drift falls on both."""
     if rounds < 1:
         raise BenchError(f"an interleaved measurement needs at least one round, got {rounds}", key="rounds",
                          value=rounds)
-    return [(BASELINE, EAGLE3) if r % 2 == 0 else (EAGLE3, BASELINE) for r in range(rounds)]
+    return [(first, second) if r % 2 == 0 else (second, first) for r in range(rounds)]
 
 
 def order_label(rounds: int) -> str:
