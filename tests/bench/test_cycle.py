@@ -12,9 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from eagle3lab.bench import cycle
+from eagle3lab.bench import cycle, server_time
 from eagle3lab.errors import BenchError
-from eagle3lab.report.plots.cycle import draw_cycle_figure
+from eagle3lab.report.plots.cycle import draw_cycle_figure, draw_server_time_figure, server_time_figure_path
 from eagle3lab.sidecars import CycleComponentsRecord
 
 T0 = 1_800_000_000.0
@@ -56,6 +56,8 @@ def _arm(name: str, start: float, end: float) -> SimpleNamespace:
 def test_table_charges_each_component_once_and_separates_the_harness_share(tmp_path):
     records = [r for i in range(5) for r in _plain(T0 + i)]
     records += _plain(T0 + 5, forward=500.0)  # a one-off stall: dropped as an outlier
+    # a prefill batch between the steps: recorded by the timers, never part of a plain step or a cycle
+    records += [{**r, "mode": "EXTEND"} for r in _plain(T0 + 2, forward=20.0)]
     records += [r for i in range(4) for r in _cycle(T0 + 100 + i, accepted=2 if i % 2 else 0)]
     records += [r for i in range(2) for r in _cycle(T0 + 200 + i, bs=2)]  # a second arm: outside the window
     table = cycle.table_from_arms(_trace(tmp_path, records), _arm("baseline", T0, T0 + 50),
@@ -81,6 +83,14 @@ def test_table_charges_each_component_once_and_separates_the_harness_share(tmp_p
     assert again == table and again.schema_id == cycle.SCHEMA_ID
     figure = draw_cycle_figure(table, tmp_path)
     assert figure.exists() and figure.stat().st_size > 0
+    assert draw_server_time_figure(table, tmp_path) is None  # no point windows: no figure, nothing written
+    assert not server_time_figure_path("cpu", tmp_path).exists()
+    table.by_point = [server_time.point_time(records, arm="baseline", speculative=False, concurrency=1,
+                                             measured_from=T0, measured_to=T0 + 6),
+                      server_time.point_time(records, arm="EAGLE-3", speculative=True, concurrency=1,
+                                             measured_from=T0 + 100, measured_to=T0 + 104)]
+    assert draw_server_time_figure(table, tmp_path) == server_time_figure_path("cpu", tmp_path)
+    assert server_time_figure_path("cpu", tmp_path).stat().st_size > 0
 
 
 def test_table_refuses_when_an_arm_left_no_decode_records(tmp_path):

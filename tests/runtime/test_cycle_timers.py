@@ -1,4 +1,5 @@
-"""The cycle timers: spans charge exclusive time, one record per root call on a decode batch, appended at once.
+"""The cycle timers: spans charge exclusive time, one record per root call on a batch (decode or prefill, with its
+mode), appended at once.
 
 The timed functions here are small Python functions that sleep (the timers only wrap and call through); the hooks
 on sglang's own modules are checked against the installed sglang in a fresh interpreter under the harness.
@@ -34,7 +35,7 @@ class _Result:
     num_accepted_tokens = 3
 
 
-def test_exclusive_times_add_up_to_the_root_and_records_are_appended_per_decode_call(tmp_path):
+def test_exclusive_times_add_up_to_the_root_and_records_are_appended_per_batch_call(tmp_path):
     path = tmp_path / "cycles.jsonl"
     recorder = cycle_timers.install(str(path))
     recorder.server = {"spec": "EAGLE3", "steps": 3}
@@ -63,11 +64,14 @@ def test_exclusive_times_add_up_to_the_root_and_records_are_appended_per_decode_
 
     root = cycle_timers._root(run_batch, "scheduler.run_batch", 0)
     root(None, _Batch("DECODE", 2))
-    root(None, _Batch("EXTEND", 2))  # prefill: no record
+    root(None, _Batch("EXTEND", 2))  # prefill: a record of its own mode, no acceptance
+    root(None, None)  # no batch (an idle poll): no record
     timed_leaf()  # outside a root: calls through, no record
     root(None, _Batch("DECODE", 1))
     lines = path.read_text().splitlines()
-    assert len(lines) == 2
+    assert [json.loads(line)["mode"] for line in lines] == ["DECODE", "EXTEND", "DECODE"]
+    prefill = json.loads(lines[1])
+    assert prefill["bs"] == 2 and "accepted" not in prefill and prefill["parts"]["model.target_verify"][1] == 2
     first = json.loads(lines[0])
     assert first["root"] == "scheduler.run_batch" and first["bs"] == 2 and first["mode"] == "DECODE"
     assert first["accepted"] == 3 and first["spec"] == "EAGLE3"

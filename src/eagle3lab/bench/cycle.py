@@ -41,6 +41,7 @@ from eagle3lab.sidecars import CycleAtBatchSize, CycleComponent, CycleComponents
 SCHEMA_ID = "eagle3lab.cycle_components/1"
 CYCLE_TRACE_FILE = "cycles.jsonl"
 RUN_BATCH = "scheduler.run_batch"
+DECODE_MODE = "DECODE"  # sglang's ForwardMode of a decode batch at the scheduler (an EAGLE-3 cycle's too)
 OUTLIER_FACTOR = 3.0
 HARNESS_PREFIXES = ("kernel.", "triton_interp.")
 GROUPS = ("target forward", "draft forward", "model runner", "tree and acceptance", "KV bookkeeping",
@@ -139,13 +140,18 @@ def steady(records: Sequence[Mapping[str, Any]], factor: float = OUTLIER_FACTOR)
     return [r for r in records if float(r["ms"]) <= limits[r["root"]]]
 
 
+def decode_records(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The records of decode batches (plain steps and EAGLE-3 cycles); the timers also record prefill batches."""
+    return [r for r in records if r.get("mode") == DECODE_MODE]
+
+
 class _Means:
     """Per-cycle means of each component at one batch size: each scheduler call (root) is averaged over its own
     steady records, then the roots are added (one cycle = one call of each)."""
 
     def __init__(self, records: Sequence[Mapping[str, Any]], batch_size: int):
         self.batch_size = batch_size
-        chosen = steady([r for r in records if r.get("bs") == batch_size])
+        chosen = steady([r for r in decode_records(records) if r.get("bs") == batch_size])
         by_root: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
         for record in chosen:
             by_root[record["root"]].append(record)
@@ -169,7 +175,7 @@ class _Means:
 
 
 def batch_sizes(records: Iterable[Mapping[str, Any]]) -> list[int]:
-    return sorted({int(r["bs"]) for r in records if r.get("root") == RUN_BATCH and r.get("bs")})
+    return sorted({int(r["bs"]) for r in decode_records(records) if r.get("root") == RUN_BATCH and r.get("bs")})
 
 
 def component_table(plain_records: Sequence[Mapping[str, Any]], cycle_records: Sequence[Mapping[str, Any]], *,

@@ -6,9 +6,10 @@ reach sglang's spawned scheduler), and only when ``EAGLE3LAB_CYCLE_TRACE`` names
 but timing: every wrapper calls the original and returns its result.
 
 Each wrapped call is a span; a span's *exclusive* time (its own time minus the spans inside it) is charged to its
-component, so the components of one record add up to the record's total. Scheduler-level calls on a decode batch
-are the roots: one record per root call, appended to the file with one ``write`` on an ``O_APPEND`` descriptor as
-soon as the root returns (no buffering, no loss if the server is killed afterwards).
+component, so the components of one record add up to the record's total. Scheduler-level calls
+are the roots: one record per root call on a batch (decode, and prefill, so that what runs between the cycles is
+measured too), appended to the file with one ``write`` on an ``O_APPEND`` descriptor as soon as the root returns (no
+buffering, no loss if the server is killed afterwards); an idle poll (no batch) writes nothing.
 
 Record (one JSON object per line): ``t`` (unix seconds at the end), ``pid``, ``root`` (component of the root),
 ``mode`` (sglang ForwardMode name at entry), ``bs`` (requests in the batch), ``spec`` (speculative algorithm or
@@ -112,14 +113,13 @@ def _mode_name(batch: Any) -> str:
     return getattr(mode, "name", str(mode))
 
 
-def _is_decode(batch: Any) -> bool:
-    mode = getattr(batch, "forward_mode", None)
-    return bool(mode is not None and mode.is_decode())
+def _is_batch(batch: Any) -> bool:
+    return getattr(batch, "forward_mode", None) is not None
 
 
 def _root(original: Callable[..., Any], name: str, batch_arg: int | None) -> Callable[..., Any]:
-    """A root span: one record per call on a decode batch (``batch_arg`` is the batch's position after self; None:
-    the batch is the return value, as for ``get_next_batch_to_run``)."""
+    """A root span: one record per call on a batch, decode or prefill, with the batch's mode (``batch_arg`` is the
+    batch's position after self; None: the batch is the return value, as for ``get_next_batch_to_run``)."""
 
     @functools.wraps(original)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -127,7 +127,7 @@ def _root(original: Callable[..., Any], name: str, batch_arg: int | None) -> Cal
         if rec is None or rec.stack:
             return original(self, *args, **kwargs)
         batch = args[batch_arg] if batch_arg is not None and len(args) > batch_arg else kwargs.get("batch")
-        if batch_arg is not None and not _is_decode(batch):
+        if batch_arg is not None and not _is_batch(batch):
             return original(self, *args, **kwargs)
         rec.parts = {}
         rec.context = {"mode": _mode_name(batch) if batch is not None else None,
@@ -138,11 +138,12 @@ def _root(original: Callable[..., Any], name: str, batch_arg: int | None) -> Cal
         finally:
             elapsed = rec.leave(span)
         if batch_arg is None:
-            if not _is_decode(result):
+            if not _is_batch(result):
                 return result
             rec.context = {"mode": _mode_name(result), "bs": result.batch_size()}
         accepted = getattr(result, "num_accepted_tokens", None)
-        if name == "scheduler.run_batch" and isinstance(accepted, int) and rec.server.get("spec"):
+        if (name == "scheduler.run_batch" and isinstance(accepted, int) and rec.server.get("spec")
+                and rec.context.get("mode") == "DECODE"):
             rec.context["accepted"] = accepted
         rec.emit(name, elapsed)
         return result
