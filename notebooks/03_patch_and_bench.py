@@ -36,8 +36,8 @@ from eagle3lab.costmodel import perfmodel
 from eagle3lab.report.plots import model as model_plots
 from eagle3lab.report.incident_model import incident_report
 from eagle3lab.report.plots.bench import draw_bench_figures
-from eagle3lab.report.plots.cycle import draw_cycle_figure
-from eagle3lab.bench import cycle, launch_spread
+from eagle3lab.report.plots.cycle import draw_cycle_figure, draw_server_time_figure
+from eagle3lab.bench import cycle, launch_spread, server_time
 from eagle3lab.report.build import model_figures
 
 nbparams.begin(globals())
@@ -230,6 +230,20 @@ cycle_figure = draw_cycle_figure(cycle_table) if cycle_table else None
 show.images([cycle_figure]) if cycle_figure else "no cycle figure"
 
 # %% [markdown]
+# ### Where each point's time went: decode batches, prefill batches, the rest
+# The same timers, lined up with each point's measured window (wall clock): the scheduler's decode batches (plain
+# steps or cycles), its prefill batches (each new request's prompt; with EAGLE-3 the drafter's extend too), and the
+# rest of the window (idle, requests in and out), in milliseconds per decode batch. The bench's decode-only rate
+# pays all three; a decode cost model counts only the first.
+
+# %%
+show.table(server_time.rows(cycle_table.by_point)) if cycle_table and cycle_table.by_point else "no point windows in the trace"
+
+# %%
+server_time_figure = draw_server_time_figure(cycle_table) if cycle_table else None
+show.images([server_time_figure]) if server_time_figure else "no server-time figure"
+
+# %% [markdown]
 # ### Lossless: speculative output must equal the baseline's greedy output, token for token
 # Every prompt, every speculative arm, against the baseline at the same concurrency. Concurrency 1 is required
 # (one request per batch in both arms); other levels are shown. A profile that runs fp32 fails the notebook on any
@@ -407,7 +421,8 @@ sidecars.write(sidecars.PatchBenchSidecar(
     arms=point_rows(report.arms) if bench else [],
     cross_check=crosscheck.to_dict() if bench and crosscheck else None,
     figures={**{kind: str(path) for kind, path in figures.items()},
-             **({"cycle_components": str(cycle_figure)} if cycle_figure else {})},
+             **({"cycle_components": str(cycle_figure)} if cycle_figure else {}),
+             **({"server_time": str(server_time_figure)} if server_time_figure else {})},
     diagnostics=findings,
     spec_arms=[plan.to_dict() for plan in plans],
     lossless=lossless_result.to_dict() if lossless_result else None,

@@ -438,6 +438,24 @@ class CycleAtBatchSize(Record):
     cycle_records: int = 0
 
 
+class PointTimeRecord(Record):
+    """One benchmark point's measured window split by what the server's scheduler ran (``bench.server_time``):
+    decode batches (plain steps or EAGLE-3 cycles), prefill batches, and the rest; milliseconds per decode batch."""
+
+    arm: str
+    speculative: bool
+    concurrency: int
+    window_s: float
+    decode_batches: int
+    prefill_batches: int
+    mean_batch_size: float
+    full_batch_share: float  # of the decode batches, the share that ran all ``concurrency`` requests
+    decode_ms: float  # per decode batch: the scheduler's calls on decode batches
+    prefill_ms: float  # per decode batch: its calls on prefill batches
+    other_ms: float  # per decode batch: the rest of the window (idle, polling, requests in and out)
+    wall_ms: float  # the window over the decode batches
+
+
 class CycleComponentsRecord(Record):
     """sglang's EAGLE-3 cycle measured by component against the plain decode step (``bench.cycle``); also written
     alone as ``artifacts/cycle_components.<profile>.json``. Milliseconds are means over the records at
@@ -466,6 +484,7 @@ class CycleComponentsRecord(Record):
     components: list[CycleComponent]
     groups: dict[str, dict[str, float]]  # group -> {"plain_ms", "cycle_ms"}
     by_batch_size: list[CycleAtBatchSize] = Field(default_factory=list)
+    by_point: list[PointTimeRecord] = Field(default_factory=list)  # each measured point's window, split
 
 
 class LaunchSample(Record):

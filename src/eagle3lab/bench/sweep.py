@@ -90,6 +90,10 @@ class PointResult:
     # before it; sglang refreshes them every decode_log_interval steps, so the last few steps may be missing).
     server_avg_accept_length: float | None = None
     failure: str | None = None  # a failed point's FAILURE_DIED or FAILURE_STALLED (None for older sidecars)
+    # The measured phase on the wall clock (unix seconds, unrounded): what lines the point up with the server's own
+    # cycle-timer records (bench.server_time); None for older sidecars.
+    measured_from: float | None = None
+    measured_to: float | None = None
 
     @property
     def measured(self) -> bool:
@@ -260,9 +264,11 @@ async def _run_point(base_url: str, config: SweepConfig, concurrency: int, sink:
 
     server = cpuload.server_processes(base_url)
     cpu_before = cpuload.snapshot(server)
+    point.measured_from = time.time()
     measure = await run_phase(base_url, measure_prompts(config, concurrency),
                               concurrency=concurrency,
                               phase="measure", config=config, sink=sink, on_done=tick, watch=watch)
+    point.measured_to = time.time()
     used = cpuload.shares(cpu_before, cpuload.snapshot(server))
     if used is not None:
         point.machine_cpu_busy, point.server_cpu = used.machine_busy, used.server

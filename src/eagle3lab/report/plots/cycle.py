@@ -57,3 +57,46 @@ def draw_cycle_figure(table: CycleComponentsRecord, out_dir: Path | None = None)
     save_figure_atomic(fig, path, dpi=110)
     plt.close(fig)
     return path
+
+
+SPLIT_PARTS = (("decode_ms", "decode batches"), ("prefill_ms", "prefill batches"), ("other_ms", "the rest"))
+
+
+def server_time_figure_path(profile: str, out_dir: Path | None = None) -> Path:
+    return (Path(out_dir) if out_dir else repo_dir("figures")) / f"server_time_{profile}.png"
+
+
+def draw_server_time_figure(table: CycleComponentsRecord, out_dir: Path | None = None) -> Path | None:
+    """Each concurrency's plain step and EAGLE-3 cycle as the measured windows split them (``table.by_point``,
+    ``bench.server_time``): decode batches, prefill batches and the rest, stacked, in ms per decode batch; None
+    when the table has no split."""
+    points = sorted(table.by_point, key=lambda p: (p.concurrency, p.speculative))
+    if not points:
+        return None
+    concurrencies = sorted({p.concurrency for p in points})
+    width = 0.38
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    colors = plt.get_cmap("tab10").colors
+    for offset, speculative, label in ((-width / 2, False, "plain step"), (width / 2, True, "EAGLE-3 cycle")):
+        mine = {p.concurrency: p for p in points if p.speculative == speculative}
+        xs = [i + offset for i, c in enumerate(concurrencies) if c in mine]
+        rows = [mine[c] for c in concurrencies if c in mine]
+        bottoms = [0.0] * len(rows)
+        for index, (field, part) in enumerate(SPLIT_PARTS):
+            heights = [getattr(p, field) for p in rows]
+            ax.bar(xs, heights, width, bottom=bottoms, color=colors[index], edgecolor="white", linewidth=0.5,
+                   hatch="//" if speculative else None, label=f"{part} ({label})")
+            bottoms = [b + h for b, h in zip(bottoms, heights)]
+        for x, total, p in zip(xs, bottoms, rows):
+            ax.text(x, total, f"{total:.1f} ms\n{p.mean_batch_size:.2f} req", ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(concurrencies)), [f"concurrency {c}" for c in concurrencies])
+    ax.set_ylabel("milliseconds per decode batch (window / batches)")
+    ax.set_ylim(0, max(p.wall_ms for p in points) * 1.3)
+    ax.set_title(f"Where each measured window went, per plain step (plain) and per EAGLE-3 cycle (hatched)\n"
+                 f"profile '{table.profile}', cycle timers, measured {table.measured_on}", fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", ncol=2)
+    fig.tight_layout()
+    path = server_time_figure_path(table.profile, out_dir)
+    save_figure_atomic(fig, path, dpi=110)
+    plt.close(fig)
+    return path
