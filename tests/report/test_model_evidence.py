@@ -50,6 +50,38 @@ def test_run_check_calibrates_on_the_single_stream_step_and_predicts_the_rest(cp
     assert sum(check["single_stream_pct_by_part"].values()) == pytest.approx(100)
 
 
+def _split(speculative: bool, concurrency: int, decode_ms: float, prefill_ms: float, other_ms: float):
+    from eagle3lab.sidecars import PointTimeRecord
+
+    return PointTimeRecord(arm="eagle3" if speculative else "baseline", speculative=speculative,
+                           concurrency=concurrency, window_s=1.0, decode_batches=10, prefill_batches=2,
+                           mean_batch_size=concurrency, full_batch_share=1.0, decode_ms=decode_ms,
+                           prefill_ms=prefill_ms, other_ms=other_ms, wall_ms=decode_ms + prefill_ms + other_ms)
+
+
+def test_the_timers_split_says_whether_a_cycle_miss_is_in_the_cycles_or_between_them(cpu):
+    from eagle3lab.report.build import _between_cycles_lines
+
+    report = BenchReport.create("cpu", [synthetic_arm("baseline", (1, 4), 0.02),
+                                        synthetic_arm("eagle3", (1, 4), 0.04, verify_ct=6)])
+    bare = measured_run_check(cpu, report, mem_bandwidth=BANDWIDTH)["rows"]
+    model_ms = {r["concurrency"]: r["predicted_cycle_ms"] for r in bare}
+    # at 4 the decode batches take what the model says; prefills and the rest add 30 ms per cycle
+    between = [_split(True, 1, model_ms[1], 1.0, 1.0), _split(True, 4, model_ms[4], 20.0, 10.0),
+               _split(False, 4, 15.0, 1.0, 1.0)]
+    one, four = measured_run_check(cpu, report, mem_bandwidth=BANDWIDTH, point_times=between)["rows"]
+    assert four["eagle3_split"]["prefill_ms"] == 20.0 and four["baseline_split"]["decode_ms"] == 15.0
+    assert "baseline_split" not in one and four["between_cycles_ms"] == pytest.approx(30.0)
+    assert four["decode_minus_model_ms"] == pytest.approx(0.0)
+    lines = _between_cycles_lines([one, four])
+    assert len(lines) == 2 and "mostly between the cycles, not in them" in lines[1]
+    # the same miss inside the decode batches: the sentence says so instead
+    inside = [_split(True, c, model_ms[c] + 40.0, 1.0, 1.0) for c in (1, 4)]
+    rows = measured_run_check(cpu, report, mem_bandwidth=BANDWIDTH, point_times=inside)["rows"]
+    assert "in the cycles themselves" in _between_cycles_lines(rows)[1]
+    assert _between_cycles_lines(bare) == []  # no trace: nothing said
+
+
 def test_the_control_arm_measures_one_cycle_in_plain_steps(cpu):
     """Untrained drafter: 9 tokens in 8 verifies; each request's tokens come 0.05 s apart, plain ones 0.02 s."""
     report = BenchReport.create("cpu", [synthetic_arm("baseline", (1, 2), 0.02),

@@ -116,6 +116,27 @@ def test_notebook_03_chain_capture_and_arms(full_report):
     assert cross["theirs"]["total_output_tokens"] == cross["num_prompts"] * profile["bench_output_len"]
 
 
+def test_each_points_window_is_split_by_the_servers_own_timers(full_report):
+    """Decode batches, prefill batches and the rest of every headline point's measured window (bench.server_time),
+    from the real servers' cycle-timer records, and the report's sentence on where the cycle miss sits."""
+    _, root = full_report
+    data = sidecar(root, "03_patch_and_bench.cpu.json")
+    splits, sweep = data["cycle_components"]["by_point"], data["profile_values"]["bench_concurrency"]
+    batches = {}
+    for speculative in (False, True):
+        mine = [s for s in splits if s["speculative"] is speculative]
+        assert [s["concurrency"] for s in mine] == sweep
+        for s in mine:
+            assert s["decode_batches"] > 0 and s["prefill_batches"] >= 1  # the measured requests' own prompts
+            assert 1 <= s["mean_batch_size"] <= s["concurrency"] and 0 < s["full_batch_share"] <= 1
+            assert s["decode_ms"] > 0 and s["prefill_ms"] > 0 and s["decode_ms"] + s["prefill_ms"] <= s["wall_ms"]
+            assert s["decode_ms"] + s["prefill_ms"] + s["other_ms"] == pytest.approx(s["wall_ms"], abs=0.01)
+            batches[(speculative, s["concurrency"])] = s["decode_batches"]
+    for concurrency in sweep:  # the same tokens in fewer decode batches: each cycle accepted drafts
+        assert batches[(True, concurrency)] < batches[(False, concurrency)]
+    assert "Where each cycle's time went in the EAGLE-3 server's measured windows" in (root / "REPORT.md").read_text()
+
+
 def test_the_headline_pair_was_relaunched_and_each_pair_measured_on_its_own_servers(full_report):
     _, root = full_report
     data = sidecar(root, "03_patch_and_bench.cpu.json")

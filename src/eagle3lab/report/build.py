@@ -507,11 +507,48 @@ def _cycle_gap_lines(check: Mapping[str, Any]) -> list[str]:
                      f"measures the cycle alone: {_r(c['cycle_ms'], 2)} ms per cycle at concurrency "
                      f"{c['concurrency']}, {_r(c['plain_steps_per_cycle'], 2)} plain steps of "
                      f"{_r(c['plain_step_ms'], 2)} ms **[measured]**.")
-    if check.get("cpu_harness") and any(r["unmodelled_cycle_ms"] > 0 for r in rows):
+    lines.extend(_between_cycles_lines(rows))
+    if check.get("cpu_harness") and any(r.get("decode_minus_model_ms", r["unmodelled_cycle_ms"]) > 0 for r in rows):
         lines.append("The model has no term for what this profile's CPU harness adds to each speculative cycle: "
                      "the EAGLE loop's GPU kernels run as torch ports (`runtime/cpu_harness`), a share the cycle "
                      "table measures apart. It does not exist on a GPU: this miss is no evidence about "
                      "the GPU cycle the incident's model describes.")
+    return lines
+
+
+def _between_cycles_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The EAGLE-3 server's measured windows split by the cycle timers: the decode batches (what the model's cycle
+    describes) against the prefills and the rest between them, and which of the two the largest miss sits in."""
+    split = [r for r in rows if "eagle3_split" in r]
+    if not split:
+        return []
+    cells = "; ".join(
+        f"at {r['concurrency']}: decode batches {_r(r['eagle3_split']['decode_ms'], 2)} ms (model "
+        f"{_r(r['predicted_cycle_ms'], 2)}), prefills {_r(r['eagle3_split']['prefill_ms'], 2)} ms, the rest "
+        f"{_r(r['eagle3_split']['other_ms'], 2)} ms; {_r(r['eagle3_split']['mean_batch_size'], 2)} requests per cycle"
+        for r in split)
+    lines = [f"Where each cycle's time went in the EAGLE-3 server's measured windows (the cycle timers lined up with "
+             f"each point's window, per cycle; the decode batches are what the model's cycle describes, prefills "
+             f"and the rest run between them and slow every running request's TPOT): {cells} **[measured]** vs "
+             f"**[modelled]**."]
+    worst = max(split, key=lambda r: r["unmodelled_cycle_ms"])
+    if worst["unmodelled_cycle_ms"] <= 0:
+        return lines
+    at = f"at {worst['concurrency']}"
+    if worst["between_cycles_ms"] > abs(worst["decode_minus_model_ms"]):
+        lines.append(f"So the largest miss ({at}) is mostly between the cycles, not in them: the decode batches "
+                     f"measured {_r(worst['eagle3_split']['decode_ms'], 2)} ms per cycle against "
+                     f"{_r(worst['predicted_cycle_ms'], 2)} ms modelled, prefills and the rest "
+                     f"{_r(worst['between_cycles_ms'], 2)} ms per cycle. The decode-only rate (running "
+                     f"requests over mean TPOT) pays them and a decode cost model does not; they grow with "
+                     f"concurrency x acceptance / output length (a request ends after fewer cycles than plain "
+                     f"steps), so this holds for short outputs at high concurrency, as in this workload, and "
+                     f"shrinks as outputs lengthen **[measured]**.")
+    else:
+        lines.append(f"So the largest miss ({at}) is in the cycles themselves: the decode batches measured "
+                     f"{_r(worst['eagle3_split']['decode_ms'], 2)} ms per cycle against "
+                     f"{_r(worst['predicted_cycle_ms'], 2)} ms modelled, prefills and the rest "
+                     f"{_r(worst['between_cycles_ms'], 2)} ms per cycle **[measured]**.")
     return lines
 
 
@@ -752,7 +789,8 @@ def gather_sources(profile: str = "cpu", figures: Sequence[Path] = (),
     s03 = read_if_present(PatchBenchSidecar, profile)
     if model is None:
         model = model_evidence.gather(profile, s03.bench_report if s03 else None,
-                                      s03.profile_values if s03 else None)
+                                      s03.profile_values if s03 else None,
+                                      s03.cycle_components.by_point if s03 and s03.cycle_components else None)
     return ReportSources(profile=profile, generated=model.computed_on,
                          environment=s01.environment if s01 else environment_table(), crash=s01, trace=s02,
                          patch=s03, model=model, incident=incident.facts(), figures=[Path(f).name for f in figures])

@@ -13,7 +13,7 @@ import json
 import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from eagle3lab.atomic import write_json_atomic
 from eagle3lab.errors import PerfModelError
@@ -95,18 +95,35 @@ def published_acceptance(results) -> list[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------------------------------ a measured run
-def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None) -> dict[str, Any]:
+SPLIT_FIELDS = ("decode_ms", "prefill_ms", "other_ms", "wall_ms", "mean_batch_size", "full_batch_share",
+                "decode_batches", "prefill_batches")
+
+
+def _splits(point_times: Optional[Sequence[Any]]) -> dict[tuple[bool, int], dict[str, Any]]:
+    """(speculative, concurrency) -> that point's window split (``bench.server_time``), as plain values."""
+    out = {}
+    for split in point_times or ():
+        data = split.model_dump() if hasattr(split, "model_dump") else dict(split)
+        out[(bool(data["speculative"]), int(data["concurrency"]))] = {k: data[k] for k in SPLIT_FIELDS}
+    return out
+
+
+def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None,
+                       point_times: Optional[Sequence[Any]] = None) -> dict[str, Any]:
     """The cost model against a run measured here: calibrated on the run's own plain single-stream decode step
     (nothing else), it predicts the plain decode rate at every other concurrency and, where the EAGLE-3 arm was
     measured, the speedup at that concurrency from the measured acceptance. Rates are decode-only (the bench's
     ``decode_tok_per_s``), the rate the model predicts.
 
-    ``profile`` is the run's ``runtime.profiles.Profile``, ``report`` its ``bench.sweep.BenchReport``.
+    ``profile`` is the run's ``runtime.profiles.Profile``, ``report`` its ``bench.sweep.BenchReport``;
+    ``point_times`` the headline arms' windows split by the cycle timers (``bench.server_time``, the cycle table's
+    ``by_point``), which say how much of each measured cycle is the decode batches the model describes.
     """
 
     dep, calibrated = run_deployment(profile, report, mem_bandwidth)
     spec = SpeculativeSpec.from_profile(profile, profile.draft_model)
     points = measured_points_from_bench(report, rate="decode")
+    splits = _splits(point_times)
     base = {p.batch: p for p in points if p.arm == "baseline"}
     eagle = {p.batch: p for p in points if p.arm == "eagle3"}
     rows = []
@@ -135,6 +152,13 @@ def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None) -
                 row["measured_cycle_ms"] = tokens_per_cycle / other.tok_s * 1e3
                 row["predicted_cycle_ms"] = tokens_per_cycle / (row["predicted_speedup"] * predicted) * 1e3
                 row["unmodelled_cycle_ms"] = row["measured_cycle_ms"] - row["predicted_cycle_ms"]
+        for speculative, key in ((False, "baseline_split"), (True, "eagle3_split")):
+            if (speculative, batch) in splits:
+                row[key] = splits[(speculative, batch)]
+        if "eagle3_split" in row and "predicted_cycle_ms" in row:
+            # the decode batches alone against the model's cycle, and what runs between them
+            row["decode_minus_model_ms"] = row["eagle3_split"]["decode_ms"] - row["predicted_cycle_ms"]
+            row["between_cycles_ms"] = row["eagle3_split"]["prefill_ms"] + row["eagle3_split"]["other_ms"]
         rows.append(row)
     predicted_base = [r for r in rows if r["baseline_role"] == "predicted"]
     with_speedup = [r for r in rows if "predicted_speedup" in r]
@@ -163,9 +187,11 @@ def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None) -
 
 
 def _run_check(profile_name: str, bench_report_path: Optional[str],
-               profile_values: Optional[dict[str, Any]] = None) -> tuple[Optional[dict], Optional[str]]:
+               profile_values: Optional[dict[str, Any]] = None,
+               point_times: Optional[Sequence[Any]] = None) -> tuple[Optional[dict], Optional[str]]:
     """The run check of a profile's own benchmark, or why there is none (one line). ``profile_values`` is the
-    profile exactly as notebook 03 ran it (its sidecar's ``profile_values``, overrides included)."""
+    profile exactly as notebook 03 ran it (its sidecar's ``profile_values``, overrides included); ``point_times``
+    its points' windows split by the cycle timers."""
     from pydantic import ValidationError
 
 
@@ -179,20 +205,22 @@ def _run_check(profile_name: str, bench_report_path: Optional[str],
         return None, (f"notebook 03's profile values no longer match the profile schema "
                       f"({exc.errors()[0]['loc']}); rerun notebook 03")
     try:
-        return measured_run_check(profile, BenchReport.load(Path(bench_report_path))), None
+        return measured_run_check(profile, BenchReport.load(Path(bench_report_path)),
+                                  point_times=point_times), None
     except (PerfModelError, BenchError) as exc:
         return None, str(exc)
 
 
 # ------------------------------------------------------------------------------------------------ all of it
 def gather(profile: str, bench_report_path: Optional[str] = None,
-           profile_values: Optional[dict[str, Any]] = None) -> ModelEvidence:
+           profile_values: Optional[dict[str, Any]] = None,
+           point_times: Optional[Sequence[Any]] = None) -> ModelEvidence:
     """Everything the report says about the cost model, computed now; the run check from notebook 03's benchmark
-    report and the profile values it ran with, when there are any."""
+    report, the profile values it ran with and its points' windows split by the cycle timers, when there are any."""
 
     spec = incident_spec()
     results = validate()
-    run_check, missing = _run_check(profile, bench_report_path, profile_values)
+    run_check, missing = _run_check(profile, bench_report_path, profile_values, point_times)
     return ModelEvidence(
         computed_on=today(),
         incident=incident_report(),
