@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from eagle3lab.bench import cycle, server_time
+from eagle3lab.bench import cycle
 from eagle3lab.errors import BenchError
 from eagle3lab.report.plots.cycle import draw_cycle_figure, draw_server_time_figure, server_time_figure_path
 from eagle3lab.sidecars import CycleComponentsRecord
@@ -48,9 +48,12 @@ def _trace(tmp_path, records):
     return path
 
 
-def _arm(name: str, start: float, end: float) -> SimpleNamespace:
+def _arm(name: str, start: float, end: float, points: tuple = ()) -> SimpleNamespace:
+    """An arm swept from ``start`` to ``end``; ``points``: (concurrency, measured from, measured to) each."""
     iso = lambda t: dt.datetime.fromtimestamp(t, dt.timezone.utc).isoformat()  # noqa: E731
-    return SimpleNamespace(name=name, started_at=iso(start), finished_at=iso(end))
+    measured = [SimpleNamespace(concurrency=c, measured_from=a, measured_to=b) for c, a, b in points]
+    return SimpleNamespace(name=name, started_at=iso(start), finished_at=iso(end), speculative=name != "baseline",
+                           measured_points=lambda: measured)
 
 
 def test_table_charges_each_component_once_and_separates_the_harness_share(tmp_path):
@@ -60,8 +63,9 @@ def test_table_charges_each_component_once_and_separates_the_harness_share(tmp_p
     records += [{**r, "mode": "EXTEND"} for r in _plain(T0 + 2, forward=20.0)]
     records += [r for i in range(4) for r in _cycle(T0 + 100 + i, accepted=2 if i % 2 else 0)]
     records += [r for i in range(2) for r in _cycle(T0 + 200 + i, bs=2)]  # a second arm: outside the window
-    table = cycle.table_from_arms(_trace(tmp_path, records), _arm("baseline", T0, T0 + 50),
-                                  _arm("EAGLE-3", T0 + 90, T0 + 150), "cpu", shims=["x"])
+    table = cycle.table_from_arms(_trace(tmp_path, records), _arm("baseline", T0, T0 + 50, ((1, T0, T0 + 6),)),
+                                  _arm("EAGLE-3", T0 + 90, T0 + 150, ((1, T0 + 100, T0 + 104),)), "cpu",
+                                  shims=["x"])
     assert table.plain_step_ms == pytest.approx(12.0)
     assert table.cycle_ms == pytest.approx(25.0)
     assert table.cycle_in_plain_steps == pytest.approx(25.0 / 12.0, abs=1e-4)
@@ -83,12 +87,12 @@ def test_table_charges_each_component_once_and_separates_the_harness_share(tmp_p
     assert again == table and again.schema_id == cycle.SCHEMA_ID
     figure = draw_cycle_figure(table, tmp_path)
     assert figure.exists() and figure.stat().st_size > 0
-    assert draw_server_time_figure(table, tmp_path) is None  # no point windows: no figure, nothing written
+    # each point's window split from the same records: every decode batch (the stall too) and the prefill
+    assert [(p.arm, p.decode_batches, p.prefill_batches) for p in table.by_point] == [("baseline", 6, 1),
+                                                                                      ("EAGLE-3", 4, 0)]
+    no_split = table.model_copy(update={"by_point": []})
+    assert draw_server_time_figure(no_split, tmp_path) is None  # no point windows: no figure, nothing written
     assert not server_time_figure_path("cpu", tmp_path).exists()
-    table.by_point = [server_time.point_time(records, arm="baseline", speculative=False, concurrency=1,
-                                             measured_from=T0, measured_to=T0 + 6),
-                      server_time.point_time(records, arm="EAGLE-3", speculative=True, concurrency=1,
-                                             measured_from=T0 + 100, measured_to=T0 + 104)]
     assert draw_server_time_figure(table, tmp_path) == server_time_figure_path("cpu", tmp_path)
     assert server_time_figure_path("cpu", tmp_path).stat().st_size > 0
 

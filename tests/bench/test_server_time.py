@@ -6,7 +6,6 @@ checked on the full report's own trace (tests/report/test_report.py).
 
 from __future__ import annotations
 
-import json
 from types import SimpleNamespace
 
 import pytest
@@ -53,10 +52,8 @@ def test_a_window_without_that_servers_decode_batches_has_no_split():
                                   measured_from=T0, measured_to=T0 + 1.0) is None
 
 
-def test_arms_are_split_point_by_point_and_points_without_a_window_are_left_out(tmp_path):
-    trace = tmp_path / "cycles.jsonl"
+def test_arms_are_split_point_by_point_and_points_without_a_window_are_left_out():
     records = _eagle_point(T0) + _eagle_point(T0 + 10) + [_record(T0 + 20.5, "DECODE", 1, 15.0, spec=None)]
-    trace.write_text("".join(json.dumps(r) + "\n" for r in records) + '{"t": 1, "cut by a ki')
 
     def point(concurrency: int, start: float | None) -> SimpleNamespace:
         return SimpleNamespace(concurrency=concurrency, measured_from=start,
@@ -65,7 +62,7 @@ def test_arms_are_split_point_by_point_and_points_without_a_window_are_left_out(
     def arm(name: str, speculative: bool, points: list) -> SimpleNamespace:
         return SimpleNamespace(name=name, speculative=speculative, measured_points=lambda: points)
 
-    splits = server_time.arm_times(trace, [arm("baseline", False, [point(1, T0 + 20), point(2, None)]),
+    splits = server_time.arm_times(records, [arm("baseline", False, [point(1, T0 + 20), point(2, None)]),
                                            arm("eagle3", True, [point(4, T0), point(4, T0 + 10)])])
     assert [(s.arm, s.concurrency, s.decode_batches) for s in splits] == [("baseline", 1, 1), ("eagle3", 4, 10),
                                                                           ("eagle3", 4, 10)]

@@ -35,13 +35,12 @@ from typing import Any
 from eagle3lab.atomic import write_json_atomic
 from eagle3lab.errors import BenchError
 from eagle3lab.paths import repo_dir
-from eagle3lab.runtime.cpu_harness.cycle_timers import CYCLE_TRACE_ENV
+from eagle3lab.bench.server_time import arm_times
+from eagle3lab.runtime.cpu_harness.cycle_timers import CYCLE_TRACE_ENV, DECODE_MODE, RUN_BATCH
 from eagle3lab.sidecars import CycleAtBatchSize, CycleComponent, CycleComponentsRecord, today
 
 SCHEMA_ID = "eagle3lab.cycle_components/1"
 CYCLE_TRACE_FILE = "cycles.jsonl"
-RUN_BATCH = "scheduler.run_batch"
-DECODE_MODE = "DECODE"  # sglang's ForwardMode of a decode batch at the scheduler (an EAGLE-3 cycle's too)
 OUTLIER_FACTOR = 3.0
 HARNESS_PREFIXES = ("kernel.", "triton_interp.")
 GROUPS = ("target forward", "draft forward", "model runner", "tree and acceptance", "KV bookkeeping",
@@ -241,12 +240,15 @@ def _load() -> list[float] | None:
 def table_from_arms(trace_file: Path, baseline: Any, eagle: Any, profile: str, batch_size: int = 1,
                     shims: Sequence[str] | None = None) -> CycleComponentsRecord:
     """The table from notebook 03's trace and its two arms (``bench.sweep.ArmResult``): each arm's records are
-    those written while it was swept."""
+    those written while it was swept; each measured point's window is split too (``by_point``,
+    ``bench.server_time``)."""
     records = read_records(trace_file)
-    return component_table(records_in_window(records, baseline.started_at, baseline.finished_at),
-                           records_in_window(records, eagle.started_at, eagle.finished_at), profile=profile,
-                           trace_file=Path(trace_file).name, baseline_arm=baseline.name, eagle_arm=eagle.name,
-                           batch_size=batch_size, shims=shims)
+    table = component_table(records_in_window(records, baseline.started_at, baseline.finished_at),
+                            records_in_window(records, eagle.started_at, eagle.finished_at), profile=profile,
+                            trace_file=Path(trace_file).name, baseline_arm=baseline.name, eagle_arm=eagle.name,
+                            batch_size=batch_size, shims=shims)
+    table.by_point = arm_times(records, [baseline, eagle])
+    return table
 
 
 def table_from_shared_window(trace_file: Path, started_at: str | None, finished_at: str | None, profile: str,

@@ -20,10 +20,9 @@ Every figure is per decode batch (one plain step or one cycle), so it sits besid
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from eagle3lab.bench.cycle import DECODE_MODE, RUN_BATCH, read_records
+from eagle3lab.runtime.cpu_harness.cycle_timers import DECODE_MODE, RUN_BATCH
 from eagle3lab.sidecars import PointTimeRecord
 
 
@@ -50,10 +49,10 @@ def point_time(records: Iterable[Mapping[str, Any]], *, arm: str, speculative: b
                            other_ms=per_batch(max(window - decode_s - prefill_s, 0.0)), wall_ms=per_batch(window))
 
 
-def arm_times(trace_file: Path, arms: Sequence[Any]) -> list[PointTimeRecord]:
+def arm_times(records: Sequence[Mapping[str, Any]], arms: Sequence[Any]) -> list[PointTimeRecord]:
     """Every measured point of ``arms`` (``bench.sweep.ArmResult``) that carries its wall-clock window, split by the
-    trace's records; points without a window (older sidecars) or without records are left out."""
-    records = read_records(trace_file)
+    trace's records (``bench.cycle.read_records``); points without a window (older sidecars) or without records are
+    left out."""
     out = []
     for arm in arms:
         for point in arm.measured_points():

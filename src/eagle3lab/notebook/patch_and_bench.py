@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from eagle3lab.bench import cycle, interleave, launch_spread as spread, server_time
+from eagle3lab.bench import cycle, interleave, launch_spread as spread
 from eagle3lab.bench.crosscheck import CrossCheck, cross_check
 from eagle3lab.bench.lossless import REQUIRED_CONCURRENCY, LosslessReport, lossless_policy, lossless_report
 from eagle3lab.bench.sweep import (ARM_FAILED, ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_CONTROL,
@@ -505,6 +505,5 @@ def cycle_components(profile: Profile, trace: Path | None, baseline: ArmResult, 
     if trace is None or not eagle3.measured_points() or not baseline.measured_points():
         return None
     table = cycle.table_from_arms(trace, baseline, eagle3, profile.name, batch_size=1, shims=shims)
-    table.by_point = server_time.arm_times(trace, [baseline, eagle3])
     cycle.save(table)
     return table

@@ -100,12 +100,8 @@ SPLIT_FIELDS = ("decode_ms", "prefill_ms", "other_ms", "wall_ms", "mean_batch_si
 
 
 def _splits(point_times: Optional[Sequence[Any]]) -> dict[tuple[bool, int], dict[str, Any]]:
-    """(speculative, concurrency) -> that point's window split (``bench.server_time``), as plain values."""
-    out = {}
-    for split in point_times or ():
-        data = split.model_dump() if hasattr(split, "model_dump") else dict(split)
-        out[(bool(data["speculative"]), int(data["concurrency"]))] = {k: data[k] for k in SPLIT_FIELDS}
-    return out
+    """(speculative, concurrency) -> that point's window split (``sidecars.PointTimeRecord``), as plain values."""
+    return {(p.speculative, p.concurrency): p.model_dump(include=set(SPLIT_FIELDS)) for p in point_times or ()}
 
 
 def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None,

@@ -33,6 +33,8 @@ from typing import Any
 from eagle3lab.runtime.cpu_harness.hooks import when_imported
 
 CYCLE_TRACE_ENV = "EAGLE3LAB_CYCLE_TRACE"
+RUN_BATCH = "scheduler.run_batch"  # the root whose records count plain steps and cycles
+DECODE_MODE = "DECODE"  # sglang's ForwardMode of a decode batch at the scheduler (an EAGLE-3 cycle's too)
 
 
 class _Span:
@@ -130,8 +132,8 @@ def _root(original: Callable[..., Any], name: str, batch_arg: int | None) -> Cal
         if batch_arg is not None and not _is_batch(batch):
             return original(self, *args, **kwargs)
         rec.parts = {}
-        rec.context = {"mode": _mode_name(batch) if batch is not None else None,
-                       "bs": batch.batch_size() if batch is not None else None}
+        rec.context = {"mode": _mode_name(batch) if batch_arg is not None else None,
+                       "bs": batch.batch_size() if batch_arg is not None else None}
         span = rec.enter(name)
         try:
             result = original(self, *args, **kwargs)
@@ -142,8 +144,8 @@ def _root(original: Callable[..., Any], name: str, batch_arg: int | None) -> Cal
                 return result
             rec.context = {"mode": _mode_name(result), "bs": result.batch_size()}
         accepted = getattr(result, "num_accepted_tokens", None)
-        if (name == "scheduler.run_batch" and isinstance(accepted, int) and rec.server.get("spec")
-                and rec.context.get("mode") == "DECODE"):
+        if (name == RUN_BATCH and isinstance(accepted, int) and rec.server.get("spec")
+                and rec.context.get("mode") == DECODE_MODE):
             rec.context["accepted"] = accepted
         rec.emit(name, elapsed)
         return result
@@ -163,7 +165,7 @@ def _wrap(owner: Any, attr: str, name: str | Callable[..., str | None]) -> None:
 
 def _scheduler(module: ModuleType) -> None:
     cls = module.Scheduler
-    for attr, name, batch_arg in (("run_batch", "scheduler.run_batch", 0),
+    for attr, name, batch_arg in (("run_batch", RUN_BATCH, 0),
                                   ("process_batch_result", "scheduler.process_batch_result", 0),
                                   ("get_next_batch_to_run", "scheduler.get_next_batch_to_run", None)):
         original = getattr(cls, attr)
