@@ -506,6 +506,16 @@ class LaunchSample(Record):
     method: str = "sequential"
     round_speedups: list[float] = Field(default_factory=list)
     round_accept_lengths: list[Optional[float]] = Field(default_factory=list)  # the EAGLE-3 block's, per round
+    # each round's block as [output tokens, measured seconds], per arm: the interval below is recomputed from them
+    # (bench.interleave.speedup_interval); empty in sidecars written before they were kept
+    round_baseline: list[list[float]] = Field(default_factory=list)
+    round_eagle3: list[list[float]] = Field(default_factory=list)
+    # percentile bootstrap interval of the pooled speedup over the rounds; None with one round or no rounds
+    speedup_low: Optional[float] = None
+    speedup_high: Optional[float] = None
+    interval_level: Optional[float] = None  # e.g. 0.95
+    interval_resamples: Optional[int] = None
+    interval_seed: Optional[int] = None
 
 
 class LaunchSpreadRecord(Record):

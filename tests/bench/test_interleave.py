@@ -134,3 +134,89 @@ def test_two_servers_in_one_window_are_told_apart_by_their_records(tmp_path):
 
 def test_the_order_label_names_every_round():
     assert interleave.order_label(3) == "both up, 3 rounds BE EB BE"
+
+
+# the bootstrap interval of the pooled speedup, rounds resampled in pairs
+
+STEADY_BASE, STEADY_SPEC = [0.020, 0.021, 0.019, 0.020, 0.022, 0.020], [0.010, 0.011, 0.010, 0.010, 0.011, 0.010]
+SHAKY_SPEC = [0.010, 0.016, 0.008, 0.014, 0.009, 0.018]  # same baseline, EAGLE-3 rounds far apart
+
+
+def interleaved(base_steps: list[float], spec_steps: list[float]) -> LaunchSample:
+    sample = launch_spread.interleaved_sample(2, blocks("baseline", base_steps),
+                                              blocks("eagle3", spec_steps, verify_ct=3), 1)
+    assert isinstance(sample, LaunchSample)
+    return sample
+
+
+def test_the_interval_contains_the_pooled_speedup_and_is_kept_with_its_rounds():
+    sample = interleaved(STEADY_BASE, SHAKY_SPEC)
+    assert sample.speedup_low is not None and sample.speedup_high is not None
+    assert sample.speedup_low < sample.speedup < sample.speedup_high
+    assert (sample.interval_level, sample.interval_resamples, sample.interval_seed) == (0.95, 10_000, 0)
+    assert len(sample.round_baseline) == len(sample.round_eagle3) == 6
+    # each round's [tokens, seconds] pools back to the sample's rates and round speedups
+    rate = lambda rounds: sum(t for t, _ in rounds) / sum(s for _, s in rounds)  # noqa: E731
+    assert rate(sample.round_eagle3) / rate(sample.round_baseline) == pytest.approx(sample.speedup)
+    assert [rate([e]) / rate([b]) for b, e in zip(sample.round_baseline, sample.round_eagle3)] == pytest.approx(
+        sample.round_speedups, abs=1e-4)
+
+
+def test_the_interval_is_recomputed_from_the_sidecar_alone():
+    sample = interleaved(STEADY_BASE, SHAKY_SPEC)
+    loaded = LaunchSample.model_validate_json(sample.model_dump_json())
+    again = interleave.speedup_interval(loaded.round_baseline, loaded.round_eagle3, loaded.interval_resamples,
+                                        loaded.interval_level, loaded.interval_seed)
+    assert again is not None and (again.low, again.high) == (sample.speedup_low, sample.speedup_high)
+
+
+def test_identical_rounds_give_a_zero_width_interval_at_the_speedup():
+    sample = interleaved([0.02] * 6, [0.01] * 6)
+    assert sample.speedup_low == sample.speedup_high
+    assert sample.speedup_low == pytest.approx(sample.speedup)
+
+
+def test_the_interval_widens_when_the_rounds_disagree_more():
+    steady, shaky = interleaved(STEADY_BASE, STEADY_SPEC), interleaved(STEADY_BASE, SHAKY_SPEC)
+    assert steady.speedup_low is not None and steady.speedup_high is not None
+    assert shaky.speedup_low is not None and shaky.speedup_high is not None
+    assert shaky.speedup_high - shaky.speedup_low > 2 * (steady.speedup_high - steady.speedup_low) > 0
+
+
+def test_the_rounds_are_resampled_in_pairs_not_arm_by_arm():
+    # the machine slows both arms alike from round to round: every round's speedup is 2x, so is every resample's
+    base, spec = [[9.0, 0.1 * k] for k in (1, 3, 2, 5)], [[9.0, 0.05 * k] for k in (1, 3, 2, 5)]
+    interval = interleave.speedup_interval(base, spec)
+    assert interval is not None and interval.low == pytest.approx(2.0) and interval.high == pytest.approx(2.0)
+
+
+def test_the_interval_is_the_same_for_the_same_seed():
+    base = [[9.0, s] for s in (0.2, 0.22, 0.19, 0.21, 0.23, 0.2)]
+    spec = [[9.0, s] for s in (0.1, 0.16, 0.08, 0.14, 0.09, 0.18)]
+    first, second = (interleave.speedup_interval(base, spec, resamples=200, seed=7) for _ in range(2))
+    assert first == second and first is not None
+    assert (first.rounds, first.resamples, first.seed, first.level) == (6, 200, 7, 0.95)
+    other = interleave.speedup_interval(base, spec, resamples=200, seed=8)
+    assert other is not None and (other.low, other.high) != (first.low, first.high)  # the seed is really used
+    narrower = interleave.speedup_interval(base, spec, resamples=200, level=0.5, seed=7)
+    assert narrower is not None and first.low < narrower.low <= narrower.high < first.high  # the level is used
+
+
+def test_one_round_has_no_interval():
+    assert interleave.speedup_interval([[9.0, 0.2]], [[9.0, 0.1]]) is None
+    sample = interleaved([0.02], [0.01])
+    assert sample.round_baseline and sample.speedup_low is None and sample.speedup_high is None
+    assert "bootstrap" not in launch_spread.how_measured(sample)
+
+
+def test_rounds_that_cannot_be_resampled_are_refused_in_one_line():
+    with pytest.raises(BenchError, match="2 baseline rounds against 1 EAGLE-3 rounds"):
+        interleave.speedup_interval([[9.0, 0.2]] * 2, [[9.0, 0.1]])
+    with pytest.raises(BenchError, match="no round to resample"):
+        interleave.speedup_interval([], [])
+    with pytest.raises(BenchError, match="no output tokens or no measured time"):
+        interleave.speedup_interval([[9.0, 0.2], [0.0, 0.2]], [[9.0, 0.1], [9.0, 0.1]])
+    with pytest.raises(BenchError, match="level must be between 0 and 1"):
+        interleave.speedup_interval([[9.0, 0.2]] * 2, [[9.0, 0.1]] * 2, level=95)
+    with pytest.raises(BenchError, match="at least one resample"):
+        interleave.speedup_interval([[9.0, 0.2]] * 2, [[9.0, 0.1]] * 2, resamples=0)

@@ -60,3 +60,32 @@ def test_launches_that_agree_and_launches_that_do_not():
 
 def test_one_pair_has_no_spread():
     assert launch_spread.spread_record([pair(1, 0.02, 0.01)], 1, "eagle3, baseline") is None
+
+
+OLD_INTERLEAVED = {"launch": 2, "baseline_arm": "baseline-launch2", "eagle3_arm": "eagle3-launch2",
+                   "baseline_tok_s": 40.0, "eagle3_tok_s": 60.0, "speedup": 1.5, "accept_length": 3.0,
+                   "method": "interleaved", "round_speedups": [1.4, 1.6], "round_accept_lengths": [3.0, 3.0]}
+
+
+def test_a_launch_sample_written_before_the_interval_still_loads_and_reads_without_one():
+    old = LaunchSample.model_validate(OLD_INTERLEAVED)
+    assert old.round_baseline == [] and old.round_eagle3 == []
+    assert old.speedup_low is None and old.speedup_high is None and old.interval_level is None
+    assert "bootstrap" not in launch_spread.how_measured(old)
+    assert launch_spread.how_measured(old).endswith("spread 13.3%; EAGLE-3 acceptance 3.00 to 3.00)")
+
+
+def test_the_sentence_carries_the_interval_only_when_there_is_one():
+    rounds = {"round_baseline": [[9.0, 0.2], [9.0, 0.22]], "round_eagle3": [[9.0, 0.14], [9.0, 0.15]]}
+    without = LaunchSample.model_validate({**OLD_INTERLEAVED, **rounds})
+    assert "bootstrap" not in launch_spread.how_measured(without)
+    sample = LaunchSample.model_validate({**OLD_INTERLEAVED, **rounds, "speedup_low": 1.234, "speedup_high": 1.789,
+                                          "interval_level": 0.9, "interval_resamples": 100, "interval_seed": 0})
+    clause = "; pooled speedup's 90% bootstrap interval over 2 rounds 1.23x to 1.79x; EAGLE-3 acceptance"
+    assert clause in launch_spread.how_measured(sample)
+    record = launch_spread.spread_record([sample, pair(3, 0.02, 0.01)], 1, "eagle3, baseline | both up")
+    assert record is not None
+    assert f"Launch 2: 1.50x over 2 interleaved rounds (round speedups 1.40x to 1.60x, spread 13.3%{clause}" in (
+        launch_spread.verdict(record))
+    assert clause in launch_spread.rows(record)[0]["measured"]
+    assert "bootstrap" not in launch_spread.rows(record)[1]["measured"]  # a sequential pair has no rounds

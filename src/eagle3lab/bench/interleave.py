@@ -8,7 +8,8 @@ core) and the measured prompts (the point's own, or more: ``bench_interleave_pro
 blocks, one per round, measured in mirrored order (baseline then EAGLE-3, then EAGLE-3 then baseline, ...) with
 every block on the same prompts for both arms. A slow spell then falls on both arms; each arm's rate is its output
 tokens over its measured time pooled over its blocks. Each round's own speedup and its EAGLE-3 acceptance are kept:
-a round's speedup moves with its prompts' acceptance as much as with the machine.
+a round's speedup moves with its prompts' acceptance as much as with the machine. How far the pooled speedup
+rests on which rounds happened to be measured is a bootstrap over the rounds (``speedup_interval``).
 """
 
 from __future__ import annotations
@@ -17,11 +18,20 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from eagle3lab.bench.sweep import PointResult
 from eagle3lab.bench.workload import SweepConfig
 from eagle3lab.errors import BenchError
 
 BASELINE, EAGLE3 = "baseline", "eagle3"
+
+# The bootstrap's defaults: a fixed seed so that the same rounds always give the same interval (a notebook rerun,
+# the report and a reader recomputing it from the sidecar agree); enough resamples that another seed moves the
+# interval's ends by little beside its width (on six rounds, about a unit in the second decimal of the speedup).
+BOOTSTRAP_SEED = 0
+BOOTSTRAP_RESAMPLES = 10_000
+BOOTSTRAP_LEVEL = 0.95
 
 
 def round_order(rounds: int, first: str = BASELINE, second: str = EAGLE3) -> list[tuple[str, str]]:
@@ -86,3 +96,78 @@ def round_speedups(baseline: Sequence[PointResult], eagle3: Sequence[PointResult
     if len(baseline) != len(eagle3):
         raise BenchError(f"{len(baseline)} baseline blocks against {len(eagle3)} EAGLE-3 blocks")
     return [pooled([e]).tok_s / pooled([b]).tok_s for b, e in zip(baseline, eagle3)]
+
+
+def block_totals(points: Sequence[PointResult]) -> list[list[float]]:
+    """Each block's [output tokens, measured seconds], in round order: what the pooled rate is made of, kept so
+    that the bootstrap interval can be recomputed from a sidecar."""
+    pooled(points)  # refuses a block that measured nothing, or blocks with no tokens in measured time
+    return [[float(p.metrics.output_tokens), float(p.metrics.duration_s)] for p in points if p.metrics is not None]
+
+
+@dataclass(frozen=True)
+class SpeedupInterval:
+    """A percentile bootstrap interval of the pooled speedup, and what it was computed from."""
+
+    low: float
+    high: float
+    level: float  # e.g. 0.95
+    rounds: int
+    resamples: int
+    seed: int
+
+
+def speedup_interval(baseline: Sequence[Sequence[float]], eagle3: Sequence[Sequence[float]],
+                     resamples: int = BOOTSTRAP_RESAMPLES, level: float = BOOTSTRAP_LEVEL,
+                     seed: int = BOOTSTRAP_SEED) -> SpeedupInterval | None:
+    """Percentile bootstrap interval of the pooled speedup, resampling whole rounds with replacement.
+
+    ``baseline`` and ``eagle3``: each round's block as [output tokens, measured seconds] (``block_totals``), round
+    i of one arm paired with round i of the other. Each of ``resamples`` draws picks as many rounds as were
+    measured, with replacement, and takes (sum EAGLE-3 tokens / sum EAGLE-3 seconds) / (sum baseline tokens / sum
+    baseline seconds); the interval is the central ``level`` share of those draws (numpy's linear quantiles).
+    ``seed`` seeds ``numpy.random.default_rng``: the same rounds give the same interval.
+
+    Why rounds, kept paired: both blocks of a round ran on the same prompts in the same spell of the machine, and
+    both the machine's speed and the prompts' acceptance change from block to block. Resampling single blocks, or
+    the two arms apart, would mix a fast spell of one arm with a slow spell of the other and break the pairing
+    that interleaving was for.
+
+    Limit: with few rounds (6 by default) there are few distinct resamples, the interval's ends are coarse, and a
+    percentile bootstrap on so small a sample tends to be too narrow. It measures how far the rounds disagree,
+    not a guarantee on the speedup of another day or another launch.
+
+    Returns None with a single round (a resample of one round is that round: there is no spread to measure). No
+    rounds, unpaired rounds, a round with no tokens or no time, ``resamples`` below 1 or ``level`` outside (0, 1)
+    raise ``BenchError``.
+    """
+    base, spec = _rounds_array(baseline, eagle3)
+    if not 0.0 < level < 1.0:
+        raise BenchError(f"the interval's level must be between 0 and 1, got {level}", key="level", value=level)
+    if resamples < 1:
+        raise BenchError(f"the bootstrap needs at least one resample, got {resamples}", key="resamples",
+                         value=resamples)
+    rounds = len(base)
+    if rounds < 2:
+        return None
+    picks = np.random.default_rng(seed).integers(0, rounds, size=(resamples, rounds))
+    b, e = base[picks].sum(axis=1), spec[picks].sum(axis=1)  # (resamples, 2): summed tokens, summed seconds
+    speedups = (e[:, 0] / e[:, 1]) / (b[:, 0] / b[:, 1])
+    low, high = np.quantile(speedups, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
+    return SpeedupInterval(low=float(low), high=float(high), level=level, rounds=rounds, resamples=resamples,
+                           seed=seed)
+
+
+def _rounds_array(baseline: Sequence[Sequence[float]], eagle3: Sequence[Sequence[float]]
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Both arms' rounds as (rounds, 2) arrays of [tokens, seconds], refused in one line when they cannot pool."""
+    if len(baseline) != len(eagle3):
+        raise BenchError(f"{len(baseline)} baseline rounds against {len(eagle3)} EAGLE-3 rounds")
+    if not baseline:
+        raise BenchError("no round to resample", key="rounds", value=0)
+    base, spec = np.asarray(baseline, dtype=float), np.asarray(eagle3, dtype=float)
+    if base.shape != (len(baseline), 2) or spec.shape != base.shape:
+        raise BenchError("each round is [output tokens, measured seconds] for each arm")
+    if not (np.all(base > 0) and np.all(spec > 0)):
+        raise BenchError("a round with no output tokens or no measured time has no rate to resample")
+    return base, spec

@@ -67,7 +67,8 @@ def interleaved_sample(launch: int, baseline_blocks: Sequence[ArmResult], eagle3
                        concurrency: int, trace: Path | None = None, profile: str = "",
                        shims: Sequence[str] | None = None) -> LaunchSample | str:
     """One launch pair measured in interleaved blocks (``bench.interleave``), or the reason it measured nothing:
-    each arm's rate pooled over its blocks, each round's speedup kept, the plain step and cycle from the harness
+    each arm's rate pooled over its blocks, each round's speedup and [tokens, seconds] kept with the bootstrap
+    interval of the pooled speedup over the rounds (none with one round), the plain step and cycle from the harness
     timers of the whole interleaved window (the two servers told apart by their records)."""
     if not baseline_blocks or len(baseline_blocks) != len(eagle3_blocks):
         return f"launch {launch}: {len(baseline_blocks)} baseline blocks against {len(eagle3_blocks)} EAGLE-3 blocks"
@@ -85,7 +86,8 @@ def interleaved_sample(launch: int, baseline_blocks: Sequence[ArmResult], eagle3
         "eagle3_tok_s": spec.tok_s, "speedup": spec.tok_s / base.tok_s, "accept_length": spec.accept_length,
         "load_average": os.getloadavg()[0], "method": "interleaved",
         "round_speedups": [round(x, 4) for x in interleave.round_speedups(b_points, e_points)],
-        "round_accept_lengths": [_round(interleave.pooled([e]).accept_length) for e in e_points]}
+        "round_accept_lengths": [_round(interleave.pooled([e]).accept_length) for e in e_points],
+        **_interval_fields(interleave.block_totals(b_points), interleave.block_totals(e_points))}
     if trace is not None and trace.exists():
         try:
             table = cycle.table_from_shared_window(trace, min(a.started_at for a in arms if a.started_at),
@@ -97,6 +99,16 @@ def interleaved_sample(launch: int, baseline_blocks: Sequence[ArmResult], eagle3
         except (BenchError, ValueError):
             pass  # no timer records in the window: the rates still stand
     return LaunchSample(**sample)
+
+
+def _interval_fields(baseline: list[list[float]], eagle3: list[list[float]]) -> dict[str, Any]:
+    """The rounds' [tokens, seconds] and the bootstrap interval computed from them, as LaunchSample fields."""
+    fields: dict[str, Any] = {"round_baseline": baseline, "round_eagle3": eagle3}
+    interval = interleave.speedup_interval(baseline, eagle3)
+    if interval is not None:
+        fields.update(speedup_low=interval.low, speedup_high=interval.high, interval_level=interval.level,
+                      interval_resamples=interval.resamples, interval_seed=interval.seed)
+    return fields
 
 
 def samples_from_runs(runs: Sequence[Any], concurrency: int) -> list[LaunchSample]:
@@ -134,11 +146,23 @@ def how_measured(sample: LaunchSample) -> str:
 
 
 def _rounds(sample: LaunchSample) -> str:
+    """The rounds of an interleaved pair: their speedups' range and spread, the pooled speedup's bootstrap interval
+    when there is one, and the EAGLE-3 acceptance's range."""
     speedups = sample.round_speedups
     accepts = [a for a in sample.round_accept_lengths if a is not None]
     accept = f"; EAGLE-3 acceptance {min(accepts):.2f} to {max(accepts):.2f}" if accepts else ""
     return (f"{len(speedups)} interleaved rounds (round speedups {min(speedups):.2f}x to {max(speedups):.2f}x, "
-            f"spread {spread_pct(speedups):.1f}%{accept})")
+            f"spread {spread_pct(speedups):.1f}%{_interval(sample)}{accept})")
+
+
+def _interval(sample: LaunchSample) -> str:
+    """The interval clause ("; pooled speedup's <level>% bootstrap interval over <rounds> rounds <low>x to <high>x"),
+    all from the sample's own fields; empty without an interval (one round, or an older sidecar)."""
+    low, high, level = sample.speedup_low, sample.speedup_high, sample.interval_level
+    if low is None or high is None or level is None or not sample.round_baseline:
+        return ""
+    return (f"; pooled speedup's {level * 100:g}% bootstrap interval over "
+            f"{len(sample.round_baseline)} rounds {low:.2f}x to {high:.2f}x")
 
 
 def _round(value: float | None) -> float | None:
