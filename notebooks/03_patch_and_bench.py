@@ -222,7 +222,7 @@ print(launch_spread.verdict(spread)) if spread else None
 # on a GPU each is one kernel launch. The cycle in plain steps is the break-even tokens per request per cycle.
 
 # %%
-cycle_table = patchbench.cycle_components(P, cycle_trace, baseline, eagle3, shims) if bench else None
+cycle_table = patchbench.cycle_components(P, cycle_trace, baseline, eagle3, shims, experiments) if bench else None
 show.table(cycle.table_rows(cycle_table)) if cycle_table else "no cycle trace (not the CPU harness, or no arm measured)"
 
 # %%

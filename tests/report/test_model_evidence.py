@@ -50,10 +50,11 @@ def test_run_check_calibrates_on_the_single_stream_step_and_predicts_the_rest(cp
     assert sum(check["single_stream_pct_by_part"].values()) == pytest.approx(100)
 
 
-def _split(speculative: bool, concurrency: int, decode_ms: float, prefill_ms: float, other_ms: float):
+def _split(speculative: bool, concurrency: int, decode_ms: float, prefill_ms: float, other_ms: float,
+           arm: str | None = None):
     from eagle3lab.sidecars import PointTimeRecord
 
-    return PointTimeRecord(arm="eagle3" if speculative else "baseline", speculative=speculative,
+    return PointTimeRecord(arm=arm or ("eagle3" if speculative else "baseline"), speculative=speculative,
                            concurrency=concurrency, window_s=1.0, decode_batches=10, prefill_batches=2,
                            mean_batch_size=concurrency, full_batch_share=1.0, decode_ms=decode_ms,
                            prefill_ms=prefill_ms, other_ms=other_ms, wall_ms=decode_ms + prefill_ms + other_ms)
@@ -80,6 +81,40 @@ def test_the_timers_split_says_whether_a_cycle_miss_is_in_the_cycles_or_between_
     rows = measured_run_check(cpu, report, mem_bandwidth=BANDWIDTH, point_times=inside)["rows"]
     assert "in the cycles themselves" in _between_cycles_lines(rows)[1]
     assert _between_cycles_lines(bare) == []  # no trace: nothing said
+
+
+def test_request_turnover_is_predicted_from_the_baseline_and_control_prefills_not_the_headline_arm(cpu):
+    """Prefills timed at concurrency 1: baseline 2 per 10 steps of 5 ms each (25 ms per prefill), control 40 ms.
+    Every request decodes bench_output_len - 1 tokens; at 4 each is stalled by the 3 others' prefills."""
+    from eagle3lab.costmodel.cycle import plain_step, spec_cycle
+
+    report = BenchReport.create("cpu", [synthetic_arm("baseline", (1, 4), 0.02),
+                                        synthetic_arm("eagle3", (1, 4), 0.04, verify_ct=6),
+                                        synthetic_arm("untrained", (1,), 0.05, verify_ct=8, kind="eagle3_control")])
+    dep, _ = run_deployment(cpu, report, mem_bandwidth=BANDWIDTH)
+    spec = SpeculativeSpec.from_profile(cpu, cpu.draft_model)
+    tokens = cpu.bench_output_len - 1
+    timed = [_split(False, 1, 20.0, 5.0, 1.0), _split(True, 1, 30.0, 8.0, 1.0, arm="untrained"),
+             _split(True, 4, 30.0, 500.0, 1.0)]  # the headline arm's own prefills: never read
+    check = measured_run_check(cpu, report, mem_bandwidth=BANDWIDTH, point_times=timed)
+    assert check["turnover"]["baseline_prefill_ms"] == pytest.approx(25.0)
+    assert check["turnover"]["eagle3_prefill_ms"] == pytest.approx(40.0)
+    assert "arm 'untrained' at concurrency 1" in check["turnover"]["sources"]["eagle3"]
+    one, four = check["rows"]
+    assert one["turnover_speedup"] == pytest.approx(one["predicted_speedup"])  # alone: no other prefill
+    base = 4 / (plain_step(dep, 4).total_s + 3 * 0.025 / tokens)
+    spec_rate = 4 / (spec_cycle(dep, spec, 4).total_s / 1.5 + 3 * 0.040 / tokens)
+    assert four["turnover_baseline_tok_s"] == pytest.approx(base)
+    assert four["turnover_speedup"] == pytest.approx(spec_rate / base)
+    assert four["turnover_speedup"] < four["predicted_speedup"]
+    assert four["turnover_speedup_error_pct"] == pytest.approx((spec_rate / base - 0.5) / 0.5 * 100)
+    assert check["turnover"]["speedup_mape_pct"] == pytest.approx(
+        (abs(one["turnover_speedup_error_pct"]) + abs(four["turnover_speedup_error_pct"])) / 2)
+    # without the control arm's window there is no EAGLE-3 prefill to count: said, and not predicted
+    bare = measured_run_check(cpu, report, mem_bandwidth=BANDWIDTH, point_times=timed[:1])
+    assert bare["turnover"]["eagle3_prefill_ms"] is None and "turnover_speedup" not in bare["rows"][1]
+    assert bare["turnover"]["missing"] == ["no prefill timed in the eagle3_control arm's window at concurrency 1"]
+    assert bare["rows"][1]["turnover_baseline_tok_s"] == pytest.approx(base)
 
 
 def test_the_control_arm_measures_one_cycle_in_plain_steps(cpu):

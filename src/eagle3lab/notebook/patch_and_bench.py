@@ -496,14 +496,15 @@ def start_cycle_trace(profile: Profile, out_dir: Path, enabled: bool) -> Path | 
 
 
 def cycle_components(profile: Profile, trace: Path | None, baseline: ArmResult, eagle3: ArmResult,
-                     shims: Sequence[str]) -> CycleComponentsRecord | None:
+                     shims: Sequence[str], experiments: Sequence[ArmResult] = ()) -> CycleComponentsRecord | None:
     """Stop tracing, then the component table of the EAGLE-3 cycle against the baseline's plain step at batch size
-    1, with each point's window split into decode, prefill and the rest (``bench.server_time``), written alone for
-    the cost model (``artifacts/cycle_components.<profile>.json``); None without a trace or without a measured
-    EAGLE-3 arm."""
+    1, with each point's window split into decode, prefill and the rest (``bench.server_time``; the experiment
+    arms' points too), written alone for the cost model (``artifacts/cycle_components.<profile>.json``); None
+    without a trace or without a measured EAGLE-3 arm."""
     cycle.disable_trace()
     if trace is None or not eagle3.measured_points() or not baseline.measured_points():
         return None
-    table = cycle.table_from_arms(trace, baseline, eagle3, profile.name, batch_size=1, shims=shims)
+    table = cycle.table_from_arms(trace, baseline, eagle3, profile.name, batch_size=1, shims=shims,
+                                  others=experiments)
     cycle.save(table)
     return table

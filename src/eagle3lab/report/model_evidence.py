@@ -13,13 +13,14 @@ import json
 import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from eagle3lab.atomic import write_json_atomic
 from eagle3lab.errors import PerfModelError
 from eagle3lab.paths import repo_dir
-from eagle3lab.bench.sweep import BenchReport
-from eagle3lab.costmodel.cycle import check_accept_length, plain_step, plain_tok_s, speedup
+from eagle3lab.bench.sweep import ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_CONTROL, BenchReport
+from eagle3lab.costmodel.cycle import check_accept_length, plain_step, plain_tok_s, spec_cycle, speedup
+from eagle3lab.costmodel import turnover as turnover_model
 from eagle3lab.costmodel.validation import (PUBLISHED, SHAPE_ONLY, context_sensitivity, trend, validate,
                                            validation_report)
 from eagle3lab.report.plots.model import measured_points_from_bench
@@ -99,9 +100,60 @@ SPLIT_FIELDS = ("decode_ms", "prefill_ms", "other_ms", "wall_ms", "mean_batch_si
                 "decode_batches", "prefill_batches")
 
 
-def _splits(point_times: Optional[Sequence[Any]]) -> dict[tuple[bool, int], dict[str, Any]]:
-    """(speculative, concurrency) -> that point's window split (``sidecars.PointTimeRecord``), as plain values."""
-    return {(p.speculative, p.concurrency): p.model_dump(include=set(SPLIT_FIELDS)) for p in point_times or ()}
+def _splits(point_times: Optional[Sequence[Any]], kinds: Mapping[str, str]) -> dict[tuple[str, int], Any]:
+    """(arm kind, concurrency) -> that point's window split (``sidecars.PointTimeRecord``); ``kinds`` maps the
+    report's arm names to their kind (baseline, eagle3, eagle3_control, ...)."""
+    return {(kinds[p.arm], p.concurrency): p for p in point_times or () if p.arm in kinds}
+
+
+def prefill_s(split: Any) -> Optional[float]:
+    """Seconds per prefill batch in one point's window (its prefill time per decode batch x decode batches / prefill
+    batches); None when the window ran no prefill."""
+    if split is None or not split.prefill_batches:
+        return None
+    return split.prefill_ms * split.decode_batches / split.prefill_batches / 1e3
+
+
+def measured_turnover(profile, splits: Mapping[tuple[str, int], Any]) -> dict[str, Any]:
+    """Each arm's prefill of one new request, measured at concurrency 1 apart from the headline EAGLE-3 arm: the
+    baseline's for plain decoding, the untrained-drafter control arm's for EAGLE-3 (the same target, the same
+    drafter shapes, so the same prefill and draft extend). ``{"baseline": Turnover | None, "eagle3": ..., "missing":
+    why one is absent}``."""
+    out: dict[str, Any] = {"missing": []}
+    for side, kind in (("baseline", ARM_KIND_BASELINE), ("eagle3", ARM_KIND_EAGLE3_CONTROL)):
+        seconds = prefill_s(splits.get((kind, 1)))
+        if seconds is None:
+            out[side] = None
+            out["missing"].append(f"no prefill timed in the {kind} arm's window at concurrency 1")
+            continue
+        split = splits[(kind, 1)]
+        out[side] = turnover_model.Turnover(
+            seconds, profile.bench_output_len - 1,
+            f"measured here: arm '{split.arm}' at concurrency 1, {split.prefill_batches} prefill batches "
+            f"(cycle timers)")
+    return out
+
+
+def _turnover_prediction(row: dict[str, Any], dep, spec, batch: int, turnover: Mapping[str, Any]) -> None:
+    """The row's rates and speedup with the other requests' prefills counted (``costmodel.turnover``)."""
+    base, spec_side = turnover.get("baseline"), turnover.get("eagle3")
+    if base is None:
+        return
+    row["turnover_baseline_tok_s"] = turnover_model.decode_rate(plain_step(dep, batch).total_s, 1, batch, base)
+    row["turnover_baseline_error_pct"] = (row["turnover_baseline_tok_s"] - row["measured_baseline_tok_s"]) / \
+        row["measured_baseline_tok_s"] * 100
+    if spec_side is None or "predicted_speedup" not in row:
+        return
+    rate = turnover_model.decode_rate(spec_cycle(dep, spec, batch).total_s, row["accept_length"], batch, spec_side)
+    row["turnover_eagle3_tok_s"] = rate
+    row["turnover_speedup"] = rate / row["turnover_baseline_tok_s"]
+    row["turnover_speedup_error_pct"] = (row["turnover_speedup"] - row["measured_speedup"]) / \
+        row["measured_speedup"] * 100
+
+
+def _mape(rows: Sequence[Mapping[str, Any]], key: str) -> Optional[float]:
+    values = [abs(r[key]) for r in rows if key in r]
+    return statistics.fmean(values) if values else None
 
 
 def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None,
@@ -119,7 +171,8 @@ def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None,
     dep, calibrated = run_deployment(profile, report, mem_bandwidth)
     spec = SpeculativeSpec.from_profile(profile, profile.draft_model)
     points = measured_points_from_bench(report, rate="decode")
-    splits = _splits(point_times)
+    splits = _splits(point_times, {arm.name: arm.kind for arm in report.arms})
+    turnover = measured_turnover(profile, splits)
     base = {p.batch: p for p in points if p.arm == "baseline"}
     eagle = {p.batch: p for p in points if p.arm == "eagle3"}
     rows = []
@@ -148,9 +201,10 @@ def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None,
                 row["measured_cycle_ms"] = tokens_per_cycle / other.tok_s * 1e3
                 row["predicted_cycle_ms"] = tokens_per_cycle / (row["predicted_speedup"] * predicted) * 1e3
                 row["unmodelled_cycle_ms"] = row["measured_cycle_ms"] - row["predicted_cycle_ms"]
-        for speculative, key in ((False, "baseline_split"), (True, "eagle3_split")):
-            if (speculative, batch) in splits:
-                row[key] = splits[(speculative, batch)]
+        for kind, key in ((ARM_KIND_BASELINE, "baseline_split"), (ARM_KIND_EAGLE3, "eagle3_split")):
+            if (kind, batch) in splits:
+                row[key] = splits[(kind, batch)].model_dump(include=set(SPLIT_FIELDS))
+        _turnover_prediction(row, dep, spec, batch, turnover)
         if "eagle3_split" in row and "predicted_cycle_ms" in row:
             # the decode batches alone against the model's cycle, and what runs between them
             row["decode_minus_model_ms"] = row["eagle3_split"]["decode_ms"] - row["predicted_cycle_ms"]
@@ -170,6 +224,14 @@ def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None,
         "speedup_mape_pct": statistics.fmean(abs(r["speedup_error_pct"]) for r in with_speedup)
         if with_speedup else None,
     }
+    out["turnover"] = {
+        "decode_tokens": profile.bench_output_len - 1,
+        "baseline_prefill_ms": turnover["baseline"].prefill_s * 1e3 if turnover["baseline"] else None,
+        "eagle3_prefill_ms": turnover["eagle3"].prefill_s * 1e3 if turnover["eagle3"] else None,
+        "sources": {side: turnover[side].source for side in ("baseline", "eagle3") if turnover[side]},
+        "missing": turnover["missing"],
+        "baseline_mape_pct": _mape(predicted_base, "turnover_baseline_error_pct"),
+        "speedup_mape_pct": _mape(with_speedup, "turnover_speedup_error_pct")}
     out["control_cycles"] = measured_cycles(report)  # the one computation, in the diagnostics engine
     if len(predicted_base) >= 1:
         batches = [r["concurrency"] for r in rows]
