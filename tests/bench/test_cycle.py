@@ -110,3 +110,22 @@ def test_component_groups():
     assert cycle.component_group("model.draft_extend") == "draft forward"
     assert cycle.component_group("runner.target_verify") == "model runner"
     assert cycle.component_group("eagle.verify") == "orchestration"
+
+
+def test_the_table_written_here_is_what_the_cost_models_cpu_engine_entry_reads(tmp_path):
+    """The writer and the reader of artifacts/cycle_components.<profile>.json meet: the engine term is the cycle's
+    time outside the model forwards beyond the plain step's (6 - 2 ms), measured instead of the model's own
+    bookkeeping kernels and CPU preps, and the entry names the arm whose cycles were timed."""
+    from eagle3lab.costmodel.measured_cycle import cpu_engine_entry
+
+    records = [r for i in range(5) for r in _plain(T0 + i)] + [r for i in range(4) for r in _cycle(T0 + 100 + i)]
+    table = cycle.table_from_arms(_trace(tmp_path, records), _arm("baseline", T0, T0 + 50),
+                                  _arm("eagle3-untrained", T0 + 90, T0 + 150), "cpu")
+    entry = cpu_engine_entry("cpu", cycle.save(table, tmp_path / "cycle_components.cpu.json"))
+    assert entry.status == "measured" and "arm 'eagle3-untrained'" in entry.reason
+    assert entry.engine.spec_cycle_extra_s == pytest.approx((25.0 - 12.0 - 7.0 - 2.0) / 1e3)
+    assert entry.engine.spec_step_extra_s == 0.0
+    assert (entry.engine.kernels_per_verify, entry.engine.kernels_per_draft_step, entry.engine.spec_cpu_preps) == \
+        (0, 0, 0)
+    assert entry.measured.break_even_accept_length == pytest.approx(25.0 / 12.0, abs=1e-4)
+    assert entry.measured.harness_only == {"harness_kernels": pytest.approx(0.5e-3)}

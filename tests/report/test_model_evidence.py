@@ -3,6 +3,8 @@ the run's plain single-stream step only, it predicts the rest; the numbers it re
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conftest import synthetic_arm
@@ -180,3 +182,30 @@ def test_published_acceptance_keeps_fitted_values_apart_from_published_ones():
         values = [s.points[0].accept_length for s in src.series if s.acceptance == row["kind"]]
         assert row == {"source": src.source, "kind": row["kind"], "fitted": row["kind"] == SHAPE_ONLY,
                        "series": len(values), "min": min(values), "max": max(values)}
+
+
+def test_the_run_check_says_which_arm_the_cycles_measured_terms_come_from(cpu, tmp_path, monkeypatch):
+    """The CPU engine entry timed on the control arm: measured, not the headline arm; on the headline arm: said
+    so; absent: the model took nothing but the plain step (sglang's frozen engine term named)."""
+    from eagle3lab.costmodel import measured_cycle
+    from eagle3lab.report.build import _calibration_clause
+
+    report = BenchReport.create("cpu", [synthetic_arm("baseline", (1,), 0.02),
+                                        synthetic_arm("eagle3", (1,), 0.04, verify_ct=6)])
+    table = tmp_path / "cycle_components.cpu.json"
+    monkeypatch.setattr(measured_cycle, "cycle_components_path", lambda profile: table)
+    clause = _calibration_clause(measured_run_check(cpu, report, mem_bandwidth=BANDWIDTH))
+    assert clause.startswith(" and on nothing else") and "sglang's engine term" in clause
+    for arm, whose in (("eagle3-untrained", "not the headline EAGLE-3 arm"),
+                       ("eagle3", "the headline EAGLE-3 arm's own cycles")):
+        table.write_text(json.dumps({
+            "schema_id": "eagle3lab.cycle_components/1", "profile": "cpu", "measured_on": "2026-12-03",
+            "eagle_arm": arm, "plain_step_ms": 12.0, "speculative_num_steps": 3,
+            "groups": {"target forward": {"plain_ms": 10.0, "cycle_ms": 12.0},
+                       "draft forward": {"plain_ms": 0.0, "cycle_ms": 7.0},
+                       "orchestration": {"plain_ms": 2.0, "cycle_ms": 3.5},
+                       "harness kernels": {"plain_ms": 0.0, "cycle_ms": 0.5}}}))
+        check = measured_run_check(cpu, report, mem_bandwidth=BANDWIDTH)
+        assert check["cycle_extra"]["measured"] and check["cycle_extra"]["ms"] == pytest.approx(2.0)
+        clause = _calibration_clause(check)
+        assert f"arm '{arm}'" in clause and clause.endswith(f"{whose})") and "2.00 ms per cycle" in clause

@@ -73,6 +73,10 @@ class MeasuredCycle:
     per_cycle: Mapping[str, float]
     harness_only: Mapping[str, float] = field(default_factory=dict)  # what only this CPU harness adds, if measured
     draft_steps_per_cycle: int = 0  # how many times the per-draft-step components ran per cycle (0: num_steps)
+    # the plain step's own time outside its forward (scheduler, model runner): the calibrated per-pass overhead
+    # already charges it to the verify pass, so only the cycle's work beyond it is an engine term
+    plain_outside_forward_s: float = 0.0
+    arm: str = ""  # the EAGLE-3 arm whose cycles were timed, where the table names it
 
     @property
     def steps_per_cycle(self) -> int:
@@ -92,12 +96,13 @@ class MeasuredCycle:
 
     def engine_terms(self) -> dict[str, float]:
         """What the cost model's passes do not count, as engine terms: per cycle, the bookkeeping kernels and the
-        orchestration measured once per cycle; per draft step, those measured per draft step."""
+        orchestration measured once per cycle beyond the plain step's own (``plain_outside_forward_s``, never
+        below 0); per draft step, those measured per draft step."""
         per_step = self._scoped(self.per_draft_step, "bookkeeping") + self._scoped(self.per_draft_step,
                                                                                      "orchestration")
+        per_cycle = self._scoped(self.per_cycle, "bookkeeping") + self._scoped(self.per_cycle, "orchestration")
         # the cost model multiplies the per-step term by num_steps; scale if the table ran a different count
-        return {"spec_cycle_extra_s": self._scoped(self.per_cycle, "bookkeeping")
-                + self._scoped(self.per_cycle, "orchestration"),
+        return {"spec_cycle_extra_s": max(0.0, per_cycle - self.plain_outside_forward_s),
                 "spec_step_extra_s": per_step * self.steps_per_cycle / self.num_steps}
 
     def table(self) -> list[dict[str, Any]]:
@@ -108,6 +113,43 @@ class MeasuredCycle:
                 rows.append({"component": name, "scope": scope, "ms": sec * 1e3,
                              "plain_steps": sec / self.plain_step_s, "term": _kind(name), "kind": "measured"})
         return rows
+
+
+TIMER_TABLE_SCHEMA = "eagle3lab.cycle_components/"  # bench.cycle's table (sidecars.CycleComponentsRecord)
+# bench.cycle's component groups -> this module's component names (their kind by ``_kind``)
+TIMER_GROUPS = {"target forward": "verify_forward", "draft forward": "draft_forward",
+                "tree and acceptance": "tree_build_and_verify", "KV bookkeeping": "kv_bookkeeping",
+                "harness kernels": "harness_kernels", "model runner": "orchestration", "orchestration": "orchestration"}
+FORWARD_GROUPS = ("target forward", "draft forward")
+
+
+def parse_timer_table(data: Mapping[str, Any], where: str) -> MeasuredCycle:
+    """A ``MeasuredCycle`` from the cycle timers' own table (``bench.cycle``: one cycle and one plain step at
+    ``batch_size``, ms per group): every group per cycle, the harness kernels also as harness-only, and the plain
+    step's time outside its forward kept apart so that only the cycle's work beyond it becomes an engine term."""
+    groups = data.get("groups")
+    if not isinstance(groups, Mapping) or not groups:
+        raise PerfModelError(f"{where}: no groups (ms per cycle and per plain step by component group)",
+                             parameter="groups", problem="missing")
+    unknown = sorted(set(groups) - set(TIMER_GROUPS))
+    if unknown:
+        raise PerfModelError(f"{where}: unknown component group(s) {unknown}; known: {', '.join(TIMER_GROUPS)}",
+                             parameter="groups", value=unknown, problem="unknown")
+    per_cycle: dict[str, float] = {}
+    plain_outside = 0.0
+    for group, ms in groups.items():
+        if not isinstance(ms, Mapping):
+            raise PerfModelError(f"{where}: groups.{group} needs plain_ms and cycle_ms")
+        name = TIMER_GROUPS[group]
+        per_cycle[name] = per_cycle.get(name, 0.0) + _ms(ms.get("cycle_ms"), f"{where}: groups.{group}.cycle_ms") / 1e3
+        if group not in FORWARD_GROUPS:
+            plain_outside += _ms(ms.get("plain_ms"), f"{where}: groups.{group}.plain_ms") / 1e3
+    return parse_cycle_components(
+        {"profile": data.get("profile"), "date": data.get("measured_on"), "plain_step_ms": data.get("plain_step_ms"),
+         "num_steps": data.get("speculative_num_steps"), "per_draft_step": {},
+         "per_cycle": {k: v * 1e3 for k, v in per_cycle.items()},
+         "harness_only": {"harness_kernels": per_cycle.get("harness_kernels", 0.0) * 1e3},
+         "plain_outside_forward_ms": plain_outside * 1e3, "arm": data.get("eagle_arm")}, where)
 
 
 def parse_cycle_components(data: Mapping[str, Any], where: str) -> MeasuredCycle:
@@ -148,6 +190,9 @@ def parse_cycle_components(data: Mapping[str, Any], where: str) -> MeasuredCycle
     return MeasuredCycle(profile=str(data.get("profile", "?")), source=where, date=str(data.get("date", "?")),
                          num_steps=steps, plain_step_s=plain_s, per_draft_step=scoped["per_draft_step"],
                          per_cycle=scoped["per_cycle"], harness_only=harness,
+                         plain_outside_forward_s=_ms(data.get("plain_outside_forward_ms", 0.0),
+                                                     f"{where}: plain_outside_forward_ms") / 1e3,
+                         arm=str(data.get("arm") or ""),
                          draft_steps_per_cycle=int(data.get("draft_steps_per_cycle") or 0))
 
 
@@ -161,7 +206,12 @@ def load_measured_cycle(profile: str = "cpu", path: Optional[Path] = None) -> Op
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise PerfModelError(f"cannot read the cycle component table {path.name}: {exc}; run the cycle benchmark "
                              "again") from None
+    if isinstance(data, Mapping) and str(data.get("schema_id", "")).startswith(TIMER_TABLE_SCHEMA):
+        return parse_timer_table(data, f"artifacts/{path.name}")
     return parse_cycle_components(data, f"artifacts/{path.name}")
+
+
+MEASURED_INSTEAD = {"kernels_per_verify": 0, "kernels_per_draft_step": 0, "cpu_step_s": 0.0, "spec_cpu_preps": 0}
 
 
 @dataclass(frozen=True)
@@ -192,6 +242,9 @@ def cpu_engine_entry(profile: str = "cpu", path: Optional[Path] = None) -> CpuEn
     if measured is None:
         return CpuEngineEntry("not measured", f"{where} is absent: the cycle benchmark has not run for this profile",
                               None, None)
-    source = f"measured here: {measured.source} ({measured.profile}, {measured.date})"
-    engine = sglang_engine().with_(source, **measured.engine_terms())
+    arm = f", arm '{measured.arm}'" if measured.arm else ""
+    source = f"measured here: {measured.source}{arm} ({measured.profile}, {measured.date})"
+    # the measured terms hold the cycle's bookkeeping kernels and its host work beyond a plain step's: the model's
+    # own guesses at those (kernels per verify and per draft step, CPU work per cycle) would count them twice
+    engine = sglang_engine().with_(source, **measured.engine_terms(), **MEASURED_INSTEAD)
     return CpuEngineEntry("measured", source, engine, measured)

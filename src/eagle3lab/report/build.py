@@ -493,7 +493,22 @@ def _run_check_context(check: Optional[Mapping[str, Any]], missing: Optional[str
                      + ", ".join(f"{_r(v)}% {COMPONENT_LABELS.get(k, k)}" for k, v in parts)
                      + " (parts of at least 1% shown) **[modelled]**.")
     return {**check, "context": f"{check['context']:g}", "rows": rows, "lines": lines, "missing": None,
+            "calibration_clause": _calibration_clause(check),
             "has_speedup": check.get("speedup_mape_pct") is not None}
+
+
+def _calibration_clause(check: Mapping[str, Any]) -> str:
+    """What the model took from this run besides the plain single-stream step: the cycle's measured work outside
+    the forwards (and from which arm), or nothing (sglang's engine term, frozen on development sources)."""
+    extra = check.get("cycle_extra") or {}
+    if not extra.get("measured"):
+        return (f" and on nothing else (the cycle's orchestration beyond its passes is sglang's engine term, "
+                f"{_r(extra.get('ms'), 2)} ms per cycle: {extra.get('source') or 'no source'})")
+    whose = "the headline EAGLE-3 arm's own cycles" if extra.get("from_headline_arm") else \
+        "not the headline EAGLE-3 arm"
+    return (f"; the cycle's work outside the model forwards beyond a plain step's (tree, KV bookkeeping, "
+            f"harness kernels, host code), {_r(extra['ms'], 2)} ms per cycle, timed at batch size 1 ({extra['source']}; "
+            f"{whose})")
 
 
 def _turnover_lines(check: Mapping[str, Any], goal: Optional[float]) -> list[str]:
@@ -531,7 +546,9 @@ def _cycle_gap_lines(check: Mapping[str, Any]) -> list[str]:
                      f"{c['concurrency']}, {_r(c['plain_steps_per_cycle'], 2)} plain steps of "
                      f"{_r(c['plain_step_ms'], 2)} ms **[measured]**.")
     lines.extend(_between_cycles_lines(rows))
-    if check.get("cpu_harness") and any(r.get("decode_minus_model_ms", r["unmodelled_cycle_ms"]) > 0 for r in rows):
+    measured_extra = (check.get("cycle_extra") or {}).get("measured")
+    if check.get("cpu_harness") and not measured_extra and \
+            any(r.get("decode_minus_model_ms", r["unmodelled_cycle_ms"]) > 0 for r in rows):
         lines.append("The model has no term for what this profile's CPU harness adds to each speculative cycle: "
                      "the EAGLE loop's GPU kernels run as torch ports (`runtime/cpu_harness`), a share the cycle "
                      "table measures apart. It does not exist on a GPU: this miss is no evidence about "
@@ -753,10 +770,14 @@ def _summary(crash: dict | None, trace: dict | None, fix: dict | None, model: di
         f"{validation_section.trust_clause(b, evidence.validation_protocol)} (section 6) **[modelled]** vs "
         f"**[reported]**.")))
     if model["run"].get("has_speedup"):
+        turnover = (evidence.run_check or {}).get("turnover") or {}
+        with_turnover = (f", {b.num('model.run_check.turnover.speedup_mape_pct', ',.1f')}% counting the other "
+                         f"requests' prefills each request waits for" if turnover.get("speedup_mape_pct") is not None
+                         else "")
         lines.append(b.sentence("summary.run_check", (
             f"On this run the model's speedups, predicted from the measured acceptance, miss the measured ones by "
-            f"MAPE {b.num('model.run_check.speedup_mape_pct', ',.1f')}% (section 6) **[modelled]** vs "
-            f"**[measured]**.")))
+            f"MAPE {b.num('model.run_check.speedup_mape_pct', ',.1f')}% counting the decode passes only"
+            f"{with_turnover} (section 6) **[modelled]** vs **[measured]**.")))
     return lines
 
 

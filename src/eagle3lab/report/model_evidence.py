@@ -151,6 +151,15 @@ def _turnover_prediction(row: dict[str, Any], dep, spec, batch: int, turnover: M
         row["measured_speedup"] * 100
 
 
+def _cycle_extra(dep, report) -> dict[str, Any]:
+    """The model's orchestration per cycle beyond the counted passes, where it comes from, and whether that is the
+    headline EAGLE-3 arm's own cycles (the CPU engine entry names the arm it timed)."""
+    source = str(dep.engine.sources.get("spec_cycle_extra_s", ""))
+    headline = [arm.name for arm in report.arms if arm.kind == ARM_KIND_EAGLE3]
+    return {"ms": dep.engine.spec_cycle_extra_s * 1e3, "source": source, "measured": source.startswith("measured"),
+            "from_headline_arm": any(f"arm '{name}'" in source for name in headline)}
+
+
 def _mape(rows: Sequence[Mapping[str, Any]], key: str) -> Optional[float]:
     values = [abs(r[key]) for r in rows if key in r]
     return statistics.fmean(values) if values else None
@@ -232,6 +241,7 @@ def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None,
         "missing": turnover["missing"],
         "baseline_mape_pct": _mape(predicted_base, "turnover_baseline_error_pct"),
         "speedup_mape_pct": _mape(with_speedup, "turnover_speedup_error_pct")}
+    out["cycle_extra"] = _cycle_extra(dep, report)
     out["control_cycles"] = measured_cycles(report)  # the one computation, in the diagnostics engine
     if len(predicted_base) >= 1:
         batches = [r["concurrency"] for r in rows]
