@@ -513,7 +513,7 @@ class LaunchSample(Record):
     # percentile bootstrap interval of the pooled speedup over the rounds; None with one round or no rounds
     speedup_low: Optional[float] = None
     speedup_high: Optional[float] = None
-    interval_level: Optional[float] = None  # e.g. 0.95
+    interval_level_pct: Optional[float] = None  # the interval's level in percent, e.g. 95
     interval_resamples: Optional[int] = None
     interval_seed: Optional[int] = None
 

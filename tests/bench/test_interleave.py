@@ -153,7 +153,7 @@ def test_the_interval_contains_the_pooled_speedup_and_is_kept_with_its_rounds():
     sample = interleaved(STEADY_BASE, SHAKY_SPEC)
     assert sample.speedup_low is not None and sample.speedup_high is not None
     assert sample.speedup_low < sample.speedup < sample.speedup_high
-    assert (sample.interval_level, sample.interval_resamples, sample.interval_seed) == (0.95, 10_000, 0)
+    assert (sample.interval_level_pct, sample.interval_resamples, sample.interval_seed) == (95.0, 10_000, 0)
     assert len(sample.round_baseline) == len(sample.round_eagle3) == 6
     # each round's [tokens, seconds] pools back to the sample's rates and round speedups
     rate = lambda rounds: sum(t for t, _ in rounds) / sum(s for _, s in rounds)  # noqa: E731
@@ -166,7 +166,7 @@ def test_the_interval_is_recomputed_from_the_sidecar_alone():
     sample = interleaved(STEADY_BASE, SHAKY_SPEC)
     loaded = LaunchSample.model_validate_json(sample.model_dump_json())
     again = interleave.speedup_interval(loaded.round_baseline, loaded.round_eagle3, loaded.interval_resamples,
-                                        loaded.interval_level, loaded.interval_seed)
+                                        loaded.interval_level_pct / 100, loaded.interval_seed)
     assert again is not None and (again.low, again.high) == (sample.speedup_low, sample.speedup_high)
 
 

@@ -70,7 +70,7 @@ OLD_INTERLEAVED = {"launch": 2, "baseline_arm": "baseline-launch2", "eagle3_arm"
 def test_a_launch_sample_written_before_the_interval_still_loads_and_reads_without_one():
     old = LaunchSample.model_validate(OLD_INTERLEAVED)
     assert old.round_baseline == [] and old.round_eagle3 == []
-    assert old.speedup_low is None and old.speedup_high is None and old.interval_level is None
+    assert old.speedup_low is None and old.speedup_high is None and old.interval_level_pct is None
     assert "bootstrap" not in launch_spread.how_measured(old)
     assert launch_spread.how_measured(old).endswith("spread 13.3%; EAGLE-3 acceptance 3.00 to 3.00)")
 
@@ -80,7 +80,7 @@ def test_the_sentence_carries_the_interval_only_when_there_is_one():
     without = LaunchSample.model_validate({**OLD_INTERLEAVED, **rounds})
     assert "bootstrap" not in launch_spread.how_measured(without)
     sample = LaunchSample.model_validate({**OLD_INTERLEAVED, **rounds, "speedup_low": 1.234, "speedup_high": 1.789,
-                                          "interval_level": 0.9, "interval_resamples": 100, "interval_seed": 0})
+                                          "interval_level_pct": 90.0, "interval_resamples": 100, "interval_seed": 0})
     clause = "; pooled speedup's 90% bootstrap interval over 2 rounds 1.23x to 1.79x; EAGLE-3 acceptance"
     assert clause in launch_spread.how_measured(sample)
     record = launch_spread.spread_record([sample, pair(3, 0.02, 0.01)], 1, "eagle3, baseline | both up")

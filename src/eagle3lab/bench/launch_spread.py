@@ -106,7 +106,7 @@ def _interval_fields(baseline: list[list[float]], eagle3: list[list[float]]) -> 
     fields: dict[str, Any] = {"round_baseline": baseline, "round_eagle3": eagle3}
     interval = interleave.speedup_interval(baseline, eagle3)
     if interval is not None:
-        fields.update(speedup_low=interval.low, speedup_high=interval.high, interval_level=interval.level,
+        fields.update(speedup_low=interval.low, speedup_high=interval.high, interval_level_pct=interval.level * 100,
                       interval_resamples=interval.resamples, interval_seed=interval.seed)
     return fields
 
@@ -158,10 +158,10 @@ def _rounds(sample: LaunchSample) -> str:
 def _interval(sample: LaunchSample) -> str:
     """The interval clause ("; pooled speedup's <level>% bootstrap interval over <rounds> rounds <low>x to <high>x"),
     all from the sample's own fields; empty without an interval (one round, or an older sidecar)."""
-    low, high, level = sample.speedup_low, sample.speedup_high, sample.interval_level
+    low, high, level = sample.speedup_low, sample.speedup_high, sample.interval_level_pct
     if low is None or high is None or level is None or not sample.round_baseline:
         return ""
-    return (f"; pooled speedup's {level * 100:g}% bootstrap interval over "
+    return (f"; pooled speedup's {level:g}% bootstrap interval over "
             f"{len(sample.round_baseline)} rounds {low:.2f}x to {high:.2f}x")
 
 

@@ -545,7 +545,8 @@ def _cycle_gap_lines(check: Mapping[str, Any]) -> list[str]:
                      f"measures the cycle alone: {_r(c['cycle_ms'], 2)} ms per cycle at concurrency "
                      f"{c['concurrency']}, {_r(c['plain_steps_per_cycle'], 2)} plain steps of "
                      f"{_r(c['plain_step_ms'], 2)} ms **[measured]**.")
-    lines.extend(_between_cycles_lines(rows))
+    counted = (check.get("turnover") or {}).get("speedup_mape_pct") is not None
+    lines.extend(_between_cycles_lines(rows, turnover_counted=counted))
     measured_extra = (check.get("cycle_extra") or {}).get("measured")
     if check.get("cpu_harness") and not measured_extra and \
             any(r.get("decode_minus_model_ms", r["unmodelled_cycle_ms"]) > 0 for r in rows):
@@ -556,9 +557,10 @@ def _cycle_gap_lines(check: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _between_cycles_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+def _between_cycles_lines(rows: Sequence[Mapping[str, Any]], turnover_counted: bool = False) -> list[str]:
     """The EAGLE-3 server's measured windows split by the cycle timers: the decode batches (what the model's cycle
-    describes) against the prefills and the rest between them, and which of the two the largest miss sits in."""
+    describes) against the prefills and the rest between them, and which of the two the largest miss sits in
+    (``turnover_counted``: the model's turnover line counts the prefills, and the sentence says so)."""
     split = [r for r in rows if "eagle3_split" in r]
     if not split:
         return []
@@ -580,7 +582,8 @@ def _between_cycles_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
                      f"measured {_r(worst['eagle3_split']['decode_ms'], 2)} ms per cycle against "
                      f"{_r(worst['predicted_cycle_ms'], 2)} ms modelled, prefills and the rest "
                      f"{_r(worst['between_cycles_ms'], 2)} ms per cycle. The decode-only rate (running "
-                     f"requests over mean TPOT) pays them and a decode cost model does not; they grow with "
+                     f"requests over mean TPOT) pays them and the decode passes alone do not"
+                     f"{' (the request turnover above counts the prefills)' if turnover_counted else ''}; they grow with "
                      f"concurrency x acceptance / output length (a request ends after fewer cycles than plain "
                      f"steps), so this holds for short outputs at high concurrency, as in this workload, and "
                      f"shrinks as outputs lengthen **[measured]**.")
