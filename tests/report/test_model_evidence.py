@@ -209,3 +209,24 @@ def test_the_run_check_says_which_arm_the_cycles_measured_terms_come_from(cpu, t
         assert check["cycle_extra"]["measured"] and check["cycle_extra"]["ms"] == pytest.approx(2.0)
         clause = _calibration_clause(check)
         assert f"arm '{arm}'" in clause and clause.endswith(f"{whose})") and "2.00 ms per cycle" in clause
+
+
+def test_the_naive_baseline_holds_the_single_stream_speedup_on_the_models_own_points(cpu):
+    """EAGLE-3 at half the plain rate at 1 and 4 (speedup 0.5 both): holding 0.5 misses nothing; the model's
+    MAPE beside it counts concurrency 4 only, the point the naive baseline is scored on."""
+    report = BenchReport.create("cpu", [synthetic_arm("baseline", (1, 4), 0.02),
+                                        synthetic_arm("eagle3", (1, 4), 0.04, verify_ct=6)])
+    check = measured_run_check(cpu, report, mem_bandwidth=BANDWIDTH)
+    four = check["rows"][1]
+    assert check["naive"]["concurrencies"] == [4] and check["naive"]["held_speedup"] == pytest.approx(0.5)
+    assert check["naive"]["naive_mape_pct"] == pytest.approx(0.0)
+    assert check["naive"]["model_mape_pct"] == pytest.approx(abs(four["speedup_error_pct"]))
+    assert check["naive"]["turnover_mape_pct"] is None  # no prefill timed: no turnover on these points
+    # EAGLE-3 twice as slow at 4 as at 1: the held speedup misses by 100%
+    slower = BenchReport.create("cpu", [synthetic_arm("baseline", (1, 4), 0.02),
+                                        synthetic_arm("eagle3", (1,), 0.04, verify_ct=6),
+                                        synthetic_arm("eagle3-c4", (4,), 0.08, verify_ct=6, kind="eagle3")])
+    assert measured_run_check(cpu, slower, mem_bandwidth=BANDWIDTH)["naive"]["naive_mape_pct"] == pytest.approx(100.0)
+    alone = BenchReport.create("cpu", [synthetic_arm("baseline", (1,), 0.02),
+                                       synthetic_arm("eagle3", (1,), 0.04, verify_ct=6)])
+    assert measured_run_check(cpu, alone, mem_bandwidth=BANDWIDTH)["naive"] is None

@@ -480,6 +480,7 @@ def _run_check_context(check: Optional[Mapping[str, Any]], missing: Optional[str
                      + (f"; with concurrency it {trend['measured']} as measured and {trend['predicted']} as predicted"
                         if trend else "") + " **[modelled]** vs **[measured]**.")
         lines.extend(_turnover_lines(check, goal))
+        lines.extend(_naive_lines(check))
         lines.extend(_cycle_gap_lines(check))
     else:
         lines.append("The EAGLE-3 arm has no measured point on this profile"
@@ -495,6 +496,20 @@ def _run_check_context(check: Optional[Mapping[str, Any]], missing: Optional[str
     return {**check, "context": f"{check['context']:g}", "rows": rows, "lines": lines, "missing": None,
             "calibration_clause": _calibration_clause(check),
             "has_speedup": check.get("speedup_mape_pct") is not None}
+
+
+def _naive_lines(check: Mapping[str, Any]) -> list[str]:
+    """The naive baseline beside the model's speedup error, on the same points."""
+    naive = check.get("naive")
+    if not naive:
+        return []
+    at = ", ".join(str(c) for c in naive["concurrencies"])
+    turnover = (f", {_r(naive['turnover_mape_pct'])}% with turnover" if naive.get("turnover_mape_pct") is not None
+                else "")
+    return [f"Beside it, the naive baseline (the speedup measured at concurrency 1, {_r(naive['held_speedup'], 2)}x, "
+            f"held at every other concurrency) misses the speedups at concurrency {at} by MAPE "
+            f"{_r(naive['naive_mape_pct'])}%, the model by {_r(naive['model_mape_pct'])}% counting the passes "
+            f"only{turnover}, on the same points **[modelled]** vs **[measured]**."]
 
 
 def _calibration_clause(check: Mapping[str, Any]) -> str:
@@ -777,10 +792,14 @@ def _summary(crash: dict | None, trace: dict | None, fix: dict | None, model: di
         with_turnover = (f", {b.num('model.run_check.turnover.speedup_mape_pct', ',.1f')}% counting the other "
                          f"requests' prefills each request waits for" if turnover.get("speedup_mape_pct") is not None
                          else "")
+        naive = (f"; holding the speedup measured at concurrency 1 misses the others by "
+                 f"{b.num('model.run_check.naive.naive_mape_pct', ',.1f')}%, the model by "
+                 f"{b.num('model.run_check.naive.model_mape_pct', ',.1f')}%"
+                 if (evidence.run_check or {}).get("naive") else "")
         lines.append(b.sentence("summary.run_check", (
             f"On this run the model's speedups, predicted from the measured acceptance, miss the measured ones by "
             f"MAPE {b.num('model.run_check.speedup_mape_pct', ',.1f')}% counting the decode passes only"
-            f"{with_turnover} (section 6) **[modelled]** vs **[measured]**.")))
+            f"{with_turnover}{naive} (section 6) **[modelled]** vs **[measured]**.")))
     return lines
 
 

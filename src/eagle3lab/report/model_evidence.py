@@ -151,6 +151,21 @@ def _turnover_prediction(row: dict[str, Any], dep, spec, batch: int, turnover: M
         row["measured_speedup"] * 100
 
 
+def naive_speedup_check(rows: Sequence[Mapping[str, Any]]) -> Optional[dict[str, Any]]:
+    """The naive baseline beside the model's speedup errors: the speedup measured at concurrency 1 held at every
+    other concurrency, scored on the same points as the model (the concurrencies above 1 where both predicted);
+    None without a measured single-stream speedup or a point beyond it."""
+    one = next((r for r in rows if r["concurrency"] == 1 and "measured_speedup" in r), None)
+    beyond = [r for r in rows if r["concurrency"] > 1 and "predicted_speedup" in r]
+    if one is None or not beyond:
+        return None
+    naive = [abs(one["measured_speedup"] - r["measured_speedup"]) / r["measured_speedup"] * 100 for r in beyond]
+    return {"concurrencies": [r["concurrency"] for r in beyond], "held_speedup": one["measured_speedup"],
+            "naive_mape_pct": statistics.fmean(naive),
+            "model_mape_pct": _mape(beyond, "speedup_error_pct"),
+            "turnover_mape_pct": _mape(beyond, "turnover_speedup_error_pct")}
+
+
 def _cycle_extra(dep, report) -> dict[str, Any]:
     """The model's orchestration per cycle beyond the counted passes, where it comes from, and whether that is the
     headline EAGLE-3 arm's own cycles (the CPU engine entry names the arm it timed)."""
@@ -241,6 +256,7 @@ def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None,
         "missing": turnover["missing"],
         "baseline_mape_pct": _mape(predicted_base, "turnover_baseline_error_pct"),
         "speedup_mape_pct": _mape(with_speedup, "turnover_speedup_error_pct")}
+    out["naive"] = naive_speedup_check(rows)
     out["cycle_extra"] = _cycle_extra(dep, report)
     out["control_cycles"] = measured_cycles(report)  # the one computation, in the diagnostics engine
     if len(predicted_base) >= 1:
