@@ -118,14 +118,16 @@ def test_notebook_03_chain_capture_and_arms(full_report):
 
 def test_each_points_window_is_split_by_the_servers_own_timers(full_report):
     """Decode batches, prefill batches and the rest of every headline point's measured window (bench.server_time),
-    from the real servers' cycle-timer records, and the report's sentence on where the cycle miss sits."""
+    from the real servers' cycle-timer records, and the report's sentence on where the cycle miss sits; the control
+    arm's window is split too (its prefill is the EAGLE-3 side of the model's request turnover)."""
     _, root = full_report
     data = sidecar(root, "03_patch_and_bench.cpu.json")
-    splits, sweep = data["cycle_components"]["by_point"], data["profile_values"]["bench_concurrency"]
+    table = data["cycle_components"]
+    splits, sweep = table["by_point"], data["profile_values"]["bench_concurrency"]
     batches = {}
-    for speculative in (False, True):
-        mine = [s for s in splits if s["speculative"] is speculative]
-        assert [s["concurrency"] for s in mine] == sweep
+    for speculative, arm in ((False, table["baseline_arm"]), (True, table["eagle_arm"])):
+        mine = [s for s in splits if s["arm"] == arm]
+        assert [s["concurrency"] for s in mine] == sweep and all(s["speculative"] is speculative for s in mine)
         for s in mine:
             assert s["decode_batches"] > 0 and s["prefill_batches"] >= 1  # the measured requests' own prompts
             assert 1 <= s["mean_batch_size"] <= s["concurrency"] and 0 < s["full_batch_share"] <= 1
@@ -135,6 +137,10 @@ def test_each_points_window_is_split_by_the_servers_own_timers(full_report):
     for concurrency in sweep:  # the same tokens in fewer decode batches: each cycle accepted drafts
         assert batches[(True, concurrency)] < batches[(False, concurrency)]
     assert "Where each cycle's time went in the EAGLE-3 server's measured windows" in (root / "REPORT.md").read_text()
+    control = [s for s in splits if s["arm"] == "eagle3-untrained"]
+    assert [s["concurrency"] for s in control] == [1] and control[0]["speculative"] and control[0]["prefill_batches"]
+    turnover = json.loads((root / "artifacts" / "report_model_evidence.cpu.json").read_text())["run_check"]["turnover"]
+    assert "arm 'eagle3-untrained'" in turnover["sources"]["eagle3"] and turnover["eagle3_prefill_ms"] > 0
 
 
 def test_the_headline_pair_was_relaunched_and_each_pair_measured_on_its_own_servers(full_report):
