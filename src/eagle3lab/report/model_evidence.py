@@ -243,10 +243,8 @@ def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None,
         "target": dep.target.name, "hardware": dep.hardware.name, "context": dep.context, "rows": rows,
         "cpu_harness": bool(getattr(profile, "cpu_harness", False)),
         "single_stream_pct_by_part": {k: v / one.target.total_s * 100 for k, v in parts.items()},
-        "baseline_mape_pct": statistics.fmean(abs(r["baseline_error_pct"]) for r in predicted_base)
-        if predicted_base else None,
-        "speedup_mape_pct": statistics.fmean(abs(r["speedup_error_pct"]) for r in with_speedup)
-        if with_speedup else None,
+        "baseline_mape_pct": _mape(predicted_base, "baseline_error_pct"),
+        "speedup_mape_pct": _mape(with_speedup, "speedup_error_pct"),
     }
     out["turnover"] = {
         "decode_tokens": profile.bench_output_len - 1,
