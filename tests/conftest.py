@@ -167,13 +167,14 @@ def full_report(tmp_path_factory, sglang_template, release_hashes):
     # concurrency 1 (what the cost model calibrates on, and the lossless and offline-vs-served checks read) and the
     # profile's highest (the cross-check's point), so the report still has a trend across two concurrencies; the
     # middle point adds nothing a test reads. Prompts and lengths stay the profile's: they key the trained drafter
-    # (a change would retrain it). The interleaved relaunch keeps its rounds but measures two prompts per block: the
-    # tests read how it was measured, not how steady it is; likewise the bench_serving cross-check runs two short rounds.
+    # (a change would retrain it). The interleaved relaunch measures both points and keeps its rounds, but with two
+    # prompts per block at concurrency 1 (fewer rounds above it): the tests read how it was measured, not how steady
+    # it is; likewise the bench_serving cross-check runs two short rounds.
     profile = load_profile("cpu")
     sweep = profile.bench_concurrency
     concurrency = ",".join(str(c) for c in sorted({min(sweep), max(sweep)}))
     done = cli(box, "report", "--profile", "cpu", "--hide-code", "--set", f"port={free_port()}",
-               "--set", f"bench_concurrency=[{concurrency}]",
+               "--set", f"bench_concurrency=[{concurrency}]", "--set", f"bench_interleave_concurrency=[{concurrency}]",
                "--set", f"bench_interleave_prompts={2 * profile.bench_interleave_rounds}",
                "--set", "bench_crosscheck_rounds=2", "--set", "bench_crosscheck_prompts=8", timeout=3600)
     assert done.returncode == 0, f"the full report failed (rc {done.returncode}):\n{done.stderr[-4000:]}"

@@ -497,6 +497,10 @@ class LaunchSample(Record):
     eagle3_tok_s: float
     speedup: float
     accept_length: Optional[float] = None
+    concurrency: Optional[int] = None  # the point measured (None in sidecars written before it was kept)
+    # decode-only rates (running requests / mean TPOT, pooled over the blocks): the rate the cost model predicts
+    baseline_decode_tok_s: Optional[float] = None
+    eagle3_decode_tok_s: Optional[float] = None
     plain_step_ms: Optional[float] = None  # from the cycle timers, when the harness traced both servers
     cycle_ms: Optional[float] = None
     cycle_in_plain_steps: Optional[float] = None
@@ -581,6 +585,9 @@ class PatchBenchSidecar(Sidecar):
     timings: dict[str, float] = Field(default_factory=dict)  # seconds per part of the notebook, measured
     cycle_components: Optional[CycleComponentsRecord] = None  # bench.cycle: the cycle by component, measured
     launch_spread: Optional[LaunchSpreadRecord] = None  # bench.launch_spread: the headline pair relaunched
+    # the interleaved launch's pair at every concurrency it measured (bench.interleave; the profile's
+    # bench_interleave_concurrency): both arms in the same spells, what the cost model's run check is scored on too
+    interleaved_sweep: list[LaunchSample] = Field(default_factory=list)
     # False while notebook 03 is still measuring (written after each arm, notebook.patch_and_bench.PartialSidecar);
     # a sidecar left with False is a run that stopped after the arms it lists
     complete: bool = True

@@ -80,6 +80,43 @@ def test_pooled_acceptance_is_unknown_when_one_block_has_none():
     assert interleave.pooled([spec, plain]).accept_length is None  # not the acceptance of the blocks that have one
 
 
+def test_the_schedule_measures_every_concurrency_in_each_round_on_the_same_blocks_in_mirrored_order():
+    blocks = {c: interleave.block_configs(config(), c, 4, prompts=16) for c in (4, 1, 2)}
+    plan = interleave.schedule(blocks)
+    assert [(b.round, b.concurrency, b.arm) for b in plan[:6]] == [
+        (1, 1, "baseline"), (1, 1, "eagle3"), (1, 2, "baseline"), (1, 2, "eagle3"), (1, 4, "baseline"),
+        (1, 4, "eagle3")]
+    assert [(b.concurrency, b.arm) for b in plan if b.round == 2][:2] == [(1, "eagle3"), (1, "baseline")]
+    for c, configs in blocks.items():  # each arm runs every block of each point, in order, and nothing else
+        for arm in ("baseline", "eagle3"):
+            assert [b.config for b in plan if b.concurrency == c and b.arm == arm] == configs
+    assert len(plan) == 2 * sum(len(configs) for configs in blocks.values())
+
+
+def test_a_point_with_fewer_rounds_sits_out_the_last_ones_and_no_point_is_refused():
+    plan = interleave.schedule({1: interleave.block_configs(config(), 1, 4, prompts=16),
+                                4: interleave.block_configs(config(), 4, 4, prompts=8)})  # 8 prompts: 2 rounds at 4
+    assert max(b.round for b in plan if b.concurrency == 4) == 2 and max(b.round for b in plan) == 4
+    with pytest.raises(BenchError, match="at least one concurrency"):
+        interleave.schedule({})
+
+
+def _with_tpot(point, mean: float, count: int):
+    metrics = dataclasses.replace(point.metrics, tpot_s=dataclasses.replace(point.metrics.tpot_s, mean=mean,
+                                                                            count=count))
+    return dataclasses.replace(point, metrics=metrics)
+
+
+def test_the_pooled_decode_rate_is_running_requests_over_the_requests_mean_tpot():
+    point = synthetic_arm("b", [2], 0.01, kind="baseline").points[0]
+    assert interleave.pooled([point]).decode_tok_s == pytest.approx(point.metrics.decode_tok_per_s)
+    fast, slow = _with_tpot(point, 0.01, 6), _with_tpot(point, 0.04, 2)
+    # weighted by requests: (6 x 10 ms + 2 x 40 ms) / 8 = 17.5 ms, not the mean of the two blocks' rates or TPOTs
+    assert interleave.pooled([fast, slow]).decode_tok_s == pytest.approx(2 / 0.0175)
+    other = synthetic_arm("c", [1], 0.01, kind="baseline").points[0]
+    assert interleave.pooled([point, other]).decode_tok_s is None  # two concurrencies have no one decode rate
+
+
 def test_a_block_that_measured_nothing_is_refused():
     lost = synthetic_arm("x", [2], 0.01, kind="baseline").points[0]
     lost.status = "failed"
@@ -112,6 +149,11 @@ def test_an_interleaved_pair_pools_each_arm_and_keeps_every_round(tmp_path):
     assert sample.plain_step_ms and sample.cycle_ms and sample.cycle_ms > sample.plain_step_ms
     assert sample.round_accept_lengths == pytest.approx([3.0, 3.0])
     assert launch_spread.how_measured(sample).endswith("acceptance 3.00 to 3.00)")
+    assert sample.concurrency == 1 and sample.baseline_decode_tok_s == pytest.approx(1 / 0.03)  # TPOTs 20, 40 ms
+    assert sample.eagle3_decode_tok_s == pytest.approx(1 / 0.015)
+    row, = launch_spread.point_rows([sample])
+    assert (row["concurrency"], row["decode speedup"], row["rounds"]) == (1, 2.0, 2)
+    assert row["bootstrap interval"] == f"{sample.speedup_low:.2f} to {sample.speedup_high:.2f}"
 
 
 def test_an_interleaved_pair_with_a_lost_block_is_a_reason():

@@ -159,12 +159,12 @@ def test_the_headline_pair_was_relaunched_and_each_pair_measured_on_its_own_serv
     bench_dir = root / "artifacts" / "03_bench.cpu"
     for number in range(1, rounds + 1):
         for arm in ("baseline", "eagle3"):
-            block = json.loads((bench_dir / f"{arm}-launch2-round{number}.arm.json").read_text())
+            block = json.loads((bench_dir / f"{arm}-launch2-c{spread['concurrency']}-round{number}.arm.json").read_text())
             assert block["points"][0]["concurrency"] == spread["concurrency"] and block["status"] == "measured"
     first, again = spread["launches"][0], spread["launches"][1]
     c1 = {row["arm"]: row["out_tok_s"] for row in data["arms"] if row["concurrency"] == spread["concurrency"]}
     assert round(first["baseline_tok_s"], 1) == c1["baseline"] and round(first["eagle3_tok_s"], 1) == c1["eagle3"]
-    assert again["baseline_arm"] == "baseline-launch2" and again["eagle3_arm"] == "eagle3-launch2"
+    assert again["baseline_arm"] == "baseline-launch2-c1" and again["eagle3_arm"] == "eagle3-launch2-c1"
     for s in spread["launches"]:  # each pair's own launches, traced by the harness timers
         assert s["speedup"] == pytest.approx(s["eagle3_tok_s"] / s["baseline_tok_s"])
         assert s["accept_length"] >= 2.0 and s["plain_step_ms"] > 0 and s["cycle_ms"] > 0
@@ -173,6 +173,25 @@ def test_the_headline_pair_was_relaunched_and_each_pair_measured_on_its_own_serv
     report = (root / "REPORT.md").read_text()
     assert "The same pair relaunched" in report
     assert ("Within the project's" in report) == spread["agrees"]
+
+
+def test_the_interleaved_launch_measured_every_point_and_the_model_is_checked_against_it(full_report):
+    _, root = full_report
+    data = sidecar(root, "03_patch_and_bench.cpu.json")
+    values = data["profile_values"]
+    expected = sorted(set(values["bench_interleave_concurrency"] or [1]) & set(values["bench_concurrency"]))
+    points = data["interleaved_sweep"]
+    assert [s["concurrency"] for s in points] == expected and len(expected) >= 2
+    c1 = next(s for s in data["launch_spread"]["launches"] if s["method"] == "interleaved")
+    assert points[0] == c1  # the launch table's interleaved pair is this launch's concurrency-1 point
+    for s in points:  # each point pooled from its own blocks, on both servers, decode-only rates beside
+        assert s["eagle3_arm"] == f"eagle3-launch2-c{s['concurrency']}" and s["round_speedups"]
+        assert s["baseline_decode_tok_s"] > 0 and s["eagle3_decode_tok_s"] > 0 and s["accept_length"] >= 1
+    check = json.loads((root / "artifacts" / "report_model_evidence.cpu.json").read_text())["run_check"]["interleaved"]
+    assert [r["concurrency"] for r in check["rows"]] == expected
+    assert check["rows"][0]["measured_baseline_tok_s"] == pytest.approx(points[0]["baseline_decode_tok_s"])
+    assert "interleaved rounds" in check["calibrated_on"] and check["speedup_mape_pct"] is not None
+    assert "The same model against the interleaved launch" in (root / "REPORT.md").read_text()
 
 
 def test_the_sglang_the_report_ran_on_is_pristine_after_it(full_report):

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from eagle3lab.bench.metrics import PointMetrics
 from eagle3lab.bench.sweep import PointResult
 from eagle3lab.bench.workload import SweepConfig
 from eagle3lab.errors import BenchError
@@ -68,11 +69,39 @@ def block_configs(config: SweepConfig, concurrency: int, rounds: int, prompts: i
 
 
 @dataclass(frozen=True)
+class Block:
+    """One block of the interleaved schedule: which round, which concurrency, which arm, on which prompts."""
+
+    round: int  # 1-based
+    concurrency: int
+    arm: str
+    config: SweepConfig
+
+
+def schedule(blocks: dict[int, Sequence[SweepConfig]], first: str = BASELINE, second: str = EAGLE3) -> list[Block]:
+    """Every concurrency's blocks (``block_configs``) woven into one run: round r measures round r of each
+    concurrency, lowest first, both arms of each in the round's mirrored order (``round_order``). So every point of
+    the sweep, not only the first, has both arms in the same spells of the machine; a concurrency with fewer rounds
+    (fewer prompts than rounds x concurrency) sits out the last rounds."""
+    if not blocks:
+        raise BenchError("an interleaved measurement needs at least one concurrency", key="concurrency", value=[])
+    rounds = max(len(b) for b in blocks.values())
+    out: list[Block] = []
+    for number, arms in enumerate(round_order(rounds, first, second), start=1):
+        for concurrency in sorted(blocks):
+            if number <= len(blocks[concurrency]):
+                out.extend(Block(number, concurrency, arm, blocks[concurrency][number - 1]) for arm in arms)
+    return out
+
+
+@dataclass(frozen=True)
 class Pooled:
-    """One arm over its blocks: output tokens over measured seconds, and sglang's acceptance pooled the same way."""
+    """One arm over its blocks: output tokens over measured seconds, and sglang's acceptance pooled the same way;
+    the decode-only rate as the bench defines it (running requests / mean TPOT), the TPOT pooled over requests."""
 
     tok_s: float
     accept_length: float | None
+    decode_tok_s: float | None = None
 
 
 def pooled(points: Sequence[PointResult]) -> Pooled:
@@ -88,7 +117,16 @@ def pooled(points: Sequence[PointResult]) -> Pooled:
     accept = None
     if all(m.accept_length for m in measured):  # else one block's acceptance is unknown, and so is the pool's
         accept = tokens / sum(m.output_tokens / m.accept_length for m in measured)
-    return Pooled(tok_s=tokens / seconds, accept_length=accept)
+    return Pooled(tok_s=tokens / seconds, accept_length=accept, decode_tok_s=_pooled_decode_rate(measured))
+
+
+def _pooled_decode_rate(measured: Sequence[PointMetrics]) -> float | None:
+    """Running requests over the requests' mean TPOT across all blocks (each block's mean weighted by its requests);
+    None when the blocks ran at different concurrencies or a block has no TPOT."""
+    if len({m.concurrency for m in measured}) != 1 or not all(m.tpot_s.count and m.tpot_s.mean > 0 for m in measured):
+        return None
+    tpot = sum(m.tpot_s.mean * m.tpot_s.count for m in measured) / sum(m.tpot_s.count for m in measured)
+    return measured[0].concurrency / tpot
 
 
 def round_speedups(baseline: Sequence[PointResult], eagle3: Sequence[PointResult]) -> list[float]:

@@ -52,7 +52,9 @@ def launch_sample(launch: int, baseline: ArmResult, eagle3: ArmResult, concurren
     base_rate, spec_rate = b.metrics.output_tok_per_s, e.metrics.output_tok_per_s
     sample: dict[str, Any] = {"launch": launch, "baseline_arm": baseline.name, "eagle3_arm": eagle3.name,
                               "baseline_tok_s": base_rate, "eagle3_tok_s": spec_rate, "speedup": spec_rate / base_rate,
-                              "accept_length": e.metrics.accept_length, "load_average": os.getloadavg()[0]}
+                              "accept_length": e.metrics.accept_length, "concurrency": concurrency,
+                              "baseline_decode_tok_s": b.metrics.decode_tok_per_s,
+                              "eagle3_decode_tok_s": e.metrics.decode_tok_per_s, "load_average": os.getloadavg()[0]}
     if trace is not None and trace.exists():
         try:
             table = cycle.table_from_arms(trace, baseline, eagle3, profile, batch_size=concurrency, shims=shims)
@@ -84,6 +86,8 @@ def interleaved_sample(launch: int, baseline_blocks: Sequence[ArmResult], eagle3
         "launch": launch, "baseline_arm": baseline_blocks[0].name.rsplit("-round", 1)[0],
         "eagle3_arm": eagle3_blocks[0].name.rsplit("-round", 1)[0], "baseline_tok_s": base.tok_s,
         "eagle3_tok_s": spec.tok_s, "speedup": spec.tok_s / base.tok_s, "accept_length": spec.accept_length,
+        "concurrency": concurrency, "baseline_decode_tok_s": base.decode_tok_s,
+        "eagle3_decode_tok_s": spec.decode_tok_s,
         "load_average": os.getloadavg()[0], "method": "interleaved",
         "round_speedups": [round(x, 4) for x in interleave.round_speedups(b_points, e_points)],
         "round_accept_lengths": [_round(interleave.pooled([e]).accept_length) for e in e_points],
@@ -186,6 +190,27 @@ def rows(record: LaunchSpreadRecord) -> list[dict[str, Any]]:
                 "acceptance length": "", "plain step ms": "", "cycle ms": "", "cycle in plain steps": "",
                 "load (1 min)": ""})
     return out
+
+
+def point_rows(samples: Sequence[LaunchSample]) -> list[dict[str, Any]]:
+    """For people: the interleaved launch's pair at each concurrency (client-seen and decode-only rates, the
+    speedup with its bootstrap interval, the EAGLE-3 acceptance)."""
+    def r(value: float | None, digits: int = 1) -> float | str:
+        return round(value, digits) if value is not None else "--"
+
+    def interval(s: LaunchSample) -> str:
+        return f"{s.speedup_low:.2f} to {s.speedup_high:.2f}" if s.speedup_low and s.speedup_high else "--"
+
+    def decode_speedup(s: LaunchSample) -> float | None:
+        both = s.baseline_decode_tok_s and s.eagle3_decode_tok_s
+        return s.eagle3_decode_tok_s / s.baseline_decode_tok_s if both else None  # type: ignore[operator]
+
+    return [{"launch": s.launch, "concurrency": s.concurrency, "rounds": len(s.round_speedups),
+             "baseline tok/s": r(s.baseline_tok_s), "EAGLE-3 tok/s": r(s.eagle3_tok_s), "speedup": r(s.speedup, 2),
+             "bootstrap interval": interval(s), "baseline decode tok/s": r(s.baseline_decode_tok_s),
+             "EAGLE-3 decode tok/s": r(s.eagle3_decode_tok_s), "decode speedup": r(decode_speedup(s), 2),
+             "acceptance length": r(s.accept_length, 2)}
+            for s in sorted(samples, key=lambda s: (s.launch, s.concurrency or 0))]
 
 
 def verdict(record: LaunchSpreadRecord) -> str:

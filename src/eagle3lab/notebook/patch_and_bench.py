@@ -23,6 +23,7 @@ from eagle3lab.bench.sweep import (ARM_FAILED, ARM_KIND_BASELINE, ARM_KIND_EAGLE
 from eagle3lab.bench.workload import SweepConfig, model_vocab_size, special_id_floor
 from eagle3lab.errors import BenchError, BenchmarkIncomplete, ExpectationError
 from eagle3lab.package import patching
+from eagle3lab.progress import progress_bar
 from eagle3lab.package.diffs import PatchInfo
 from eagle3lab.fix.relaunch import StepResult, patched_server, serving_server, stop_serving
 from eagle3lab.runtime.cpu_harness.changes import harness_changes
@@ -175,44 +176,58 @@ def run_experiment_arm(plan: SpecArmPlan, profile: Profile, models: Models, conf
     return arm
 
 
+@dataclass(frozen=True)
+class Relaunched:
+    """The headline pair relaunched: the launch-to-launch spread at concurrency 1, and the interleaved launch's
+    pair at every concurrency it measured (each point's both arms in the same spells)."""
+
+    spread: LaunchSpreadRecord | None
+    interleaved: list[LaunchSample]
+
+
 def relaunched_spread(plan: SpecArmPlan, profile: Profile, models: Models, config: SweepConfig, out_dir: Path,
                       logs_dir: Path, patch: str, shims: Sequence[str], baseline_shims: Sequence[str],
                       baseline: ArmResult, eagle3: ArmResult, trace: Path | None, concurrency: int = 1
-                      ) -> LaunchSpreadRecord | None:
-    """The headline pair relaunched ``profile.bench_launch_repeats`` times at ``concurrency``, beside the benchmark
-    table's own launches (pair 1: EAGLE-3 on the chain's server, then the baseline); the spread across pairs
+                      ) -> Relaunched:
+    """The headline pair relaunched ``profile.bench_launch_repeats`` times, beside the benchmark table's own
+    launches (pair 1: EAGLE-3 on the chain's server, then the baseline); the spread across pairs at ``concurrency``
     (``bench.launch_spread``). With ``bench_interleave_rounds`` each relaunched pair has both servers up at once and
-    measures the point in alternating blocks (``bench.interleave``); without, the two arms run one after the
-    other, in mirrored order from pair to pair, so that a slow spell of a shared machine falls on both arms. A
-    relaunch that measures nothing is kept as a skipped pair with its reason; None when fewer than two pairs
-    measured (or no repeats asked)."""
+    measures, in alternating blocks, every concurrency of ``profile.interleave_concurrency`` in each round
+    (``bench.interleave``); without, the two arms run one after the other at ``concurrency``, in mirrored order
+    from pair to pair, so that a slow spell of a shared machine falls on both arms. A relaunch that measures
+    nothing is kept as a skipped pair with its reason; the spread is None when fewer than two pairs measured (or
+    no repeats asked)."""
     if profile.bench_launch_repeats < 1:
-        return None
-    point_config = dataclasses.replace(config, concurrency=[concurrency])
+        return Relaunched(None, [])
     order = ["eagle3, baseline"]
     pairs = [spread.launch_sample(1, baseline, eagle3, concurrency, trace, profile.name, shims)]
+    interleaved: list[LaunchSample] = []
     arms_of = {interleave.BASELINE: _PairArm(False, baseline_shims, None, models),
                interleave.EAGLE3: _PairArm(True, shims, patch, plan.models(models))}
     for launch in range(2, profile.bench_launch_repeats + 2):
         if profile.bench_interleave_rounds:
-            blocks = interleave.block_configs(point_config, concurrency, profile.bench_interleave_rounds,
-                                              profile.bench_interleave_prompts)
-            order.append(interleave.order_label(len(blocks)))
-            pairs.append(_interleaved_pair(launch, plan, profile, arms_of, blocks, out_dir, logs_dir, trace, shims,
-                                           concurrency))
+            blocks = {c: interleave.block_configs(dataclasses.replace(config, concurrency=[c]), c,
+                                                  profile.bench_interleave_rounds, profile.bench_interleave_prompts)
+                      for c in sorted({concurrency, *profile.interleave_concurrency})}
+            order.append(interleave.order_label(len(blocks[concurrency])))
+            by_point = _interleaved_pair(launch, plan, profile, arms_of, blocks, out_dir, logs_dir, trace, shims)
+            pairs.append(by_point[concurrency])
+            interleaved.extend(s for s in by_point.values() if not isinstance(s, str))
             continue
         runs = ["baseline", "eagle3"] if launch % 2 == 0 else ["eagle3", "baseline"]
         order.append(", ".join(runs))
         arms: dict[str, ArmResult] = {}
         for name in runs:
             arm = arms_of[name]
-            arms[name], _ = run_server_arm(f"{name}-launch{launch}", profile, arm.models, point_config, out_dir,
+            arms[name], _ = run_server_arm(f"{name}-launch{launch}", profile, arm.models,
+                                           dataclasses.replace(config, concurrency=[concurrency]), out_dir,
                                            logs_dir, kind=arm.kind(plan), speculative=arm.speculative,
                                            shims=arm.shims, patch=arm.patch)
         pairs.append(spread.launch_sample(launch, arms["baseline"], arms["eagle3"], concurrency, trace, profile.name,
                                           shims))
-    return spread.spread_record([p for p in pairs if not isinstance(p, str)], concurrency, " | ".join(order),
-                                [p for p in pairs if isinstance(p, str)])
+    record = spread.spread_record([p for p in pairs if not isinstance(p, str)], concurrency, " | ".join(order),
+                                  [p for p in pairs if isinstance(p, str)])
+    return Relaunched(record, interleaved)
 
 
 @dataclass(frozen=True)
@@ -229,26 +244,27 @@ class _PairArm:
 
 
 def _interleaved_pair(launch: int, plan: SpecArmPlan, profile: Profile, arms_of: dict[str, _PairArm],
-                      blocks: Sequence[SweepConfig], out_dir: Path, logs_dir: Path, trace: Path | None,
-                      shims: Sequence[str], concurrency: int) -> LaunchSample | str:
-    """Both servers of the pair up at once (the EAGLE-3 one on a free port), each block of prompts measured on
-    both in the round's order; both stopped on every way out."""
-    check_greedy(profile, blocks[0])
+                      blocks: dict[int, Sequence[SweepConfig]], out_dir: Path, logs_dir: Path, trace: Path | None,
+                      shims: Sequence[str]) -> dict[int, LaunchSample | str]:
+    """Both servers of the pair up at once (the EAGLE-3 one on a free port), every concurrency's block measured on
+    both in each round (``interleave.schedule``); both stopped on every way out. One sample per concurrency."""
+    plan_blocks = interleave.schedule(blocks)
+    check_greedy(profile, plan_blocks[0].config)
     specs = {name: server_spec(profile, arm.models, speculative=arm.speculative, shims=arm.shims,
                                port=free_port(profile.host) if arm.speculative else None)
              for name, arm in arms_of.items()}
-    measured: dict[str, list[ArmResult]] = {name: [] for name in arms_of}
+    measured: dict[tuple[str, int], list[ArmResult]] = {(name, c): [] for name in arms_of for c in blocks}
     with contextlib.ExitStack() as servers:
         for name, spec in specs.items():
             log = Path(logs_dir) / f"03_{name}-launch{launch}.{profile.name}.log"
             patches = [arms_of[name].patch] if arms_of[name].patch else []
             servers.enter_context(patched_server(spec, log, profile.ready_timeout_s, patches))
-        for number, (block, names) in enumerate(zip(blocks, interleave.round_order(len(blocks))), start=1):
-            for name in names:
-                measured[name].append(run_arm(f"{name}-launch{launch}-round{number}", specs[name].base_url, block,
-                                              out_dir, kind=arms_of[name].kind(plan)))
-    return spread.interleaved_sample(launch, measured[interleave.BASELINE], measured[interleave.EAGLE3], concurrency,
-                                     trace, profile.name, shims)
+        for block in progress_bar(plan_blocks, desc=f"interleaved launch {launch}", unit="block", leave=False):
+            measured[(block.arm, block.concurrency)].append(
+                run_arm(f"{block.arm}-launch{launch}-c{block.concurrency}-round{block.round}",
+                        specs[block.arm].base_url, block.config, out_dir, kind=arms_of[block.arm].kind(plan)))
+    return {c: spread.interleaved_sample(launch, measured[(interleave.BASELINE, c)], measured[(interleave.EAGLE3, c)],
+                                         c, trace, profile.name, shims) for c in sorted(blocks)}
 
 
 BENCH_REPORT, BENCH_REPORT_FAILED = "bench_report.json", "bench_report.failed.json"

@@ -86,6 +86,12 @@ class Profile(BaseModel):
         description="measured prompts per arm in an interleaved launch, split across its rounds (acceptance, "
                     "and with it the EAGLE-3 rate, varies from prompt to prompt: more prompts, a steadier pooled "
                     "speedup); null: the concurrency-1 point's own count")
+    bench_interleave_concurrency: Optional[list[Annotated[int, Field(gt=0, le=MAX_BENCH_CONCURRENCY)]]] = Field(
+        default=None, min_length=1,
+        description="the concurrencies an interleaved launch measures, each in every round (a round runs each "
+                    "concurrency's block on both servers), so that the cost model's run check can compare both arms "
+                    "at every point in the same spells of the machine; those not in bench_concurrency are not "
+                    "measured. null: concurrency 1 only")
     bench_crosscheck_rounds: int = Field(
         default=1, ge=1, le=MAX_CROSSCHECK_ROUNDS,
         description="runs of sglang's bench_serving and of our client each, alternated in mirrored order on the "
@@ -114,6 +120,13 @@ class Profile(BaseModel):
             raise ValueError("must be a plain name (letters, digits, '.', '_', '-'; no path separator, no '..', "
                              "not starting with '.')")
         return value
+
+    @property
+    def interleave_concurrency(self) -> list[int]:
+        """The concurrencies an interleaved launch measures, ascending: those of ``bench_interleave_concurrency``
+        the sweep has (a sweep cut short by an override, ``bench_concurrency=[1]``, interleaves only what it
+        measures, since each interleaved point is set beside the sweep's own), concurrency 1 unless set."""
+        return sorted(set(self.bench_interleave_concurrency or [1]) & set(self.bench_concurrency))
 
     @property
     def uses_tiny_model(self) -> bool:
