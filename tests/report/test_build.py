@@ -504,3 +504,31 @@ def test_launch_spread_renders_every_pair_sourced_and_the_verdict_follows_the_ru
     assert "Beyond the project's 10% rule: on this machine one launch's speedup is one draw" in text
     assert unsourced(text, sources) == []
 
+
+
+def test_the_interleaved_run_check_renders_its_own_table_sourced_beside_the_sweeps(sources, cpu_profile):
+    """A run check with an interleaved launch: its table and MAPE lines in section 6 and the summary, every number
+    one of the evidence's; without it, no such table."""
+    from conftest import synthetic_arm
+
+    from eagle3lab.bench import launch_spread
+    from eagle3lab.bench.sweep import BenchReport
+
+    def pair(c: int, base_step: float, spec_step: float):
+        base = [synthetic_arm(f"baseline-launch2-c{c}-round{r}", (c,), base_step, kind="baseline") for r in (1, 2)]
+        spec = [synthetic_arm(f"eagle3-launch2-c{c}-round{r}", (c,), spec_step, verify_ct=3, kind="eagle3")
+                for r in (1, 2)]
+        return launch_spread.interleaved_sample(2, base, spec, c)
+
+    report = BenchReport.create("cpu", [synthetic_arm("baseline", (1, 4), 0.02),
+                                        synthetic_arm("eagle3", (1, 4), 0.04, verify_ct=6)])
+    check = model_evidence.measured_run_check(cpu_profile, report, mem_bandwidth=5e9,
+                                              interleaved=[pair(1, 0.025, 0.03), pair(4, 0.025, 0.045)])
+    sources.model.run_check, sources.model.run_check_missing = check, None
+    text = render(sources)
+    assert "The same model against the interleaved launch (launch 2" in text
+    assert f"| 4 | {check['interleaved']['rows'][1]['measured_baseline_tok_s']:,.1f} | " in text
+    assert f"{check['interleaved']['speedup_mape_pct']:,.1f}% counting the passes only" in text  # the summary
+    assert unsourced(text, sources) == [] and untagged(text, sources) == []
+    sources.model.run_check = {**check, "interleaved": None}
+    assert "against the interleaved launch" not in render(sources)

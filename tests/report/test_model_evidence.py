@@ -230,3 +230,51 @@ def test_the_naive_baseline_holds_the_single_stream_speedup_on_the_models_own_po
     alone = BenchReport.create("cpu", [synthetic_arm("baseline", (1,), 0.02),
                                        synthetic_arm("eagle3", (1,), 0.04, verify_ct=6)])
     assert measured_run_check(cpu, alone, mem_bandwidth=BANDWIDTH)["naive"] is None
+
+
+def _interleaved(launch: int, concurrency: int, base_step_s: float, spec_step_s: float, rounds: int = 2):
+    """One interleaved launch's pair at ``concurrency`` from synthetic blocks (no server): acceptance 9 / 3."""
+    from eagle3lab.bench import launch_spread
+
+    base = [synthetic_arm(f"baseline-launch{launch}-c{concurrency}-round{r}", (concurrency,), base_step_s,
+                          kind="baseline") for r in range(1, rounds + 1)]
+    spec = [synthetic_arm(f"eagle3-launch{launch}-c{concurrency}-round{r}", (concurrency,), spec_step_s, verify_ct=3,
+                          kind="eagle3") for r in range(1, rounds + 1)]
+    return launch_spread.interleaved_sample(launch, base, spec, concurrency)
+
+
+def test_the_interleaved_launch_is_checked_calibrated_on_its_own_single_stream_step_not_the_sweeps(cpu):
+    """The sweep's baseline steps at 20 ms, the interleaved launch's at 25 ms (another spell): the interleaved check
+    is calibrated on 25 ms and predicts its own points from the acceptance pooled there (9 tokens in 3 verifies)."""
+    report = BenchReport.create("cpu", [synthetic_arm("baseline", (1, 4), 0.02),
+                                        synthetic_arm("eagle3", (1, 4), 0.04, verify_ct=6)])
+    samples = [_interleaved(2, 1, 0.025, 0.03), _interleaved(2, 4, 0.025, 0.045)]
+    check = measured_run_check(cpu, report, mem_bandwidth=BANDWIDTH, interleaved=samples)
+    inter = check["interleaved"]
+    assert inter["launch"] == 2 and "25.00 ms (launch 2, both servers up, 2 interleaved rounds" in inter["calibrated_on"]
+    dep, _ = run_deployment(cpu, None, mem_bandwidth=BANDWIDTH, step=(0.025, "here"))
+    spec = SpeculativeSpec.from_profile(cpu, cpu.draft_model)
+    one, four = inter["rows"]
+    assert one["baseline_role"] == "calibration" and one["measured_baseline_tok_s"] == pytest.approx(40.0)
+    assert four["measured_baseline_tok_s"] == pytest.approx(160.0)
+    assert four["predicted_baseline_tok_s"] == pytest.approx(plain_tok_s(dep, 4))
+    assert four["measured_speedup"] == pytest.approx(0.025 / 0.045) and four["accept_length"] == pytest.approx(3.0)
+    assert four["predicted_speedup"] == pytest.approx(speedup(dep, spec, 4, 3.0))
+    assert inter["speedup_mape_pct"] == pytest.approx(
+        (abs(one["speedup_error_pct"]) + abs(four["speedup_error_pct"])) / 2)
+    assert inter["naive"]["held_speedup"] == pytest.approx(0.025 / 0.03)  # the interleaved one, not the sweep's 0.5
+    assert inter["naive"]["naive_mape_pct"] == pytest.approx(abs(0.025 / 0.03 - 0.025 / 0.045) / (0.025 / 0.045) * 100)
+    # the sweep's own check is untouched by it
+    assert check["rows"][0]["measured_baseline_tok_s"] == pytest.approx(50.0)
+
+
+def test_the_interleaved_check_needs_a_single_stream_point_to_calibrate_on(cpu):
+    report = BenchReport.create("cpu", [synthetic_arm("baseline", (1, 4), 0.02),
+                                        synthetic_arm("eagle3", (1, 4), 0.04, verify_ct=6)])
+    assert measured_run_check(cpu, report, mem_bandwidth=BANDWIDTH)["interleaved"] is None
+    only_four = [_interleaved(2, 4, 0.025, 0.045)]
+    assert measured_run_check(cpu, report, mem_bandwidth=BANDWIDTH, interleaved=only_four)["interleaved"] is None
+    # two interleaved launches: the first is checked, not a mix of both
+    two = [_interleaved(3, 1, 0.05, 0.03), _interleaved(2, 1, 0.025, 0.03), _interleaved(2, 4, 0.025, 0.045)]
+    inter = measured_run_check(cpu, report, mem_bandwidth=BANDWIDTH, interleaved=two)["interleaved"]
+    assert inter["launch"] == 2 and [r["concurrency"] for r in inter["rows"]] == [1, 4]

@@ -453,19 +453,7 @@ def _run_check_context(check: Optional[Mapping[str, Any]], missing: Optional[str
     """The model against this run: rows, MAPE and trends, and a sentence for what could not be checked."""
     if not check:
         return {"rows": [], "missing": missing}
-    rows = []
-    for row in check["rows"]:
-        rows.append({"concurrency": row["concurrency"], "measured": _r(row["measured_baseline_tok_s"]),
-                     "predicted": _r(row["predicted_baseline_tok_s"]),
-                     "error": "calibration" if row["baseline_role"] == "calibration" else _r(row["baseline_error_pct"]),
-                     "eagle3": _r(row.get("measured_eagle3_tok_s")) if "measured_eagle3_tok_s" in row else "--",
-                     "accept": _r(row.get("accept_length"), 2) if "accept_length" in row else "--",
-                     "measured_speedup": _r(row.get("measured_speedup"), 2) if "measured_speedup" in row else "--",
-                     "predicted_speedup": _r(row.get("predicted_speedup"), 2) if "predicted_speedup" in row else "--",
-                     "speedup_error": _r(row.get("speedup_error_pct")) if "speedup_error_pct" in row else "--",
-                     "turnover_speedup": _r(row["turnover_speedup"], 2) if "turnover_speedup" in row else "--",
-                     "turnover_error": _r(row["turnover_speedup_error_pct"])
-                     if "turnover_speedup_error_pct" in row else "--"})
+    rows = _run_rows(check["rows"])
     lines = []
     if check.get("baseline_mape_pct") is not None:
         trend = check.get("baseline_trend") or {}
@@ -495,7 +483,49 @@ def _run_check_context(check: Optional[Mapping[str, Any]], missing: Optional[str
                      + " (parts of at least 1% shown) **[modelled]**.")
     return {**check, "context": f"{check['context']:g}", "rows": rows, "lines": lines, "missing": None,
             "calibration_clause": _calibration_clause(check),
-            "has_speedup": check.get("speedup_mape_pct") is not None}
+            "has_speedup": check.get("speedup_mape_pct") is not None,
+            "interleaved": _interleaved_context(check.get("interleaved"), goal)}
+
+
+def _run_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A run check's rows as the report's table cells ("--" where a point has no such value)."""
+    def cell(row: Mapping[str, Any], key: str, digits: int = 1) -> Any:
+        return _r(row[key], digits) if key in row else "--"
+
+    return [{"concurrency": row["concurrency"], "measured": _r(row["measured_baseline_tok_s"]),
+             "predicted": _r(row["predicted_baseline_tok_s"]),
+             "error": "calibration" if row["baseline_role"] == "calibration" else _r(row["baseline_error_pct"]),
+             "eagle3": cell(row, "measured_eagle3_tok_s"), "accept": cell(row, "accept_length", 2),
+             "measured_speedup": cell(row, "measured_speedup", 2),
+             "predicted_speedup": cell(row, "predicted_speedup", 2), "speedup_error": cell(row, "speedup_error_pct"),
+             "turnover_speedup": cell(row, "turnover_speedup", 2),
+             "turnover_error": cell(row, "turnover_speedup_error_pct")} for row in rows]
+
+
+def _interleaved_context(check: Optional[Mapping[str, Any]], goal: Optional[float]) -> dict[str, Any]:
+    """The model against the interleaved launch (both arms at every concurrency in the same spells): its table
+    and its MAPEs beside the naive baseline; empty without an interleaved launch at concurrency 1."""
+    if not check:
+        return {"rows": [], "lines": []}
+    lines = []
+    if check.get("baseline_mape_pct") is not None:
+        lines.append(f"Plain decode rate: MAPE {_r(check['baseline_mape_pct'])}%"
+                     f"{_goal(check['baseline_mape_pct'], goal)} over the concurrencies it was not calibrated on"
+                     + (f"; {_r(check['turnover_baseline_mape_pct'])}% with request turnover"
+                        if check.get("turnover_baseline_mape_pct") is not None else "")
+                     + " **[modelled]** vs **[measured]**.")
+    if check.get("speedup_mape_pct") is not None:
+        naive = check.get("naive") or {}
+        lines.append(f"EAGLE-3 speedup from the acceptance pooled at each point: MAPE {_r(check['speedup_mape_pct'])}%"
+                     f"{_goal(check['speedup_mape_pct'], goal)} counting the decode passes only"
+                     + (f", {_r(check['turnover_speedup_mape_pct'])}%"
+                        f"{_goal(check['turnover_speedup_mape_pct'], goal)} with request turnover"
+                        if check.get("turnover_speedup_mape_pct") is not None else "")
+                     + " **[modelled]** vs **[measured]**.")
+        if naive:
+            lines.extend(_naive_lines(check))
+    return {"rows": _run_rows(check["rows"]), "lines": lines, "calibrated_on": check["calibrated_on"],
+            "launch": check["launch"]}
 
 
 def _naive_lines(check: Mapping[str, Any]) -> list[str]:
@@ -532,7 +562,7 @@ def _turnover_lines(check: Mapping[str, Any], goal: Optional[float]) -> list[str
     t = check.get("turnover") or {}
     if t.get("speedup_mape_pct") is None or t.get("baseline_mape_pct") is None:
         return [f"Request turnover (the other requests' prefills each running request waits for) is not counted on "
-                f"this run: {'; '.join(t.get('missing') or ['no prefill timed'])}."] if t else []
+                f"this run: {'; '.join(t.get('missing') or ['no prefill timed'])} **[measured]**."] if t else []
     sources = t.get("sources") or {}
     return [f"Counting request turnover as well (`costmodel/turnover.py`: at concurrency c each running request also "
             f"waits for the other c - 1 requests' prefills, spread over its {t['decode_tokens']} decode tokens; "
@@ -796,10 +826,17 @@ def _summary(crash: dict | None, trace: dict | None, fix: dict | None, model: di
                  f"{b.num('model.run_check.naive.naive_mape_pct', ',.1f')}%, the model by "
                  f"{b.num('model.run_check.naive.model_mape_pct', ',.1f')}%"
                  if (evidence.run_check or {}).get("naive") else "")
+        inter = (evidence.run_check or {}).get("interleaved") or {}
+        interleaved = (f"; against the interleaved launch, where both arms ran every concurrency in the same spells, "
+                       f"{b.num('model.run_check.interleaved.speedup_mape_pct', ',.1f')}% counting the passes only"
+                       + (f" (holding its concurrency-1 speedup: "
+                          f"{b.num('model.run_check.interleaved.naive.naive_mape_pct', ',.1f')}% on the others)"
+                          if inter.get("naive") else "")
+                       if inter.get("speedup_mape_pct") is not None else "")
         lines.append(b.sentence("summary.run_check", (
             f"On this run the model's speedups, predicted from the measured acceptance, miss the measured ones by "
             f"MAPE {b.num('model.run_check.speedup_mape_pct', ',.1f')}% counting the decode passes only"
-            f"{with_turnover}{naive} (section 6) **[modelled]** vs **[measured]**.")))
+            f"{with_turnover}{naive}{interleaved} (section 6) **[modelled]** vs **[measured]**.")))
     return lines
 
 
@@ -856,7 +893,8 @@ def gather_sources(profile: str = "cpu", figures: Sequence[Path] = (),
     if model is None:
         model = model_evidence.gather(profile, s03.bench_report if s03 else None,
                                       s03.profile_values if s03 else None,
-                                      s03.cycle_components.by_point if s03 and s03.cycle_components else None)
+                                      s03.cycle_components.by_point if s03 and s03.cycle_components else None,
+                                      s03.interleaved_sweep if s03 else ())
     return ReportSources(profile=profile, generated=model.computed_on,
                          environment=s01.environment if s01 else environment_table(), crash=s01, trace=s02,
                          patch=s03, model=model, incident=incident.facts(), figures=[Path(f).name for f in figures])

@@ -180,8 +180,74 @@ def _mape(rows: Sequence[Mapping[str, Any]], key: str) -> Optional[float]:
     return statistics.fmean(values) if values else None
 
 
+def _compare_point(dep, spec, batch: int, baseline_tok_s: float,
+                   eagle3: Optional[tuple[float, Optional[float]]]) -> dict[str, Any]:
+    """One concurrency of a run check: the model's plain decode rate against the measured one and, given the
+    EAGLE-3 side's measured (rate, acceptance), its speedup from that acceptance against the measured speedup (or a
+    note on why the acceptance cannot be modelled). Concurrency 1 is the calibration point."""
+    predicted = plain_tok_s(dep, batch)
+    row: dict[str, Any] = {"concurrency": batch, "measured_baseline_tok_s": baseline_tok_s,
+                           "predicted_baseline_tok_s": predicted,
+                           "baseline_error_pct": (predicted - baseline_tok_s) / baseline_tok_s * 100,
+                           "baseline_role": "calibration" if batch == 1 else "predicted"}
+    if eagle3 is None or eagle3[1] is None:
+        return row
+    rate, accept = eagle3
+    row.update(measured_eagle3_tok_s=rate, accept_length=accept, measured_speedup=rate / baseline_tok_s)
+    try:
+        check_accept_length(accept, spec)
+    except PerfModelError as exc:
+        row["note"] = str(exc)
+        return row
+    row["predicted_speedup"] = speedup(dep, spec, batch, accept)
+    row["speedup_error_pct"] = (row["predicted_speedup"] - row["measured_speedup"]) / row["measured_speedup"] * 100
+    return row
+
+
+def _summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A run check's MAPEs over the points it predicted (the calibration point excluded), passes only and with
+    request turnover, and the naive baseline on the same points."""
+    predicted_base = [r for r in rows if r["baseline_role"] == "predicted"]
+    with_speedup = [r for r in rows if "predicted_speedup" in r]
+    return {"baseline_mape_pct": _mape(predicted_base, "baseline_error_pct"),
+            "speedup_mape_pct": _mape(with_speedup, "speedup_error_pct"),
+            "turnover_baseline_mape_pct": _mape(predicted_base, "turnover_baseline_error_pct"),
+            "turnover_speedup_mape_pct": _mape(with_speedup, "turnover_speedup_error_pct"),
+            "naive": naive_speedup_check(rows)}
+
+
+def interleaved_run_check(profile, samples: Sequence[Any], turnover: Mapping[str, Any],
+                          mem_bandwidth: Optional[float] = None) -> Optional[dict[str, Any]]:
+    """The cost model against the interleaved launch (``sidecars.LaunchSample`` per concurrency, both arms measured
+    in the same spells): calibrated on that launch's own plain single-stream decode step, it predicts the plain
+    decode rate at the other concurrencies and the speedup at each from the acceptance pooled there. Decode-only
+    rates, as the sweep's check. The first interleaved launch is used; None without one that measured
+    concurrency 1 with decode rates."""
+    interleaved = [s for s in samples if s.method == "interleaved" and s.concurrency and s.baseline_decode_tok_s]
+    if not interleaved:
+        return None
+    launch = min(s.launch for s in interleaved)
+    points = {s.concurrency: s for s in interleaved if s.launch == launch}
+    if 1 not in points:
+        return None
+    where = (f"launch {launch}, both servers up, {len(points[1].round_speedups)} interleaved rounds, "
+             f"{profile.name}")
+    dep, calibrated = run_deployment(profile, None, mem_bandwidth, step=(1.0 / points[1].baseline_decode_tok_s, where))
+    spec = SpeculativeSpec.from_profile(profile, profile.draft_model)
+    rows = []
+    for batch, sample in sorted(points.items()):
+        eagle3 = (sample.eagle3_decode_tok_s, sample.accept_length) if sample.eagle3_decode_tok_s else None
+        row = _compare_point(dep, spec, batch, sample.baseline_decode_tok_s, eagle3)
+        if sample.speedup_low is not None and sample.speedup_high is not None:
+            row["client_speedup_interval"] = [sample.speedup_low, sample.speedup_high]
+        _turnover_prediction(row, dep, spec, batch, turnover)
+        rows.append(row)
+    return {"launch": launch, "calibrated_on": calibrated, "rows": rows, **_summary(rows)}
+
+
 def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None,
-                       point_times: Optional[Sequence[Any]] = None) -> dict[str, Any]:
+                       point_times: Optional[Sequence[Any]] = None,
+                       interleaved: Sequence[Any] = ()) -> dict[str, Any]:
     """The cost model against a run measured here: calibrated on the run's own plain single-stream decode step
     (nothing else), it predicts the plain decode rate at every other concurrency and, where the EAGLE-3 arm was
     measured, the speedup at that concurrency from the measured acceptance. Rates are decode-only (the bench's
@@ -189,7 +255,9 @@ def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None,
 
     ``profile`` is the run's ``runtime.profiles.Profile``, ``report`` its ``bench.sweep.BenchReport``;
     ``point_times`` the headline arms' windows split by the cycle timers (``bench.server_time``, the cycle table's
-    ``by_point``), which say how much of each measured cycle is the decode batches the model describes.
+    ``by_point``), which say how much of each measured cycle is the decode batches the model describes;
+    ``interleaved`` the interleaved launch's pairs (``sidecars.LaunchSample``), checked the same way under
+    ``"interleaved"`` (``interleaved_run_check``).
     """
 
     dep, calibrated = run_deployment(profile, report, mem_bandwidth)
@@ -201,30 +269,17 @@ def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None,
     eagle = {p.batch: p for p in points if p.arm == "eagle3"}
     rows = []
     for batch in sorted(base):
-        measured = base[batch].tok_s
-        predicted = plain_tok_s(dep, batch)
-        row: dict[str, Any] = {"concurrency": batch, "measured_baseline_tok_s": measured,
-                               "predicted_baseline_tok_s": predicted,
-                               "baseline_error_pct": (predicted - measured) / measured * 100,
-                               "baseline_role": "calibration" if batch == 1 else "predicted"}
         other = eagle.get(batch)
-        if other is not None and other.accept_length is not None:
-            row.update(measured_eagle3_tok_s=other.tok_s, accept_length=other.accept_length,
-                       measured_speedup=other.tok_s / measured)
-            try:
-                check_accept_length(other.accept_length, spec)
-            except PerfModelError as exc:
-                row["note"] = str(exc)
-            else:
-                row["predicted_speedup"] = speedup(dep, spec, batch, other.accept_length)
-                row["speedup_error_pct"] = (row["predicted_speedup"] - row["measured_speedup"]) / \
-                    row["measured_speedup"] * 100
-                # one cycle's wall time: requests x tokens per cycle / rate; the modelled one from the model's own
-                # EAGLE-3 rate (its speedup times its own plain rate), never mixed with a measured rate
-                tokens_per_cycle = batch * other.accept_length
-                row["measured_cycle_ms"] = tokens_per_cycle / other.tok_s * 1e3
-                row["predicted_cycle_ms"] = tokens_per_cycle / (row["predicted_speedup"] * predicted) * 1e3
-                row["unmodelled_cycle_ms"] = row["measured_cycle_ms"] - row["predicted_cycle_ms"]
+        row = _compare_point(dep, spec, batch, base[batch].tok_s,
+                             (other.tok_s, other.accept_length) if other is not None else None)
+        if "predicted_speedup" in row:
+            # one cycle's wall time: requests x tokens per cycle / rate; the modelled one from the model's own
+            # EAGLE-3 rate (its speedup times its own plain rate), never mixed with a measured rate
+            tokens_per_cycle = batch * row["accept_length"]
+            row["measured_cycle_ms"] = tokens_per_cycle / row["measured_eagle3_tok_s"] * 1e3
+            row["predicted_cycle_ms"] = tokens_per_cycle / (row["predicted_speedup"] *
+                                                            row["predicted_baseline_tok_s"]) * 1e3
+            row["unmodelled_cycle_ms"] = row["measured_cycle_ms"] - row["predicted_cycle_ms"]
         for kind, key in ((ARM_KIND_BASELINE, "baseline_split"), (ARM_KIND_EAGLE3, "eagle3_split")):
             if (kind, batch) in splits:
                 row[key] = splits[(kind, batch)].model_dump(include=set(SPLIT_FIELDS))
@@ -238,13 +293,13 @@ def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None,
     with_speedup = [r for r in rows if "predicted_speedup" in r]
     one = plain_step(dep, 1)
     parts = one.target.breakdown()
+    summary = _summary(rows)
     out: dict[str, Any] = {
         "profile": report.profile, "date": report.date, "calibrated_on": calibrated, "rate": "decode",
         "target": dep.target.name, "hardware": dep.hardware.name, "context": dep.context, "rows": rows,
         "cpu_harness": bool(getattr(profile, "cpu_harness", False)),
         "single_stream_pct_by_part": {k: v / one.target.total_s * 100 for k, v in parts.items()},
-        "baseline_mape_pct": _mape(predicted_base, "baseline_error_pct"),
-        "speedup_mape_pct": _mape(with_speedup, "speedup_error_pct"),
+        "baseline_mape_pct": summary["baseline_mape_pct"], "speedup_mape_pct": summary["speedup_mape_pct"],
     }
     out["turnover"] = {
         "decode_tokens": profile.bench_output_len - 1,
@@ -252,9 +307,10 @@ def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None,
         "eagle3_prefill_ms": turnover["eagle3"].prefill_s * 1e3 if turnover["eagle3"] else None,
         "sources": {side: turnover[side].source for side in ("baseline", "eagle3") if turnover[side]},
         "missing": turnover["missing"],
-        "baseline_mape_pct": _mape(predicted_base, "turnover_baseline_error_pct"),
-        "speedup_mape_pct": _mape(with_speedup, "turnover_speedup_error_pct")}
-    out["naive"] = naive_speedup_check(rows)
+        "baseline_mape_pct": summary["turnover_baseline_mape_pct"],
+        "speedup_mape_pct": summary["turnover_speedup_mape_pct"]}
+    out["naive"] = summary["naive"]
+    out["interleaved"] = interleaved_run_check(profile, interleaved, turnover, mem_bandwidth)
     out["cycle_extra"] = _cycle_extra(dep, report)
     out["control_cycles"] = measured_cycles(report)  # the one computation, in the diagnostics engine
     if len(predicted_base) >= 1:
@@ -270,7 +326,8 @@ def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None,
 
 def _run_check(profile_name: str, bench_report_path: Optional[str],
                profile_values: Optional[dict[str, Any]] = None,
-               point_times: Optional[Sequence[Any]] = None) -> tuple[Optional[dict], Optional[str]]:
+               point_times: Optional[Sequence[Any]] = None,
+               interleaved: Sequence[Any] = ()) -> tuple[Optional[dict], Optional[str]]:
     """The run check of a profile's own benchmark, or why there is none (one line). ``profile_values`` is the
     profile exactly as notebook 03 ran it (its sidecar's ``profile_values``, overrides included); ``point_times``
     its points' windows split by the cycle timers."""
@@ -288,7 +345,7 @@ def _run_check(profile_name: str, bench_report_path: Optional[str],
                       f"({exc.errors()[0]['loc']}); rerun notebook 03")
     try:
         return measured_run_check(profile, BenchReport.load(Path(bench_report_path)),
-                                  point_times=point_times), None
+                                  point_times=point_times, interleaved=interleaved), None
     except (PerfModelError, BenchError) as exc:
         return None, str(exc)
 
@@ -296,13 +353,14 @@ def _run_check(profile_name: str, bench_report_path: Optional[str],
 # ------------------------------------------------------------------------------------------------ all of it
 def gather(profile: str, bench_report_path: Optional[str] = None,
            profile_values: Optional[dict[str, Any]] = None,
-           point_times: Optional[Sequence[Any]] = None) -> ModelEvidence:
+           point_times: Optional[Sequence[Any]] = None, interleaved: Sequence[Any] = ()) -> ModelEvidence:
     """Everything the report says about the cost model, computed now; the run check from notebook 03's benchmark
-    report, the profile values it ran with and its points' windows split by the cycle timers, when there are any."""
+    report, the profile values it ran with, its points' windows split by the cycle timers and its interleaved
+    launch's pairs, when there are any."""
 
     spec = incident_spec()
     results = validate()
-    run_check, missing = _run_check(profile, bench_report_path, profile_values, point_times)
+    run_check, missing = _run_check(profile, bench_report_path, profile_values, point_times, interleaved)
     return ModelEvidence(
         computed_on=today(),
         incident=incident_report(),

@@ -45,10 +45,12 @@ def run_models(profile: Profile) -> tuple[ModelArch, ModelArch]:
     return target, drafter
 
 
-def run_deployment(profile: Profile, report: Optional[BenchReport] = None, mem_bandwidth: Optional[float] = None) -> tuple[Deployment, str]:
+def run_deployment(profile: Profile, report: Optional[BenchReport] = None, mem_bandwidth: Optional[float] = None,
+                   step: Optional[tuple[float, str]] = None) -> tuple[Deployment, str]:
     """The deployment a profile's run measured, calibrated on its own measured plain single-stream decode step if
-    the bench report has one (else, on a GPU profile, on the incident's reported rate). Returns it with a sentence
-    saying what it was calibrated on."""
+    the bench report has one (else, on a GPU profile, on the incident's reported rate); ``step`` = (seconds, where
+    it was measured) calibrates on another measured single-stream step instead (the interleaved launch's). Returns
+    it with a sentence saying what it was calibrated on."""
     context = profile.bench_input_len + profile.bench_output_len / 2
     if profile.device == "cpu":
         target, drafter = run_models(profile)
@@ -61,10 +63,13 @@ def run_deployment(profile: Profile, report: Optional[BenchReport] = None, mem_b
         target = kimi_k25()
         dep = Deployment(target, kimi_k25_eagle3_drafter(), hardware_preset("rtx-pro-6000-blackwell"),
                          profile.tp_size, sglang_engine(), context)
-    step = single_stream_step_s(report) if report is not None else None
-    if step:
-        where = f"measured plain single-stream step {step * 1e3:.2f} ms ({profile.name}, {report.date})"
-        return calibrate_baseline(dep, 1.0 / step, where), where
+    if step is not None:
+        where = f"measured plain single-stream step {step[0] * 1e3:.2f} ms ({step[1]})"
+        return calibrate_baseline(dep, 1.0 / step[0], where), where
+    measured = single_stream_step_s(report) if report is not None else None
+    if measured:
+        where = f"measured plain single-stream step {measured * 1e3:.2f} ms ({profile.name}, {report.date})"
+        return calibrate_baseline(dep, 1.0 / measured, where), where
     if profile.device == "cpu":
         raise PerfModelError(f"profile '{profile.name}': no measured plain single-stream point to calibrate the "
                              "cost model on; include concurrency 1 in bench_concurrency", parameter="bench_concurrency",
