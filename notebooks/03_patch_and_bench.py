@@ -51,6 +51,7 @@ capture: bool = True  # run the in-process capture check (cpu profile only)
 bench: bool = True  # run the benchmark arms
 cross_check_with_bench_serving: bool = True  # also run sglang.bench_serving on the baseline server
 experiment_concurrency: list = [1]  # concurrencies of the EAGLE-3 experiment arms (untrained drafter, shifted layers); [] skips them
+control_concurrency: list = [4]  # the control arm also runs here: its cycle at two batch sizes gives the cost model the host work per running request
 
 # %%
 params = nbparams.resolve(globals())
@@ -61,7 +62,7 @@ bench_dir = repo_dir("artifacts") / f"03_bench.{P.name}"
 models = deployment.resolve_models(P)
 shims = SPEC_SHIMS if P.cpu_harness else ()
 drafters = patchbench.resolve_drafters(P, models)
-plans = patchbench.eagle3_arm_plans(drafters, experiment_concurrency)
+plans = patchbench.eagle3_arm_plans(drafters, experiment_concurrency, control_concurrency)
 eagle3_models = plans[0].models(models)  # the relaunch chain serves the headline drafter, so its server is reused
 show.table({"profile": P.name, "target": models.target, "draft": eagle3_models.draft, "patch": patch,
             "CPU harness shims": ", ".join(shims) or "none"})

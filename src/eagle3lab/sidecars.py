@@ -436,6 +436,10 @@ class CycleAtBatchSize(Record):
     tokens_per_request_per_cycle: Optional[float] = None
     plain_records: int = 0
     cycle_records: int = 0
+    # the target model's forward alone (the "target forward" group), per plain step and per cycle: how it grows
+    # with the batch is the host work per running request inside a pass (costmodel.measured_cycle)
+    plain_target_forward_ms: Optional[float] = None
+    cycle_target_forward_ms: Optional[float] = None
 
 
 class PointTimeRecord(Record):

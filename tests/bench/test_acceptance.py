@@ -91,6 +91,10 @@ def test_arm_plans_run_the_experiments_at_fewer_concurrencies():
     assert plans[0].config(config) is config and plans[2].config(config).concurrency == [1]
     assert [p.name for p in eagle3_arm_plans(Drafters("/t", None))] == ["eagle3"]
     assert [p.name for p in eagle3_arm_plans(drafters, experiment_concurrency=[])] == ["eagle3"]
+    # the control arm also at a larger batch (its cycle's growth per request), the shifted arm not
+    more = eagle3_arm_plans(drafters, experiment_concurrency=[1], control_concurrency=[4])
+    assert [(p.name, p.concurrency) for p in more[1:]] == [("eagle3-untrained", (1, 4)), ("eagle3-shifted", (1,))]
+    assert [p.name for p in eagle3_arm_plans(drafters, [], control_concurrency=[4])] == ["eagle3"]
 
 
 def test_drafter_layer_ids_come_from_the_drafters_config(tmp_path):

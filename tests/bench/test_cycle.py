@@ -32,8 +32,8 @@ def _plain(t: float, forward: float = 10.0, bs: int = 1) -> list[dict]:
             _record(t, "scheduler.process_batch_result", {"scheduler.process_batch_result": 1.0}, bs=bs)]
 
 
-def _cycle(t: float, accepted: int = 2, bs: int = 1) -> list[dict]:
-    parts = {"scheduler.run_batch": 0.5, "eagle.forward_batch_generation": 1.0, "model.target_verify": 12.0,
+def _cycle(t: float, accepted: int = 2, bs: int = 1, verify: float = 12.0) -> list[dict]:
+    parts = {"scheduler.run_batch": 0.5, "eagle.forward_batch_generation": 1.0, "model.target_verify": verify,
              "model.draft_decode": 4.0, "model.draft_extend": 3.0, "eagle.draft_loop": 2.0,
              "eagle.select_top_k_tokens": 0.0, "kernel.assign_draft_cache_locs": 0.5, "eagle.verify_prepare": 1.0}
     record = _record(t, "scheduler.run_batch", parts, bs=bs, spec="EAGLE3", accepted=accepted)
@@ -129,3 +129,38 @@ def test_the_table_written_here_is_what_the_cost_models_cpu_engine_entry_reads(t
         (0, 0, 0)
     assert entry.measured.break_even_accept_length == pytest.approx(25.0 / 12.0, abs=1e-4)
     assert entry.measured.harness_only == {"harness_kernels": pytest.approx(0.5e-3)}
+
+
+def test_the_control_arms_verify_at_two_batch_sizes_gives_the_models_host_work_per_running_request(tmp_path,
+                                                                                                    monkeypatch):
+    """The control arm's verify forward: 12 ms with one request, 18 ms with four: 2 ms per request beyond the first,
+    spread over the target's layers in every pass of the model's CPU deployment. A batch size seen in fewer
+    cycles than the steady minimum (a transition) gives no term."""
+    from eagle3lab.costmodel.measured_cycle import MIN_CYCLES_PER_BATCH_SIZE, cpu_engine_entry
+    from eagle3lab.report import run_model
+    from eagle3lab.report.run_model import run_deployment
+    from eagle3lab.runtime.profiles import load_profile
+
+    n = 2 * MIN_CYCLES_PER_BATCH_SIZE
+    records = [r for i in range(5) for r in _plain(T0 + i)] + \
+        [r for i in range(n) for r in _cycle(T0 + 100 + i * 0.01)] + \
+        [r for i in range(n) for r in _cycle(T0 + 120 + i * 0.01, bs=4, verify=18.0)] + \
+        [r for i in range(3) for r in _cycle(T0 + 130 + i * 0.01, bs=3, verify=40.0)]  # a transition: ignored
+    table = cycle.table_from_arms(_trace(tmp_path, records), _arm("baseline", T0, T0 + 50),
+                                  _arm("eagle3-untrained", T0 + 90, T0 + 150), "cpu")
+    four = next(b for b in table.by_batch_size if b.batch_size == 4)
+    assert four.cycle_target_forward_ms == pytest.approx(18.0) and four.plain_target_forward_ms is None
+    path = cycle.save(table, tmp_path / "cycle_components.cpu.json")
+    entry = cpu_engine_entry("cpu", path)
+    assert entry.measured.verify_per_request_s == pytest.approx(2e-3)
+    assert entry.measured.per_request_batch_sizes == (1, 4)
+    monkeypatch.setattr(run_model, "cpu_engine_entry", lambda name: cpu_engine_entry(name, path))
+    dep, _ = run_deployment(load_profile("cpu"), None, 5e9, step=(0.02, "here"))
+    assert dep.engine.pass_per_request_layer_s == pytest.approx(2e-3 / dep.target.num_layers)
+    assert "batch size 4 against 1" in dep.engine.sources["pass_per_request_layer_s"]
+    few = [r for i in range(5) for r in _plain(T0 + i)] + [r for i in range(n) for r in _cycle(T0 + 100 + i * 0.01)] \
+        + [r for i in range(5) for r in _cycle(T0 + 120 + i, bs=4, verify=18.0)]
+    table = cycle.table_from_arms(_trace(tmp_path, few), _arm("baseline", T0, T0 + 50),
+                                  _arm("eagle3-untrained", T0 + 90, T0 + 150), "cpu")
+    sparse = cpu_engine_entry("cpu", cycle.save(table, tmp_path / "cycle_components.cpu.json"))
+    assert sparse.status == "measured" and sparse.measured.verify_per_request_s is None

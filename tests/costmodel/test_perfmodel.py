@@ -588,3 +588,29 @@ def test_the_tp_term_condition_says_when_the_incident_extrapolates():
     assert cond["incident_tp"] == incident_setup().tp == 8
     assert cond["fitted_tp"] and cond["extrapolated"] == (not min(cond["fitted_tp"]) <= 8 <= max(cond["fitted_tp"]))
     assert cond["per_cycle_at_incident_tp_ms"] == pytest.approx(cond["spec_tp_extra_ms"] * 7)
+
+
+def test_host_work_per_running_request_grows_every_pass_by_its_layers_and_calibration_still_holds():
+    """A measured per-request per-layer term (the CPU harness's torch_native attention loops over the batch's
+    sequences): each pass pays requests x layers x term, the target's 12 layers and the drafter's one alike; the
+    single-stream calibration still reproduces its measured step, and the term makes larger batches slower."""
+    from eagle3lab.costmodel.forward import forward_cost
+    from eagle3lab.costmodel.perfmodel import calibrate_baseline, plain_step, plain_tok_s
+    from eagle3lab.report.run_model import run_models
+    from eagle3lab.costmodel.presets import cpu_hardware
+    from eagle3lab.runtime.profiles import load_profile
+
+    target, drafter = run_models(load_profile("cpu"))
+    plain = sglang_engine()
+    host = plain.with_("measured here: test", pass_per_request_layer_s=0.1e-3)
+    for arch in (target, drafter):
+        with_host = forward_cost(arch, cpu_hardware(5e9), 1, host, Pass(4, 1, 48, 1))
+        without = forward_cost(arch, cpu_hardware(5e9), 1, plain, Pass(4, 1, 48, 1))
+        assert with_host.per_request_host == pytest.approx(4 * arch.num_layers * 0.1e-3)
+        assert with_host.total_s - without.total_s == pytest.approx(with_host.per_request_host)
+    deps = [calibrate_baseline(Deployment(target, drafter, cpu_hardware(5e9), 1, engine, 48), 50.0, "test")
+            for engine in (plain, host)]
+    assert [plain_step(d, 1).total_s for d in deps] == pytest.approx([0.02, 0.02])
+    assert plain_tok_s(deps[1], 4) < plain_tok_s(deps[0], 4)
+    with pytest.raises(PerfModelError, match="pass_per_request_layer_s has no source"):
+        replace(plain, pass_per_request_layer_s=1e-4)

@@ -43,6 +43,7 @@ SCHEMA_ID = "eagle3lab.cycle_components/1"
 CYCLE_TRACE_FILE = "cycles.jsonl"
 OUTLIER_FACTOR = 3.0
 HARNESS_PREFIXES = ("kernel.", "triton_interp.")
+TARGET_FORWARD = "target forward"
 GROUPS = ("target forward", "draft forward", "model runner", "tree and acceptance", "KV bookkeeping",
           "orchestration", "harness kernels")
 _EXACT = {
@@ -172,6 +173,10 @@ class _Means:
     def total(self) -> float:
         return sum(self.ms.values())
 
+    def group_ms(self, group: str) -> float:
+        """Mean ms per step or cycle of one group's components (``component_group``)."""
+        return sum(ms for name, ms in self.ms.items() if component_group(name) == group)
+
 
 def batch_sizes(records: Iterable[Mapping[str, Any]]) -> list[int]:
     return sorted({int(r["bs"]) for r in decode_records(records) if r.get("root") == RUN_BATCH and r.get("bs")})
@@ -223,7 +228,9 @@ def _at(plain_records: Sequence[Mapping[str, Any]], cycle_records: Sequence[Mapp
     return CycleAtBatchSize(batch_size=bs, plain_ms=_round(plain_ms), cycle_ms=_round(cycle_ms),
                             cycle_in_plain_steps=_round(cycle_ms / plain_ms) if plain_ms and cycle_ms else None,
                             tokens_per_request_per_cycle=_round(cycle.tokens_per_request),
-                            plain_records=plain.count, cycle_records=cycle.count)
+                            plain_records=plain.count, cycle_records=cycle.count,
+                            plain_target_forward_ms=_round(plain.group_ms(TARGET_FORWARD)) if plain.count else None,
+                            cycle_target_forward_ms=_round(cycle.group_ms(TARGET_FORWARD)) if cycle.count else None)
 
 
 def _round(value: float | None) -> float | None:

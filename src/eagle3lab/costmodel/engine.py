@@ -25,6 +25,8 @@ _SGLANG_SRC = "sglang 0.5.9 python/sglang/srt"
 # the engine's orchestration between the counted passes: fitted on development sources and frozen by the
 # validation protocol, or measured (0 until then, so they need no source of their own)
 ORCHESTRATION = ("spec_cycle_extra_s", "spec_step_extra_s", "spec_tp_extra_s")
+# terms that are 0 unless measured on the run's own host (they need a source only when set)
+MEASURED_ONLY = ("pass_per_request_layer_s",)
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,9 @@ class Engine:
     spec_cycle_extra_s: float = 0.0  # orchestration per cycle beyond the counted passes (fitted or measured; 0: none)
     spec_step_extra_s: float = 0.0  # orchestration per draft step beyond the counted passes (fitted or measured)
     spec_tp_extra_s: float = 0.0  # orchestration per cycle per TP rank beyond the first (host syncs across ranks)
+    # host work inside a forward pass per running request per layer (a backend that loops over the batch's sequences
+    # in Python, such as sglang's torch_native attention); 0 for batched GPU kernels; measured, never fitted
+    pass_per_request_layer_s: float = 0.0
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -66,7 +71,8 @@ class Engine:
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value < 0:
                 raise PerfModelError(f"engine '{self.name}': {f.name} must be a number >= 0, got {value!r}")
-            if not str(self.sources.get(f.name, "")).strip() and f.name not in ORCHESTRATION:
+            if not str(self.sources.get(f.name, "")).strip() and f.name not in ORCHESTRATION and \
+                    not (f.name in MEASURED_ONLY and value == 0):
                 raise PerfModelError(f"engine '{self.name}': {f.name} has no source; add one to sources")
         if not 0 < self.bandwidth_efficiency <= 1 or not 0 < self.flops_efficiency <= 1:
             raise PerfModelError(f"engine '{self.name}': efficiencies must be in (0, 1]",

@@ -56,7 +56,7 @@ class Pass:
 
 
 COMPONENTS = ("weights", "gemm_compute", "kv_cache", "attention_compute", "activations", "all_reduce", "sampling",
-              "launch")
+              "launch", "per_request_host")
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,7 @@ class PassCost:
     all_reduce: float
     sampling: float
     launch: float
+    per_request_host: float = 0.0  # host work per running request per layer (engine.pass_per_request_layer_s)
 
     @property
     def total_s(self) -> float:
@@ -180,7 +181,8 @@ def forward_cost(arch: ModelArch, hw: Hardware, tp: int, engine: Engine, p: Pass
                     attention_flops=attn_flops, distinct_experts=distinct, weights=weights, gemm_compute=gemm_compute,
                     kv_cache=kv_cache, attention_compute=attention_compute, activations=activations,
                     all_reduce=all_reduce, sampling=sampling,
-                    launch=kernel_count(arch, engine) * engine.kernel_overhead_s)
+                    launch=kernel_count(arch, engine) * engine.kernel_overhead_s,
+                    per_request_host=p.requests * L * engine.pass_per_request_layer_s)
 
 
 def gemm_efficiency(tokens: float, engine: Engine) -> float:

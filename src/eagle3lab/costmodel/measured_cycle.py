@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from eagle3lab.errors import PerfModelError
 from eagle3lab.paths import repo_dir
@@ -77,6 +77,10 @@ class MeasuredCycle:
     # already charges it to the verify pass, so only the cycle's work beyond it is an engine term
     plain_outside_forward_s: float = 0.0
     arm: str = ""  # the EAGLE-3 arm whose cycles were timed, where the table names it
+    # the target's verify forward per running request beyond the first, from the same arm's cycles at two batch
+    # sizes (``per_request_batch_sizes``); None where the arm ran one batch size only
+    verify_per_request_s: Optional[float] = None
+    per_request_batch_sizes: tuple[int, int] | None = None
 
     @property
     def steps_per_cycle(self) -> int:
@@ -144,12 +148,32 @@ def parse_timer_table(data: Mapping[str, Any], where: str) -> MeasuredCycle:
         per_cycle[name] = per_cycle.get(name, 0.0) + _ms(ms.get("cycle_ms"), f"{where}: groups.{group}.cycle_ms") / 1e3
         if group not in FORWARD_GROUPS:
             plain_outside += _ms(ms.get("plain_ms"), f"{where}: groups.{group}.plain_ms") / 1e3
-    return parse_cycle_components(
+    measured = parse_cycle_components(
         {"profile": data.get("profile"), "date": data.get("measured_on"), "plain_step_ms": data.get("plain_step_ms"),
          "num_steps": data.get("speculative_num_steps"), "per_draft_step": {},
          "per_cycle": {k: v * 1e3 for k, v in per_cycle.items()},
          "harness_only": {"harness_kernels": per_cycle.get("harness_kernels", 0.0) * 1e3},
          "plain_outside_forward_ms": plain_outside * 1e3, "arm": data.get("eagle_arm")}, where)
+    return replace(measured, **verify_per_request(data.get("by_batch_size") or [], where))
+
+
+MIN_CYCLES_PER_BATCH_SIZE = 20  # fewer cycles at a batch size than this are a transition, not a steady mean
+
+
+def verify_per_request(by_batch_size: Sequence[Mapping[str, Any]], where: str) -> dict[str, Any]:
+    """The target's verify forward per running request beyond the first: (its mean at the largest batch size with
+    at least ``MIN_CYCLES_PER_BATCH_SIZE`` cycles - its mean at batch size 1) / (that size - 1), clipped at 0.
+    Why: a host that runs part of each pass once per sequence (sglang's torch_native attention loops over the
+    batch in Python) pays it per running request, which a per-pass overhead calibrated at one request does not
+    have. Empty (no term) where the arm's cycles ran at one batch size only."""
+    steady = {int(row["batch_size"]): _ms(row["cycle_target_forward_ms"], f"{where}: by_batch_size") / 1e3
+              for row in by_batch_size if isinstance(row, Mapping) and row.get("cycle_target_forward_ms") is not None
+              and int(row.get("cycle_records") or 0) >= MIN_CYCLES_PER_BATCH_SIZE}
+    larger = max((bs for bs in steady if bs > 1), default=None)
+    if 1 not in steady or larger is None:
+        return {}
+    return {"verify_per_request_s": max(0.0, (steady[larger] - steady[1]) / (larger - 1)),
+            "per_request_batch_sizes": (1, larger)}
 
 
 def parse_cycle_components(data: Mapping[str, Any], where: str) -> MeasuredCycle:

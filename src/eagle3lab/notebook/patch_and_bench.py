@@ -418,18 +418,22 @@ def resolve_drafters(profile: Profile, models: Models) -> Drafters:
                     offline_acceptance=offline or None)
 
 
-def eagle3_arm_plans(drafters: Drafters, experiment_concurrency: Sequence[int] = (1,)) -> list[SpecArmPlan]:
+def eagle3_arm_plans(drafters: Drafters, experiment_concurrency: Sequence[int] = (1,),
+                     control_concurrency: Sequence[int] | None = None) -> list[SpecArmPlan]:
     """The headline arm (trained drafter, the whole sweep) and, where the drafters exist, the control arm
     (untrained drafter) and the layer-mismatch arm (trained drafter, ids shifted one layer early), each at
-    ``experiment_concurrency`` only, to keep the run short; an empty list leaves the experiments out."""
+    ``experiment_concurrency`` only, to keep the run short; an empty list leaves the experiments out. The control
+    arm runs at ``control_concurrency`` too (more than one batch size: how its cycle grows per running request,
+    for the cost model's CPU entry)."""
     levels = tuple(experiment_concurrency)
+    control_levels = tuple(sorted(set(levels) | set(control_concurrency or ()))) if levels else levels
     if not levels:
         drafters = Drafters(drafters.trained, drafters.trained_layer_ids)
     plans = [SpecArmPlan("eagle3", ARM_KIND_EAGLE3, drafters.trained, drafters.trained_layer_ids, None,
                          "EAGLE-3 with the trained drafter, served the aux layer ids it was trained on")]
     if drafters.control is not None:
         plans.append(SpecArmPlan("eagle3-untrained", ARM_KIND_EAGLE3_CONTROL, drafters.control,
-                                 drafters.control_layer_ids, levels,
+                                 drafters.control_layer_ids, control_levels,
                                  "control: an untrained drafter (random weights), so nearly every draft is rejected"))
     if drafters.shifted is not None:
         plans.append(SpecArmPlan("eagle3-shifted", ARM_KIND_EAGLE3_SHIFTED, drafters.shifted,

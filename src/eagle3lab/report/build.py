@@ -551,9 +551,13 @@ def _calibration_clause(check: Mapping[str, Any]) -> str:
                 f"{_r(extra.get('ms'), 2)} ms per cycle: {extra.get('source') or 'no source'})")
     whose = "the headline EAGLE-3 arm's own cycles" if extra.get("from_headline_arm") else \
         "not the headline EAGLE-3 arm"
+    host = check.get("per_request_host")
+    per_request = (f"; and the host work inside each pass per running request beyond the first, "
+                   f"{_r(host['target_pass_ms'], 2)} ms per target pass ({_r(host['ms_per_layer'], 3)} ms per layer, "
+                   f"in every pass of either model; {host['source']})" if host else "")
     return (f"; the cycle's work outside the model forwards beyond a plain step's (tree, KV bookkeeping, "
             f"harness kernels, host code), {_r(extra['ms'], 2)} ms per cycle, timed at batch size 1 ({extra['source']}; "
-            f"{whose})")
+            f"{whose}){per_request}")
 
 
 def _turnover_lines(check: Mapping[str, Any], goal: Optional[float]) -> list[str]:

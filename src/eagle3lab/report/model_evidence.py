@@ -175,6 +175,16 @@ def _cycle_extra(dep, report) -> dict[str, Any]:
             "from_headline_arm": any(f"arm '{name}'" in source for name in headline)}
 
 
+def _per_request_host(dep) -> Optional[dict[str, Any]]:
+    """The host work per running request inside each pass, where it was measured (the CPU engine entry): per layer,
+    per target pass, and where it comes from; None where the engine has none."""
+    per_layer = dep.engine.pass_per_request_layer_s
+    if not per_layer:
+        return None
+    return {"ms_per_layer": per_layer * 1e3, "target_pass_ms": per_layer * dep.target.num_layers * 1e3,
+            "source": str(dep.engine.sources.get("pass_per_request_layer_s", ""))}
+
+
 def _mape(rows: Sequence[Mapping[str, Any]], key: str) -> Optional[float]:
     values = [abs(r[key]) for r in rows if key in r]
     return statistics.fmean(values) if values else None
@@ -312,6 +322,7 @@ def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None,
     out["naive"] = summary["naive"]
     out["interleaved"] = interleaved_run_check(profile, interleaved, turnover, mem_bandwidth)
     out["cycle_extra"] = _cycle_extra(dep, report)
+    out["per_request_host"] = _per_request_host(dep)
     out["control_cycles"] = measured_cycles(report)  # the one computation, in the diagnostics engine
     if len(predicted_base) >= 1:
         batches = [r["concurrency"] for r in rows]

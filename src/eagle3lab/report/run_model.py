@@ -57,8 +57,16 @@ def run_deployment(profile: Profile, report: Optional[BenchReport] = None, mem_b
         # the CPU harness's own engine entry: its measured per-cycle and per-draft-step terms where the cycle
         # benchmark has run (artifacts/cycle_components.<profile>.json), else sglang's engine as stated
         entry = cpu_engine_entry(profile.name)
-        dep = Deployment(target, drafter, cpu_hardware(mem_bandwidth), profile.tp_size,
-                         entry.engine or sglang_engine(), context)
+        engine = entry.engine or sglang_engine()
+        measured = entry.measured
+        if measured is not None and measured.verify_per_request_s is not None:
+            # per running request per layer, the same in every pass of either model on this host
+            small, large = measured.per_request_batch_sizes or (1, 0)
+            engine = engine.with_(
+                f"measured here: the target's verify forward at batch size {large} against {small} in "
+                f"{measured.source}, arm '{measured.arm}', over its {target.num_layers} layers",
+                pass_per_request_layer_s=measured.verify_per_request_s / target.num_layers)
+        dep = Deployment(target, drafter, cpu_hardware(mem_bandwidth), profile.tp_size, engine, context)
     else:
         target = kimi_k25()
         dep = Deployment(target, kimi_k25_eagle3_drafter(), hardware_preset("rtx-pro-6000-blackwell"),

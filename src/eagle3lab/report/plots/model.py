@@ -37,10 +37,11 @@ from eagle3lab.report.incident_model import incident_deployment, incident_setup,
 COMPONENT_LABELS = {"weights": "weights read", "gemm_compute": "GEMM compute beyond weights",
                     "kv_cache": "KV cache read", "attention_compute": "attention compute beyond KV",
                     "activations": "activations", "all_reduce": "all-reduces", "sampling": "logits and sampling",
-                    "launch": "fixed per-step overhead (calibrated residual)"}
+                    "launch": "fixed per-step overhead (calibrated residual)",
+                    "per_request_host": "host work per running request (measured)"}
 COMPONENT_COLORS = {"weights": "#4c72b0", "gemm_compute": "#8172b2", "kv_cache": "#64b5cd",
                     "attention_compute": "#2a9d8f", "activations": "#b3b3b3", "all_reduce": "#dd8452",
-                    "sampling": "#c44e52", "launch": "#937860"}
+                    "sampling": "#c44e52", "launch": "#937860", "per_request_host": "#da8bc3"}
 REPORTED_STYLE = dict(marker="o", markersize=11, markerfacecolor="none", markeredgewidth=2, linestyle="none",
                       color="crimson")
 MEASURED_STYLE = dict(marker="s", markersize=7, linestyle="none", color="black")
