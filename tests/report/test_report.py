@@ -138,7 +138,13 @@ def test_each_points_window_is_split_by_the_servers_own_timers(full_report):
         assert batches[(True, concurrency)] < batches[(False, concurrency)]
     assert "Where each cycle's time went in the EAGLE-3 server's measured windows" in (root / "REPORT.md").read_text()
     control = [s for s in splits if s["arm"] == "eagle3-untrained"]
-    assert [s["concurrency"] for s in control] == [1] and control[0]["speculative"] and control[0]["prefill_batches"]
+    planned = next(arm["concurrency"] for arm in data["spec_arms"] if arm["name"] == "eagle3-untrained")
+    assert [s["concurrency"] for s in control] == sorted(planned) and 1 in planned and len(planned) >= 2
+    assert control[0]["speculative"] and control[0]["prefill_batches"]
+    # the control arm at two batch sizes: the model's host work per running request, from it alone
+    host = json.loads((root / "artifacts" / "report_model_evidence.cpu.json").read_text())["run_check"][
+        "per_request_host"]
+    assert host is not None and "arm 'eagle3-untrained'" in host["source"] and host["target_pass_ms"] >= 0
     turnover = json.loads((root / "artifacts" / "report_model_evidence.cpu.json").read_text())["run_check"]["turnover"]
     assert "arm 'eagle3-untrained'" in turnover["sources"]["eagle3"] and turnover["eagle3_prefill_ms"] > 0
 
