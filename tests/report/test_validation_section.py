@@ -90,7 +90,9 @@ def test_the_verdict_follows_the_number_in_a_fed_summary(sources, mape, target, 
     assert f": **{verdict}" in headline(text)
     assert f"MAPE {'n/a' if mape is None else f'{mape:.1f}%'} over" in headline(text)
     trust = next(line for line in text.splitlines() if line.startswith("- How far to trust"))
-    assert f"at most {target:g}%: {verdict}" in trust
+    first = f"on the first set of held-out sources (constants frozen {protocol['frozen']['date']}) MAPE "
+    assert f"{first}{'n/a' if mape is None else f'{mape:.1f}%'} over {protocol['out_of_sample_points']} points: " \
+        f"{verdict}" in trust and f"(goal: at most {target:g}%)" in trust
     assert provenance.broken_sentences(text, binder.sentences, sources.tree(), build.RULES) == []
     assert unsourced_and_untagged(text, sources) == ([], [])
 
@@ -196,7 +198,8 @@ def test_each_later_held_out_set_has_its_own_headline_shown_like_the_first(sourc
         line = later(text, split)
         verdict = "met" if s["mape_pct"] <= protocol["target_mape_pct"] else "not met"
         assert f"MAPE {s['mape_pct']:.1f}% over {s['points']} points" in line
-        assert f"at most {protocol['target_mape_pct']:g}%: **{verdict}**." in line
+        where = validation_section.conditions(s["hardware"], s["tp"], s["batches"])
+        assert f"at most {protocol['target_mape_pct']:g}%: **{verdict}**, on points measured at {where}." in line
         assert validation_section.naive_text(group) in line and s["constants_frozen"] in line
         assert all(name in line for name in s["sources"])
         row = cells(section(text), group["group"])
@@ -216,7 +219,7 @@ def test_the_third_set_verdict_follows_its_own_number_and_the_goal(sources, monk
         sources.model.validation_protocol = validation.validation_report()
         new = next(s for s in sources.model.validation_protocol["out_of_sample_sets"] if s["split"] == "held_out_3")
         assert new["target_met"] == (verdict == "met")
-        assert f"at most {goal:g}%: **{verdict}**." in later(render(sources), "held_out_3")
+        assert f"at most {goal:g}%: **{verdict}**, on points measured at" in later(render(sources), "held_out_3")
 
 
 def test_a_changed_third_set_number_breaks_only_its_own_sentence(sources):
@@ -229,3 +232,26 @@ def test_a_changed_third_set_number_breaks_only_its_own_sentence(sources):
     # its headline in section 6 and the summary's trust line, which names each set's MAPE; nothing else
     assert sorted(provenance.broken_sentences(text, binder.sentences, tree, build.RULES)) == \
         ["model.validation.out_of_sample.held_out_3", "summary.trust"]
+
+
+def test_the_summary_leads_with_the_set_evaluated_with_the_constants_in_use_and_where_its_points_were_measured(
+        sources):
+    """The trust line's first verdict is the held-out set the current constants were evaluated on, with the
+    hardware, TP and batch sizes its points come from; sets evaluated with superseded constants follow, named so."""
+    protocol = sources.model.validation_protocol
+    sets = protocol["out_of_sample_sets"]
+    (current,) = [s for s in sets if s["current"]]
+    assert current["constants"] == "frozen_2" and current["constants_frozen"] == protocol["frozen_2"]["date"]
+    data = validation.load_dataset()
+    series = [(src, x) for src in data.sources if src.split == current["split"] for x in src.series]
+    assert current["hardware"] == sorted({src.hardware for src, _ in series})
+    assert current["batches"] == sorted({b for _, x in series for b in x.batches})
+    trust = next(line for line in render(sources).splitlines() if line.startswith("- How far to trust"))
+    lead = trust.index("with the constants it predicts with now")
+    verdict = "met" if current["mape_pct"] <= protocol["target_mape_pct"] else "not met"
+    mine = trust.index(f"MAPE {current['mape_pct']:.1f}% over {current['points']} points: {verdict}")
+    where = validation_section.conditions(current["hardware"], current["tp"], current["batches"])
+    superseded = trust.index("with constants since superseded")
+    assert lead < mine < trust.index(where) < superseded
+    for s in (s for s in sets if not s["current"]):
+        assert trust.index(f"(constants frozen {s['constants_frozen']}) MAPE {s['mape_pct']:.1f}%") > superseded

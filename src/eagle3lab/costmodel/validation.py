@@ -744,6 +744,15 @@ def _frozen_record(data: Dataset, frozen: Frozen) -> dict[str, Any]:
                                         for k, v in frozen.engines[e].items())}
 
 
+def set_conditions(data: Dataset, split: str) -> dict[str, list]:
+    """Where a held-out set's verdict holds: the hardware, TP sizes and batch sizes of its series with published
+    acceptance (a MAPE says nothing of conditions its points never had)."""
+    series = [(src, s) for src in data.sources if src.split == split for s in src.series
+              if s.acceptance_kind == PUBLISHED]
+    return {"hardware": sorted({src.hardware for src, _ in series}), "tp": sorted({s.tp for _, s in series}),
+            "batches": sorted({b for _, s in series for b in s.batches})}
+
+
 def validation_report(dataset: Optional[Dataset] = None) -> dict[str, Any]:
     """The protocol's result, JSON-ready: the split and its dates, each freeze of constants (which held-out sets it
     was evaluated on, and whether refitting the development data today reproduces it), and MAPE per group beside
@@ -791,6 +800,7 @@ def validation_report(dataset: Optional[Dataset] = None) -> dict[str, Any]:
         constants = protocol.constants_for(split)
         record = sets[split][1]
         out_of_sample_sets.append({
+            **set_conditions(data, split), "current": constants is protocol.current,
             "split": split, "role": g["role"], "group": g["group"],
             "sources": list(record.sources) if record else list(protocol.held_out),
             "split_recorded": record.split_recorded if record else protocol.split_recorded,

@@ -70,8 +70,15 @@ def set_names(split: str) -> str:
     return {"held_out_2": "second set", "held_out_3": "third set"}.get(split, split.replace("_", " "))
 
 
+def conditions(hardware: Sequence[str], tp: Sequence[int], batches: Sequence[int]) -> str:
+    """Where a held-out set's points were measured: the only conditions its verdict speaks for."""
+    return (f"{names(hardware)}, TP {' / '.join(str(t) for t in tp)}, batch size "
+            f"{' / '.join(str(n) for n in batches)}")
+
+
 RULES = {"goal_verdict": goal_verdict, "mape_text": mape_text, "naive_text": naive_text, "names": names,
-         "frozen_constants": frozen_constants, "refit_text": refit_text, "set_names": set_names}
+         "frozen_constants": frozen_constants, "refit_text": refit_text, "set_names": set_names,
+         "conditions": conditions}
 
 
 # ------------------------------------------------------------------------------------------------ context
@@ -124,9 +131,10 @@ def later_headlines(b: provenance.Binder, protocol: Mapping[str, Any]) -> list[s
             f"acceptance, never fitted; evaluated once), the model's speedups miss by MAPE "
             f"{b.rule('mape_text', mape_text, f'{k}.mape_pct')} over {b.num(f'{k}.points', 'd')} points against "
             f"the goal of at most {b.num(f'{KEY}.target_mape_pct', 'g')}%: "
-            f"**{b.rule('goal_verdict', goal_verdict, f'{k}.mape_pct', f'{KEY}.target_mape_pct')}**. Naive baselines "
-            f"on the same points: {b.rule('naive_text', naive_text, f'{KEY}.groups.{g}')} **[modelled]** vs "
-            f"**[reported]**.")))
+            f"**{b.rule('goal_verdict', goal_verdict, f'{k}.mape_pct', f'{KEY}.target_mape_pct')}**, on points "
+            f"measured at {b.rule('conditions', conditions, f'{k}.hardware', f'{k}.tp', f'{k}.batches')}. Naive "
+            f"baselines on the same points: {b.rule('naive_text', naive_text, f'{KEY}.groups.{g}')} **[modelled]** "
+            f"vs **[reported]**.")))
     return lines
 
 
@@ -164,26 +172,43 @@ def frozen_line(b: provenance.Binder, protocol: Mapping[str, Any]) -> str:
         f"**[modelled]**."))
 
 
+def _set_clause(b: provenance.Binder, protocol: Mapping[str, Any], j: int, s: Mapping[str, Any]) -> str:
+    """One held-out set in the summary: its name, the freeze it was evaluated with, MAPE, verdict, naive baselines.
+    The first set reads its numbers from the protocol's top-level keys (the ones its section headline binds)."""
+    k = f"{KEY}.out_of_sample_sets.{j}"
+    first = s["split"] == "held_out"
+    mape_key = f"{KEY}.out_of_sample_mape_pct" if first else f"{k}.mape_pct"
+    points_key = f"{KEY}.out_of_sample_points" if first else f"{k}.points"
+    frozen_key = f"{KEY}.frozen.date" if first else f"{k}.constants_frozen"
+    name = "the first set" if first else "the " + b.rule("set_names", set_names, f"{k}.split")
+    g = group_index(protocol, s["role"])
+    naive = f" (naive baselines: {b.rule('naive_text', naive_text, f'{KEY}.groups.{g}')})" if g is not None else ""
+    return (f"on {name} of held-out sources (constants frozen {b.num(frozen_key, 's')}) MAPE "
+            f"{b.rule('mape_text', mape_text, mape_key)} over {b.num(points_key, 'd')} points: "
+            f"{b.rule('goal_verdict', goal_verdict, mape_key, f'{KEY}.target_mape_pct')}{naive}")
+
+
 def trust_clause(b: provenance.Binder, protocol: Mapping[str, Any]) -> str:
-    """The summary's part: out-of-sample MAPE, verdict and naive baselines of the first held-out set, then each later
-    set's own MAPE and verdict (never pooled); the development fit named as such."""
-    i = group_index(protocol, OUT_OF_SAMPLE)
-    if i is None:
+    """The summary's part: first the held-out set evaluated with the constants the model predicts with now, its
+    verdict against the goal and the conditions its points were measured at; then the sets evaluated with earlier
+    constants, since superseded, each its own MAPE and verdict (never pooled); the development fit named as such."""
+    if group_index(protocol, OUT_OF_SAMPLE) is None:
         return "no held-out source was evaluated"
-    text = (f"out of sample (held-out published sources, constants frozen {b.num(f'{KEY}.frozen.date', 's')}) its "
-            f"speedups miss by MAPE {b.rule('mape_text', mape_text, f'{KEY}.out_of_sample_mape_pct')} against the "
-            f"goal of at most {b.num(f'{KEY}.target_mape_pct', 'g')}%: "
-            f"{b.rule('goal_verdict', goal_verdict, f'{KEY}.out_of_sample_mape_pct', f'{KEY}.target_mape_pct')} "
-            f"(naive baselines: {b.rule('naive_text', naive_text, f'{KEY}.groups.{i}')})")
-    for j, s in enumerate(protocol.get("out_of_sample_sets") or []):
-        if s["split"] == "held_out" or s["points"] == 0:
-            continue
+    sets = [(j, s) for j, s in enumerate(protocol.get("out_of_sample_sets") or []) if s["points"]]
+    current = [(j, s) for j, s in sets if s.get("current")]
+    earlier = [(j, s) for j, s in sets if not s.get("current")]
+    parts = []
+    for j, s in current:
         k = f"{KEY}.out_of_sample_sets.{j}"
-        text += (f"; on the {b.rule('set_names', set_names, f'{k}.split')} of held-out sources (constants frozen "
-                 f"{b.num(f'{k}.constants_frozen', 's')}) MAPE {b.rule('mape_text', mape_text, f'{k}.mape_pct')} "
-                 f"over {b.num(f'{k}.points', 'd')} points: "
-                 f"{b.rule('goal_verdict', goal_verdict, f'{k}.mape_pct', f'{KEY}.target_mape_pct')} "
-                 f"(per source in section 6)")
+        parts.append(f"out of sample, with the constants it predicts with now (goal: at most "
+                     f"{b.num(f'{KEY}.target_mape_pct', 'g')}%), {_set_clause(b, protocol, j, s)}; this holds for "
+                     f"{b.rule('conditions', conditions, f'{k}.hardware', f'{k}.tp', f'{k}.batches')}, the "
+                     f"conditions its points were measured at")
+    if earlier:
+        lead = "with constants since superseded: " if current else \
+            f"out of sample (goal: at most {b.num(f'{KEY}.target_mape_pct', 'g')}%): "
+        parts.append(lead + "; ".join(_set_clause(b, protocol, j, s) for j, s in earlier))
+    text = "; ".join(parts)
     dev = group_index(protocol, FIT_QUALITY)
     if dev is not None:
         text += (f"; on development data, fit quality and not a validation, MAPE "
