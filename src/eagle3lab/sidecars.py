@@ -525,6 +525,13 @@ class LaunchSample(Record):
     interval_resamples: Optional[int] = None
     interval_seed: Optional[int] = None
 
+    @property
+    def decode_speedup(self) -> Optional[float]:
+        """EAGLE-3's decode-only rate over the baseline's (the ratio the cost model predicts); None without both."""
+        if not (self.baseline_decode_tok_s and self.eagle3_decode_tok_s):
+            return None
+        return self.eagle3_decode_tok_s / self.baseline_decode_tok_s
+
 
 class LaunchSpreadRecord(Record):
     """The headline pair measured on several launches at one concurrency, and how far the launches agree

@@ -245,12 +245,14 @@ def _load() -> list[float] | None:
 
 
 def table_from_arms(trace_file: Path, baseline: Any, eagle: Any, profile: str, batch_size: int = 1,
-                    shims: Sequence[str] | None = None, others: Sequence[Any] = ()) -> CycleComponentsRecord:
+                    shims: Sequence[str] | None = None, others: Sequence[Any] = (),
+                    records: Sequence[Mapping[str, Any]] | None = None) -> CycleComponentsRecord:
     """The table from notebook 03's trace and its two arms (``bench.sweep.ArmResult``): each arm's records are
     those written while it was swept; each measured point's window is split too (``by_point``,
     ``bench.server_time``), the ``others`` arms' as well (the EAGLE-3 experiments: the control arm's prefill is
-    what the cost model's request turnover reads)."""
-    records = read_records(trace_file)
+    what the cost model's request turnover reads). ``records``: the trace already read (one read serves several
+    tables of the same trace)."""
+    records = read_records(trace_file) if records is None else records
     table = component_table(records_in_window(records, baseline.started_at, baseline.finished_at),
                             records_in_window(records, eagle.started_at, eagle.finished_at), profile=profile,
                             trace_file=Path(trace_file).name, baseline_arm=baseline.name, eagle_arm=eagle.name,

@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from eagle3lab.bench import cycle, interleave, launch_spread as spread
 from eagle3lab.bench.crosscheck import CrossCheck, cross_check
@@ -528,17 +528,19 @@ def cycle_components(profile: Profile, trace: Path | None, baseline: ArmResult, 
     cycle.disable_trace()
     if trace is None or not eagle3.measured_points() or not baseline.measured_points():
         return None
+    records = cycle.read_records(trace)
     table = cycle.table_from_arms(trace, baseline, eagle3, profile.name, batch_size=1, shims=shims,
-                                  others=experiments)
-    cycle.save(_model_table(trace, profile, baseline, experiments, shims) or table)
+                                  others=experiments, records=records)
+    cycle.save(_model_table(trace, records, profile, baseline, experiments, shims) or table)
     return table
 
 
-def _model_table(trace: Path, profile: Profile, baseline: ArmResult, experiments: Sequence[ArmResult],
-                 shims: Sequence[str]) -> CycleComponentsRecord | None:
+def _model_table(trace: Path, records: Sequence[Mapping[str, Any]], profile: Profile, baseline: ArmResult,
+                 experiments: Sequence[ArmResult], shims: Sequence[str]) -> CycleComponentsRecord | None:
     """The control arm's component table at batch size 1, or None where no control arm has timed cycles."""
     for arm in experiments:
         if arm.kind == ARM_KIND_EAGLE3_CONTROL and arm.measured_points():
             with contextlib.suppress(BenchError):
-                return cycle.table_from_arms(trace, baseline, arm, profile.name, batch_size=1, shims=shims)
+                return cycle.table_from_arms(trace, baseline, arm, profile.name, batch_size=1, shims=shims,
+                                             records=records)
     return None

@@ -448,6 +448,20 @@ def _goal(mape: float, goal: Optional[float]) -> str:
     return f" (goal of at most {goal:g}%: {'met' if mape <= goal else 'not met'})"
 
 
+def _mape_line(what: str, mape: float, goal: Optional[float], tail: str = "") -> str:
+    """One run-check MAPE as the report says it (the sweep's and the interleaved launch's alike)."""
+    return f"{what}: MAPE {_r(mape)}%{_goal(mape, goal)}{tail} **[modelled]** vs **[measured]**."
+
+
+def _trend(trend: Optional[Mapping[str, str]]) -> str:
+    return (f"; with concurrency it {trend['measured']} as measured and {trend['predicted']} as predicted"
+            if trend else "")
+
+
+def _with_turnover(mape: Optional[float], goal: Optional[float]) -> str:
+    return f", {_r(mape)}%{_goal(mape, goal)} with request turnover" if mape is not None else ""
+
+
 def _run_check_context(check: Optional[Mapping[str, Any]], missing: Optional[str],
                        eagle3_note: Optional[str], goal: Optional[float] = None) -> dict[str, Any]:
     """The model against this run: rows, MAPE and trends, and a sentence for what could not be checked."""
@@ -456,17 +470,12 @@ def _run_check_context(check: Optional[Mapping[str, Any]], missing: Optional[str
     rows = _run_rows(check["rows"])
     lines = []
     if check.get("baseline_mape_pct") is not None:
-        trend = check.get("baseline_trend") or {}
-        lines.append(f"Plain decode rate: MAPE {_r(check['baseline_mape_pct'])}%"
-                     f"{_goal(check['baseline_mape_pct'], goal)} over the concurrencies it was not "
-                     f"calibrated on; with concurrency it {trend.get('measured', '?')} as measured and "
-                     f"{trend.get('predicted', '?')} as predicted **[modelled]** vs **[measured]**.")
+        lines.append(_mape_line("Plain decode rate", check["baseline_mape_pct"], goal,
+                                " over the concurrencies it was not calibrated on"
+                                + _trend(check.get("baseline_trend"))))
     if check.get("speedup_mape_pct") is not None:
-        trend = check.get("speedup_trend") or {}
-        lines.append(f"EAGLE-3 speedup from the measured acceptance: MAPE {_r(check['speedup_mape_pct'])}%"
-                     + _goal(check["speedup_mape_pct"], goal)
-                     + (f"; with concurrency it {trend['measured']} as measured and {trend['predicted']} as predicted"
-                        if trend else "") + " **[modelled]** vs **[measured]**.")
+        lines.append(_mape_line("EAGLE-3 speedup from the measured acceptance", check["speedup_mape_pct"], goal,
+                                _trend(check.get("speedup_trend"))))
         lines.extend(_turnover_lines(check, goal))
         lines.extend(_naive_lines(check))
         lines.extend(_cycle_gap_lines(check))
@@ -509,21 +518,14 @@ def _interleaved_context(check: Optional[Mapping[str, Any]], goal: Optional[floa
         return {"rows": [], "lines": []}
     lines = []
     if check.get("baseline_mape_pct") is not None:
-        lines.append(f"Plain decode rate: MAPE {_r(check['baseline_mape_pct'])}%"
-                     f"{_goal(check['baseline_mape_pct'], goal)} over the concurrencies it was not calibrated on"
-                     + (f"; {_r(check['turnover_baseline_mape_pct'])}% with request turnover"
-                        if check.get("turnover_baseline_mape_pct") is not None else "")
-                     + " **[modelled]** vs **[measured]**.")
+        lines.append(_mape_line("Plain decode rate", check["baseline_mape_pct"], goal,
+                                " over the concurrencies it was not calibrated on"
+                                + _with_turnover(check.get("turnover_baseline_mape_pct"), None)))
     if check.get("speedup_mape_pct") is not None:
-        naive = check.get("naive") or {}
-        lines.append(f"EAGLE-3 speedup from the acceptance pooled at each point: MAPE {_r(check['speedup_mape_pct'])}%"
-                     f"{_goal(check['speedup_mape_pct'], goal)} counting the decode passes only"
-                     + (f", {_r(check['turnover_speedup_mape_pct'])}%"
-                        f"{_goal(check['turnover_speedup_mape_pct'], goal)} with request turnover"
-                        if check.get("turnover_speedup_mape_pct") is not None else "")
-                     + " **[modelled]** vs **[measured]**.")
-        if naive:
-            lines.extend(_naive_lines(check))
+        lines.append(_mape_line("EAGLE-3 speedup from the acceptance pooled at each point", check["speedup_mape_pct"],
+                                goal, " counting the decode passes only"
+                                + _with_turnover(check.get("turnover_speedup_mape_pct"), goal)))
+        lines.extend(_naive_lines(check))
     return {"rows": _run_rows(check["rows"]), "lines": lines, "calibrated_on": check["calibrated_on"],
             "launch": check["launch"]}
 
