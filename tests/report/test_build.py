@@ -528,7 +528,25 @@ def test_the_interleaved_run_check_renders_its_own_table_sourced_beside_the_swee
     text = render(sources)
     assert "The same model against the interleaved launch (launch 2" in text
     assert f"| 4 | {check['interleaved']['rows'][1]['measured_baseline_tok_s']:,.1f} | " in text
-    assert f"{check['interleaved']['speedup_mape_pct']:,.1f}% counting the passes only" in text  # the summary
+    inter = check["interleaved"]
+    summary = next(line for line in text.splitlines() if line.startswith("- On this run"))
+    # the interleaved launch leads the summary, with its verdict against the goal; the sweep follows, with how far
+    # the two measured the same point apart
+    goal = sources.model.validation_protocol["target_mape_pct"]
+    verdict = "met" if inter["speedup_mape_pct"] <= goal else "not met"
+    lead = summary.index(f"miss by MAPE {inter['speedup_mape_pct']:,.1f}% counting the decode passes only")
+    assert f"(goal of at most {goal:g}%: {verdict})" in summary
+    gap = inter["sweep_gap"]
+    sweep_rows = {r["concurrency"]: r for r in check["rows"] if "measured_speedup" in r}
+    assert gap["concurrency"] in sweep_rows and gap["sweep_speedup"] == sweep_rows[gap["concurrency"]]["measured_speedup"]
+    assert lead < summary.index(f"misses by MAPE {check['speedup_mape_pct']:,.1f}%") < \
+        summary.index(f"up to {gap['gap_pct']:,.1f}% apart (concurrency {gap['concurrency']}: "
+                      f"{gap['sweep_speedup']:.2f}x in the sweep, {gap['interleaved_speedup']:.2f}x interleaved)")
     assert unsourced(text, sources) == [] and untagged(text, sources) == []
+    bound, binder = build.render_bound(sources)
+    tree = copy.deepcopy(sources.tree())
+    tree["model"]["run_check"]["interleaved"]["speedup_mape_pct"] = goal + 50.0  # the verdict no longer holds
+    assert "summary.run_check" in provenance.broken_sentences(bound, binder.sentences, tree, build.RULES)
     sources.model.run_check = {**check, "interleaved": None}
     assert "against the interleaved launch" not in render(sources)
+    assert f"miss the measured ones by MAPE {check['speedup_mape_pct']:,.1f}%" in render(sources)

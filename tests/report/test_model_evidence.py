@@ -278,3 +278,14 @@ def test_the_interleaved_check_needs_a_single_stream_point_to_calibrate_on(cpu):
     two = [_interleaved(3, 1, 0.05, 0.03), _interleaved(2, 1, 0.025, 0.03), _interleaved(2, 4, 0.025, 0.045)]
     inter = measured_run_check(cpu, report, mem_bandwidth=BANDWIDTH, interleaved=two)["interleaved"]
     assert inter["launch"] == 2 and [r["concurrency"] for r in inter["rows"]] == [1, 4]
+
+
+def test_the_sweep_gap_is_the_largest_difference_at_a_concurrency_both_measured():
+    sweep = [{"concurrency": 1, "measured_speedup": 1.42}, {"concurrency": 2, "measured_speedup": 1.32},
+             {"concurrency": 4, "measured_speedup": 1.13}, {"concurrency": 8, "measured_speedup": 0.5}]
+    interleaved = [{"concurrency": 1, "measured_speedup": 1.28}, {"concurrency": 2},
+                   {"concurrency": 4, "measured_speedup": 1.39}]
+    gap = model_evidence.sweep_gap(sweep, interleaved)
+    assert (gap["concurrency"], gap["sweep_speedup"], gap["interleaved_speedup"]) == (4, 1.13, 1.39)
+    assert gap["gap_pct"] == pytest.approx((1.39 - 1.13) / 1.39 * 100)
+    assert model_evidence.sweep_gap(sweep[3:], interleaved) is None  # no concurrency measured by both

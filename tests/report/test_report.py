@@ -197,7 +197,15 @@ def test_the_interleaved_launch_measured_every_point_and_the_model_is_checked_ag
     assert [r["concurrency"] for r in check["rows"]] == expected
     assert check["rows"][0]["measured_baseline_tok_s"] == pytest.approx(points[0]["baseline_decode_tok_s"])
     assert "interleaved rounds" in check["calibrated_on"] and check["speedup_mape_pct"] is not None
-    assert "The same model against the interleaved launch" in (root / "REPORT.md").read_text()
+    text = (root / "REPORT.md").read_text()
+    assert "The same model against the interleaved launch" in text
+    # the summary leads with the interleaved check and says how far the sweep measured the same points apart
+    sweep = json.loads((root / "artifacts" / "report_model_evidence.cpu.json").read_text())["run_check"]["rows"]
+    both = [r["concurrency"] for r in sweep if "measured_speedup" in r]
+    assert check["sweep_gap"]["concurrency"] in both
+    summary = next(line for line in text.splitlines() if line.startswith("- On this run"))
+    assert summary.index(f"{check['speedup_mape_pct']:,.1f}% counting the decode passes only") < \
+        summary.index("Against the sequential sweep") < summary.index(f"{check['sweep_gap']['gap_pct']:,.1f}% apart")
 
 
 def test_the_sglang_the_report_ran_on_is_pristine_after_it(full_report):

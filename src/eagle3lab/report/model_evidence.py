@@ -255,6 +255,19 @@ def interleaved_run_check(profile, samples: Sequence[Any], turnover: Mapping[str
     return {"launch": launch, "calibrated_on": calibrated, "rows": rows, **_summary(rows)}
 
 
+def sweep_gap(sweep_rows: Sequence[Mapping[str, Any]], interleaved_rows: Sequence[Mapping[str, Any]]
+              ) -> Optional[dict[str, Any]]:
+    """How far the sweep and the interleaved launch measured the same point's speedup apart (the largest gap over
+    the concurrencies both measured, relative to the interleaved one): the resolution the sweep's own check has
+    on this machine. None where no concurrency has a speedup in both."""
+    interleaved = {r["concurrency"]: r["measured_speedup"] for r in interleaved_rows if "measured_speedup" in r}
+    gaps = [{"concurrency": r["concurrency"], "sweep_speedup": r["measured_speedup"],
+             "interleaved_speedup": interleaved[r["concurrency"]],
+             "gap_pct": abs(r["measured_speedup"] - interleaved[r["concurrency"]]) / interleaved[r["concurrency"]]
+             * 100} for r in sweep_rows if "measured_speedup" in r and r["concurrency"] in interleaved]
+    return max(gaps, key=lambda g: g["gap_pct"]) if gaps else None
+
+
 def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None,
                        point_times: Optional[Sequence[Any]] = None,
                        interleaved: Sequence[Any] = ()) -> dict[str, Any]:
@@ -321,6 +334,8 @@ def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None,
         "speedup_mape_pct": summary["turnover_speedup_mape_pct"]}
     out["naive"] = summary["naive"]
     out["interleaved"] = interleaved_run_check(profile, interleaved, turnover, mem_bandwidth)
+    if out["interleaved"]:
+        out["interleaved"]["sweep_gap"] = sweep_gap(rows, out["interleaved"]["rows"])
     out["cycle_extra"] = _cycle_extra(dep, report)
     out["per_request_host"] = _per_request_host(dep)
     out["control_cycles"] = measured_cycles(report)  # the one computation, in the diagnostics engine
