@@ -52,6 +52,7 @@ bench: bool = True  # run the benchmark arms
 cross_check_with_bench_serving: bool = True  # also run sglang.bench_serving on the baseline server
 experiment_concurrency: list = [1]  # concurrencies of the EAGLE-3 experiment arms (untrained drafter, shifted layers); [] skips them
 control_concurrency: list = [4]  # the control arm also runs here: its cycle at two batch sizes gives the cost model the host work per running request
+interleave_layer_mismatch: bool = True  # the layer-mismatch arm joins the interleaved launch (one more server) at concurrency 1: its throughput against the headline arm's in the same rounds
 
 # %%
 params = nbparams.resolve(globals())
@@ -209,10 +210,14 @@ if bench:
 # %%
 relaunched = patchbench.relaunched_spread(
     plans[0], P, models, config, bench_dir, logs_dir, patch, shims, CONTROL_SHIMS if P.cpu_harness else (),
-    baseline, eagle3, cycle_trace) if bench and eagle3.measured_points() else patchbench.Relaunched(None, [])
+    baseline, eagle3, cycle_trace,
+    variants=patchbench.layer_mismatch_plans(plans) if interleave_layer_mismatch else ()
+) if bench and eagle3.measured_points() else patchbench.Relaunched(None, [])
 spread = relaunched.spread
 partial.update(launch_spread=spread.model_dump() if spread else None,
-               interleaved_sweep=[s.model_dump() for s in relaunched.interleaved])
+               interleaved_sweep=[s.model_dump() for s in relaunched.interleaved],
+               interleaved_variants=[s.model_dump() for s in relaunched.variants],
+               variant_costs=[c.model_dump() for c in relaunched.variant_costs])
 show.table(launch_spread.rows(spread)) if spread else "not relaunched (bench_launch_repeats is 0, or no EAGLE-3 point)"
 
 # %%
@@ -305,6 +310,15 @@ show.table(offline) if offline else "the drafter records no offline simulation"
 mismatch = acceptance.layer_mismatch(report.arms, P.model_num_layers,
                                      {plan.name: plan.aux_layer_ids for plan in plans}) if bench else None
 show.table(mismatch.rows()) if mismatch else "the layer-mismatch arm was not measured"
+
+# %% [markdown]
+# What the shift costs in throughput: the layer-mismatch arm measured in the interleaved launch's rounds, on the
+# same prompts as the headline EAGLE-3 arm and in the same spells of the machine (its rate over the headline
+# arm's, with the bootstrap interval over the rounds).
+
+# %%
+show.table(launch_spread.variant_rows(relaunched.variant_costs)) if relaunched.variant_costs else \
+    "the layer-mismatch arm did not join an interleaved launch"
 
 # %% [markdown]
 # ### Speedup, measured here
@@ -447,4 +461,6 @@ sidecars.write(sidecars.PatchBenchSidecar(
     cycle_components=cycle_table,
     launch_spread=spread,
     interleaved_sweep=relaunched.interleaved,
+    interleaved_variants=relaunched.variants,
+    variant_costs=relaunched.variant_costs,
 ))

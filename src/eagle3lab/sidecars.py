@@ -533,6 +533,27 @@ class LaunchSample(Record):
         return self.eagle3_decode_tok_s / self.baseline_decode_tok_s
 
 
+class VariantCost(Record):
+    """A variant of the headline EAGLE-3 arm (the layer-mismatch drafter) measured in the same interleaved rounds,
+    on the same prompts, beside the headline pair (``bench.launch_spread.variant_cost``): what the variant costs
+    in throughput, not only in acceptance."""
+
+    variant_arm: str
+    headline_arm: str
+    launch: int
+    concurrency: int
+    rounds: int
+    rate_ratio: float  # the variant's pooled rate over the headline EAGLE-3 arm's, same rounds and prompts
+    ratio_low: Optional[float] = None  # percentile bootstrap interval of that ratio over the rounds (paired)
+    ratio_high: Optional[float] = None
+    interval_level_pct: Optional[float] = None
+    headline_speedup: float  # each over the same baseline blocks
+    variant_speedup: float
+    headline_accept_length: Optional[float] = None
+    variant_accept_length: Optional[float] = None
+    cost_pct: float  # throughput the variant loses against the headline arm, (1 - rate_ratio) x 100 (< 0: gains)
+
+
 class LaunchSpreadRecord(Record):
     """The headline pair measured on several launches at one concurrency, and how far the launches agree
     (``bench.launch_spread``): spreads are (max - min) / median, in percent."""
@@ -599,6 +620,10 @@ class PatchBenchSidecar(Sidecar):
     # the interleaved launch's pair at every concurrency it measured (bench.interleave; the profile's
     # bench_interleave_concurrency): both arms in the same spells, what the cost model's run check is scored on too
     interleaved_sweep: list[LaunchSample] = Field(default_factory=list)
+    # variants of the EAGLE-3 arm (the layer-mismatch drafter) measured in the same interleaved rounds: each one's
+    # pair against the same baseline blocks, and its throughput against the headline arm's
+    interleaved_variants: list[LaunchSample] = Field(default_factory=list)
+    variant_costs: list[VariantCost] = Field(default_factory=list)
     # False while notebook 03 is still measuring (written after each arm, notebook.patch_and_bench.PartialSidecar);
     # a sidecar left with False is a run that stopped after the arms it lists
     complete: bool = True

@@ -93,6 +93,18 @@ def test_the_schedule_measures_every_concurrency_in_each_round_on_the_same_block
     assert len(plan) == 2 * sum(len(configs) for configs in blocks.values())
 
 
+def test_a_variant_arm_joins_the_rounds_of_its_own_concurrency_in_the_mirrored_order():
+    """The layer-mismatch arm beside the pair at concurrency 1: on every block of that point, after the pair in one
+    round and first in the next (the whole order reversed), and nowhere else."""
+    blocks = {c: interleave.block_configs(config(), c, 4, prompts=16) for c in (1, 4)}
+    plan = interleave.schedule(blocks, extra={1: ["eagle3-shifted"]})
+    by_round = {r: [(b.concurrency, b.arm) for b in plan if b.round == r] for r in (1, 2)}
+    assert by_round[1] == [(1, "baseline"), (1, "eagle3"), (1, "eagle3-shifted"), (4, "baseline"), (4, "eagle3")]
+    assert by_round[2] == [(1, "eagle3-shifted"), (1, "eagle3"), (1, "baseline"), (4, "eagle3"), (4, "baseline")]
+    assert [b.config for b in plan if b.arm == "eagle3-shifted"] == blocks[1]
+    assert [b for b in plan if b.arm != "eagle3-shifted"] == interleave.schedule(blocks)  # the pair's plan unchanged
+
+
 def test_a_point_with_fewer_rounds_sits_out_the_last_ones_and_no_point_is_refused():
     plan = interleave.schedule({1: interleave.block_configs(config(), 1, 4, prompts=16),
                                 4: interleave.block_configs(config(), 4, 4, prompts=8)})  # 8 prompts: 2 rounds at 4
@@ -124,10 +136,10 @@ def test_a_block_that_measured_nothing_is_refused():
         interleave.pooled([lost])
 
 
-def blocks(arm: str, steps: list[float], verify_ct: int | None = None, start: float = T0):
+def blocks(arm: str, steps: list[float], verify_ct: int | None = None, start: float = T0, kind: str | None = None):
     out = []
     for number, step in enumerate(steps, start=1):
-        a = synthetic_arm(f"{arm}-launch2-round{number}", [1], step, verify_ct=verify_ct, kind=arm)
+        a = synthetic_arm(f"{arm}-launch2-round{number}", [1], step, verify_ct=verify_ct, kind=kind or arm)
         window = _arm(a.name, start + 10 * number, start + 10 * number + 5)
         a.started_at, a.finished_at = window.started_at, window.finished_at
         out.append(a)
@@ -166,12 +178,28 @@ def test_an_interleaved_pair_with_a_lost_block_is_a_reason():
 
 def test_two_servers_in_one_window_are_told_apart_by_their_records(tmp_path):
     records = [r for i in range(6) for r in (*_plain(T0 + i), *_cycle(T0 + i + 0.5))]  # both servers, same seconds
-    table = cycle.table_from_shared_window(_trace(tmp_path, records), _arm("b", T0, T0 + 6).started_at,
-                                           _arm("e", T0, T0 + 6).finished_at, "cpu", "baseline", "eagle3")
+    table = cycle.table_from_shared_window(_trace(tmp_path, records), [(_arm("b", T0, T0 + 6).started_at,
+                                           _arm("e", T0, T0 + 6).finished_at)], "cpu", "baseline", "eagle3")
     alone = cycle.table_from_arms(_trace(tmp_path, [r for i in range(6) for r in _plain(T0 + i)]
                                          + [r for i in range(6) for r in _cycle(T0 + 100 + i)]),
                                   _arm("b", T0, T0 + 6), _arm("e", T0 + 100, T0 + 106), "cpu")
     assert (table.plain_step_ms, table.cycle_ms) == (alone.plain_step_ms, alone.cycle_ms)
+
+
+def test_a_third_server_up_beside_the_pair_is_left_out_by_the_pairs_block_windows(tmp_path):
+    """A variant EAGLE-3 server measured in its own blocks between the pair's: its cycles (slower here) fall
+    outside the pair's block windows, so the pair's cycle is its own EAGLE-3 server's."""
+    pair = [r for i in range(6) for r in (*_plain(T0 + i), *_cycle(T0 + i + 0.5))]
+    variant = [r for i in range(6) for r in _cycle(T0 + 50 + i, verify=36.0)]
+    windows = [(_arm("b", T0, T0 + 6).started_at, _arm("b", T0, T0 + 6).finished_at)]
+    table = cycle.table_from_shared_window(_trace(tmp_path, pair + variant), windows, "cpu", "baseline", "eagle3")
+    mixed = cycle.table_from_shared_window(_trace(tmp_path, pair + variant),
+                                           [*windows, (_arm("v", T0 + 50, T0 + 56).started_at,
+                                                       _arm("v", T0 + 50, T0 + 56).finished_at)],
+                                           "cpu", "baseline", "eagle3")
+    assert table.cycle_ms < mixed.cycle_ms
+    alone = cycle.table_from_shared_window(_trace(tmp_path, pair), windows, "cpu", "baseline", "eagle3")
+    assert table.cycle_ms == alone.cycle_ms
 
 
 def test_the_order_label_names_every_round():
@@ -262,3 +290,29 @@ def test_rounds_that_cannot_be_resampled_are_refused_in_one_line():
         interleave.speedup_interval([[9.0, 0.2]] * 2, [[9.0, 0.1]] * 2, level=95)
     with pytest.raises(BenchError, match="at least one resample"):
         interleave.speedup_interval([[9.0, 0.2]] * 2, [[9.0, 0.1]] * 2, resamples=0)
+
+
+def test_a_variant_measured_in_the_same_rounds_costs_its_rate_against_the_headline_arms_with_a_paired_interval():
+    """The layer-mismatch arm in the pair's rounds: its throughput over the headline EAGLE-3 arm's, pooled over the
+    rounds; the machine slowing in round 2 moves both arms, so the paired interval stays tight; the report's
+    verdict follows the interval's ends."""
+    from eagle3lab.report.build import variant_context
+
+    base = blocks("baseline", [0.02, 0.04, 0.02])
+    spec = blocks("eagle3", [0.010, 0.020, 0.010], verify_ct=3)
+    shifted = blocks("eagle3-shifted", [0.0125, 0.025, 0.0125], verify_ct=4, kind="eagle3_shifted")  # slower by the same share each round
+    headline = launch_spread.interleaved_sample(2, base, spec, 1)
+    variant = launch_spread.interleaved_sample(2, base, shifted, 1)
+    cost = launch_spread.variant_cost(headline, variant)
+    assert cost.variant_arm == "eagle3-shifted-launch2" and cost.headline_arm == "eagle3-launch2"
+    assert cost.rate_ratio == pytest.approx(variant.eagle3_tok_s / headline.eagle3_tok_s) and cost.rate_ratio < 1
+    assert cost.cost_pct == pytest.approx((1 - cost.rate_ratio) * 100) and cost.rounds == 3
+    assert cost.ratio_low <= cost.rate_ratio <= cost.ratio_high < 1  # a steady cost: every round agrees
+    assert (cost.headline_speedup, cost.variant_speedup) == (headline.speedup, variant.speedup)
+    assert "resolve a cost" in variant_context(cost)["verdict"]
+    assert "do not resolve" in variant_context(cost.model_copy(update={"ratio_high": 1.02}))["verdict"]
+    assert "no interval" in variant_context(cost.model_copy(update={"ratio_low": None, "ratio_high": None}))["verdict"]
+    other_launch = variant.model_copy(update={"launch": 3})
+    assert launch_spread.variant_cost(headline, other_launch) is None  # not the same rounds: no comparison
+    row = launch_spread.variant_rows([cost])[0]
+    assert row["throughput cost %"] == round(cost.cost_pct, 1) and row["rounds"] == 3

@@ -550,3 +550,30 @@ def test_the_interleaved_run_check_renders_its_own_table_sourced_beside_the_swee
     sources.model.run_check = {**check, "interleaved": None}
     assert "against the interleaved launch" not in render(sources)
     assert f"miss the measured ones by MAPE {check['speedup_mape_pct']:,.1f}%" in render(sources)
+
+
+def test_the_layer_mismatch_throughput_cost_renders_from_its_record_with_its_computed_verdict(sources):
+    """The shifted drafter's rate against the aligned one's in the same interleaved rounds: every number from the
+    sidecar's record, the verdict from the interval's ends; without the record, no such sentence."""
+    from eagle3lab.sidecars import LayerMismatchRecord, VariantCost
+
+    sources.patch.layer_mismatch = LayerMismatchRecord(
+        aligned_arm="eagle3", shifted_arm="eagle3-shifted", aligned_layer_ids=[1, 6, 10], shifted_layer_ids=[0, 5, 9],
+        target_layers=12, concurrency=[1], aligned_accept_length=[2.265], shifted_accept_length=[2.116],
+        drop=[0.149], relative_drop=[0.0658])
+    cost = VariantCost(variant_arm="eagle3-shifted-launch2-c1", headline_arm="eagle3-launch2-c1", launch=2,
+                       concurrency=1, rounds=6, rate_ratio=0.9437, ratio_low=0.9012, ratio_high=0.9811,
+                       interval_level_pct=95.0, headline_speedup=1.3053, variant_speedup=1.2318,
+                       headline_accept_length=2.0078, variant_accept_length=1.8876, cost_pct=5.63)
+    sources.patch.variant_costs = [cost]
+    text = render(sources)
+    line = " ".join(text[text.index("In throughput, measured in the same interleaved rounds"):].split("**[measured]**")[0]
+                    .split())
+    assert "ran at 0.944 times the aligned drafter's rate (95% bootstrap interval over the rounds 0.901 to 0.981)" in line
+    assert "a cost of 5.6% of its throughput (the interval lies below 1: these rounds resolve a cost)" in line
+    assert "1.31x aligned, 1.23x shifted, at acceptance 2.01 and 1.89" in line
+    assert unsourced(text, sources) == [] and untagged(text, sources) == []
+    sources.patch.variant_costs = [cost.model_copy(update={"ratio_high": 1.01})]
+    assert "these rounds do not resolve a difference" in render(sources)
+    sources.patch.variant_costs = []
+    assert "In throughput, measured in the same interleaved rounds" not in render(sources)

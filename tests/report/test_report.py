@@ -208,6 +208,24 @@ def test_the_interleaved_launch_measured_every_point_and_the_model_is_checked_ag
         summary.index("Against the sequential sweep") < summary.index(f"{check['sweep_gap']['gap_pct']:,.1f}% apart")
 
 
+def test_the_layer_mismatch_arm_ran_in_the_interleaved_rounds_and_its_throughput_cost_is_reported(full_report):
+    """The shifted drafter's server joined the interleaved launch at concurrency 1: its blocks ran in the same rounds
+    as the headline pair's, its rate is compared with the headline EAGLE-3 arm's from those rounds, and REPORT.md
+    says so beside the acceptance drop."""
+    _, root = full_report
+    data = sidecar(root, "03_patch_and_bench.cpu.json")
+    assert any(a["kind"] == "eagle3_shifted" for a in data["spec_arms"]), "the tiny target is deep enough to shift"
+    headline = next(s for s in data["interleaved_sweep"] if s["concurrency"] == 1)
+    (variant,) = data["interleaved_variants"]
+    (cost,) = data["variant_costs"]
+    assert variant["eagle3_arm"] == f"eagle3-shifted-launch{headline['launch']}-c1" and variant["concurrency"] == 1
+    assert variant["round_baseline"] == headline["round_baseline"]  # the same baseline blocks
+    assert len(variant["round_eagle3"]) == len(headline["round_eagle3"]) == cost["rounds"]
+    assert cost["rate_ratio"] == pytest.approx(variant["eagle3_tok_s"] / headline["eagle3_tok_s"])
+    text = " ".join((root / "REPORT.md").read_text().split())
+    assert f"ran at {cost['rate_ratio']:.3f} times the aligned drafter's rate" in text
+
+
 def test_the_sglang_the_report_ran_on_is_pristine_after_it(full_report):
     """Notebook 03 patched it twice and notebook 02 patched it for its checks: all reverted, byte for byte."""
     from eagle3lab.package import patching

@@ -261,14 +261,16 @@ def table_from_arms(trace_file: Path, baseline: Any, eagle: Any, profile: str, b
     return table
 
 
-def table_from_shared_window(trace_file: Path, started_at: str | None, finished_at: str | None, profile: str,
+def table_from_shared_window(trace_file: Path, windows: Sequence[tuple[str | None, str | None]], profile: str,
                              baseline_arm: str, eagle_arm: str, batch_size: int = 1,
                              shims: Sequence[str] | None = None) -> CycleComponentsRecord:
-    """The table from two servers that ran at the same time (``bench.interleave``): the records written in one
-    window, split by the server that wrote them (each record carries its server's ``spec``, None without
+    """The table from servers that were up at the same time (``bench.interleave``), each measured in its own
+    blocks: the records written in the pair's block ``windows`` (another server up beside them, idle then, writes
+    none), split by the server that wrote them (each record carries its server's ``spec``, None without
     speculation)."""
-    records = records_in_window(read_records(trace_file), started_at, finished_at)
-    return component_table([r for r in records if not r.get("spec")], [r for r in records if r.get("spec")],
+    records = read_records(trace_file)
+    inside = list({id(r): r for start, end in windows for r in records_in_window(records, start, end)}.values())
+    return component_table([r for r in inside if not r.get("spec")], [r for r in inside if r.get("spec")],
                            profile=profile, trace_file=Path(trace_file).name, baseline_arm=baseline_arm,
                            eagle_arm=eagle_arm, batch_size=batch_size, shims=shims)
 

@@ -15,7 +15,7 @@ rests on which rounds happened to be measured is a bootstrap over the rounds (``
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,11 +78,14 @@ class Block:
     config: SweepConfig
 
 
-def schedule(blocks: dict[int, Sequence[SweepConfig]], first: str = BASELINE, second: str = EAGLE3) -> list[Block]:
+def schedule(blocks: dict[int, Sequence[SweepConfig]], first: str = BASELINE, second: str = EAGLE3,
+             extra: Mapping[int, Sequence[str]] | None = None) -> list[Block]:
     """Every concurrency's blocks (``block_configs``) woven into one run: round r measures round r of each
-    concurrency, lowest first, both arms of each in the round's mirrored order (``round_order``). So every point of
-    the sweep, not only the first, has both arms in the same spells of the machine; a concurrency with fewer rounds
-    (fewer prompts than rounds x concurrency) sits out the last rounds."""
+    concurrency, lowest first, every arm of each in the round's mirrored order (``round_order``; ``extra`` arms,
+    e.g. a variant of the EAGLE-3 arm at one concurrency, come after the pair and the whole order is reversed on
+    alternate rounds). So every point of the sweep, not only the first, has its arms in the same spells of the
+    machine, on the same prompts; a concurrency with fewer rounds (fewer prompts than rounds x concurrency) sits
+    out the last rounds."""
     if not blocks:
         raise BenchError("an interleaved measurement needs at least one concurrency", key="concurrency", value=[])
     rounds = max(len(b) for b in blocks.values())
@@ -90,7 +93,9 @@ def schedule(blocks: dict[int, Sequence[SweepConfig]], first: str = BASELINE, se
     for number, arms in enumerate(round_order(rounds, first, second), start=1):
         for concurrency in sorted(blocks):
             if number <= len(blocks[concurrency]):
-                out.extend(Block(number, concurrency, arm, blocks[concurrency][number - 1]) for arm in arms)
+                more = list((extra or {}).get(concurrency, ()))
+                order = [*arms, *more] if arms[0] == first else [*more[::-1], *arms]
+                out.extend(Block(number, concurrency, arm, blocks[concurrency][number - 1]) for arm in order)
     return out
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from eagle3lab.bench import cycle, interleave
 from eagle3lab.bench.sweep import ArmResult, PointResult
 from eagle3lab.errors import BenchError
-from eagle3lab.sidecars import LaunchSample, LaunchSpreadRecord, today
+from eagle3lab.sidecars import LaunchSample, LaunchSpreadRecord, VariantCost, today
 
 # The project's rule, not a measurement: when the per-launch speedups spread by more than this share of their
 # median, one launch's speedup is reported as one draw of a spread, never alone.
@@ -94,8 +94,7 @@ def interleaved_sample(launch: int, baseline_blocks: Sequence[ArmResult], eagle3
         **_interval_fields(interleave.block_totals(b_points), interleave.block_totals(e_points))}
     if trace is not None and trace.exists():
         try:
-            table = cycle.table_from_shared_window(trace, min(a.started_at for a in arms if a.started_at),
-                                                   max(a.finished_at for a in arms if a.finished_at), profile,
+            table = cycle.table_from_shared_window(trace, [(a.started_at, a.finished_at) for a in arms], profile,
                                                    sample["baseline_arm"], sample["eagle3_arm"],
                                                    batch_size=concurrency, shims=shims)
             sample.update(plain_step_ms=table.plain_step_ms, cycle_ms=table.cycle_ms,
@@ -103,6 +102,40 @@ def interleaved_sample(launch: int, baseline_blocks: Sequence[ArmResult], eagle3
         except (BenchError, ValueError):
             pass  # no timer records in the window: the rates still stand
     return LaunchSample(**sample)
+
+
+def variant_cost(headline: LaunchSample, variant: LaunchSample) -> VariantCost | None:
+    """The variant's throughput against the headline EAGLE-3 arm's, both measured in the same interleaved rounds
+    on the same prompts (``interleave.schedule``'s ``extra``): the ratio of their rates pooled over the rounds, and
+    its percentile bootstrap interval resampling whole rounds (the headline arm's blocks standing where the baseline
+    stands in ``interleave.speedup_interval``). None when the two were not measured in the same rounds."""
+    if (headline.launch, headline.concurrency) != (variant.launch, variant.concurrency) or \
+            len(headline.round_eagle3) != len(variant.round_eagle3) or not headline.round_eagle3:
+        return None
+    interval = interleave.speedup_interval(headline.round_eagle3, variant.round_eagle3)
+    return VariantCost(
+        variant_arm=variant.eagle3_arm, headline_arm=headline.eagle3_arm, launch=variant.launch,
+        concurrency=variant.concurrency or 1, rounds=len(variant.round_eagle3),
+        rate_ratio=variant.eagle3_tok_s / headline.eagle3_tok_s,
+        cost_pct=(1.0 - variant.eagle3_tok_s / headline.eagle3_tok_s) * 100,
+        ratio_low=interval.low if interval else None, ratio_high=interval.high if interval else None,
+        interval_level_pct=interval.level * 100 if interval else None,
+        headline_speedup=headline.speedup, variant_speedup=variant.speedup,
+        headline_accept_length=headline.accept_length, variant_accept_length=variant.accept_length)
+
+
+def variant_rows(costs: Sequence[VariantCost]) -> list[dict[str, Any]]:
+    """For people: each variant against the headline arm, same rounds and prompts."""
+    def interval(c: VariantCost) -> str:
+        return f"{c.ratio_low:.3f} to {c.ratio_high:.3f}" if c.ratio_low and c.ratio_high else "--"
+
+    return [{"variant": c.variant_arm, "against": c.headline_arm, "concurrency": c.concurrency, "rounds": c.rounds,
+             "rate ratio": round(c.rate_ratio, 3), "bootstrap interval": interval(c),
+             "throughput cost %": round(c.cost_pct, 1), "speedup, headline": round(c.headline_speedup, 2),
+             "speedup, variant": round(c.variant_speedup, 2),
+             "acceptance, headline": round(c.headline_accept_length, 2) if c.headline_accept_length else "--",
+             "acceptance, variant": round(c.variant_accept_length, 2) if c.variant_accept_length else "--"}
+            for c in costs]
 
 
 def _interval_fields(baseline: list[list[float]], eagle3: list[list[float]]) -> dict[str, Any]:

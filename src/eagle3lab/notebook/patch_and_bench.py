@@ -38,7 +38,7 @@ from eagle3lab.bench.diagnostics import diagnose, evidence_from_artifacts, findi
 from eagle3lab.sidecars import InterfaceTraceSidecar, PatchBenchSidecar, read_if_present, write as write_sidecar
 from eagle3lab.runtime.tinymodel.drafter_training import (shifted_drafter, shifted_ids_valid,
                                                           trained_drafter_for_profile)
-from eagle3lab.sidecars import CycleComponentsRecord, LaunchSample, LaunchSpreadRecord
+from eagle3lab.sidecars import CycleComponentsRecord, LaunchSample, LaunchSpreadRecord, VariantCost
 from eagle3lab.bench.diagnostics import Threshold
 
 
@@ -183,12 +183,16 @@ class Relaunched:
 
     spread: LaunchSpreadRecord | None
     interleaved: list[LaunchSample]
+    # variants of the EAGLE-3 arm measured in the same rounds at ``concurrency`` (the layer-mismatch drafter):
+    # each against the baseline blocks, and its throughput against the headline arm's
+    variants: list[LaunchSample] = dataclasses.field(default_factory=list)
+    variant_costs: list[VariantCost] = dataclasses.field(default_factory=list)
 
 
 def relaunched_spread(plan: SpecArmPlan, profile: Profile, models: Models, config: SweepConfig, out_dir: Path,
                       logs_dir: Path, patch: str, shims: Sequence[str], baseline_shims: Sequence[str],
-                      baseline: ArmResult, eagle3: ArmResult, trace: Path | None, concurrency: int = 1
-                      ) -> Relaunched:
+                      baseline: ArmResult, eagle3: ArmResult, trace: Path | None, concurrency: int = 1,
+                      variants: Sequence[SpecArmPlan] = ()) -> Relaunched:
     """The headline pair relaunched ``profile.bench_launch_repeats`` times, beside the benchmark table's own
     launches (pair 1: EAGLE-3 on the chain's server, then the baseline); the spread across pairs at ``concurrency``
     (``bench.launch_spread``). With ``bench_interleave_rounds`` each relaunched pair has both servers up at once and
@@ -196,23 +200,30 @@ def relaunched_spread(plan: SpecArmPlan, profile: Profile, models: Models, confi
     (``bench.interleave``); without, the two arms run one after the other at ``concurrency``, in mirrored order
     from pair to pair, so that a slow spell of a shared machine falls on both arms. A relaunch that measures
     nothing is kept as a skipped pair with its reason; the spread is None when fewer than two pairs measured (or
-    no repeats asked)."""
+    no repeats asked). ``variants`` (the layer-mismatch arm's plan) join the interleaved launches as one more
+    server each, measured at ``concurrency`` in the same rounds on the same prompts: what each costs in throughput
+    against the headline arm, not only in acceptance."""
     if profile.bench_launch_repeats < 1:
         return Relaunched(None, [])
     order = ["eagle3, baseline"]
     pairs = [spread.launch_sample(1, baseline, eagle3, concurrency, trace, profile.name, shims)]
     interleaved: list[LaunchSample] = []
-    arms_of = {interleave.BASELINE: _PairArm(False, baseline_shims, None, models),
-               interleave.EAGLE3: _PairArm(True, shims, patch, plan.models(models))}
+    arms_of = {interleave.BASELINE: _PairArm(False, baseline_shims, None, models, ARM_KIND_BASELINE),
+               interleave.EAGLE3: _PairArm(True, shims, patch, plan.models(models), plan.kind)}
+    arms_of.update({v.name: _PairArm(True, shims, patch, v.models(models), v.kind) for v in variants
+                    if profile.bench_interleave_rounds})
+    variant_samples: list[LaunchSample] = []
     for launch in range(2, profile.bench_launch_repeats + 2):
         if profile.bench_interleave_rounds:
             blocks = {c: interleave.block_configs(dataclasses.replace(config, concurrency=[c]), c,
                                                   profile.bench_interleave_rounds, profile.bench_interleave_prompts)
                       for c in sorted({concurrency, *profile.interleave_concurrency})}
             order.append(interleave.order_label(len(blocks[concurrency])))
-            by_point = _interleaved_pair(launch, plan, profile, arms_of, blocks, out_dir, logs_dir, trace, shims)
+            by_point, by_variant = _interleaved_pair(launch, profile, arms_of, blocks, out_dir, logs_dir, trace, shims,
+                                                     {concurrency: [v.name for v in variants]})
             pairs.append(by_point[concurrency])
             interleaved.extend(s for s in by_point.values() if not isinstance(s, str))
+            variant_samples.extend(s for s in by_variant.values() if not isinstance(s, str))
             continue
         runs = ["baseline", "eagle3"] if launch % 2 == 0 else ["eagle3", "baseline"]
         order.append(", ".join(runs))
@@ -221,13 +232,16 @@ def relaunched_spread(plan: SpecArmPlan, profile: Profile, models: Models, confi
             arm = arms_of[name]
             arms[name], _ = run_server_arm(f"{name}-launch{launch}", profile, arm.models,
                                            dataclasses.replace(config, concurrency=[concurrency]), out_dir,
-                                           logs_dir, kind=arm.kind(plan), speculative=arm.speculative,
+                                           logs_dir, kind=arm.kind, speculative=arm.speculative,
                                            shims=arm.shims, patch=arm.patch)
         pairs.append(spread.launch_sample(launch, arms["baseline"], arms["eagle3"], concurrency, trace, profile.name,
                                           shims))
     record = spread.spread_record([p for p in pairs if not isinstance(p, str)], concurrency, " | ".join(order),
                                   [p for p in pairs if isinstance(p, str)])
-    return Relaunched(record, interleaved)
+    headline = {(s.launch, s.concurrency): s for s in interleaved}
+    costs = [c for v in variant_samples if (h := headline.get((v.launch, v.concurrency)))
+             and (c := spread.variant_cost(h, v)) is not None]
+    return Relaunched(record, interleaved, variant_samples, costs)
 
 
 @dataclass(frozen=True)
@@ -238,17 +252,18 @@ class _PairArm:
     shims: Sequence[str]
     patch: str | None  # applied for the launch's start-up only
     models: Models
-
-    def kind(self, plan: SpecArmPlan) -> str:
-        return plan.kind if self.speculative else ARM_KIND_BASELINE
+    kind: str  # the arm kind its results are recorded under
 
 
-def _interleaved_pair(launch: int, plan: SpecArmPlan, profile: Profile, arms_of: dict[str, _PairArm],
+def _interleaved_pair(launch: int, profile: Profile, arms_of: dict[str, _PairArm],
                       blocks: dict[int, Sequence[SweepConfig]], out_dir: Path, logs_dir: Path, trace: Path | None,
-                      shims: Sequence[str]) -> dict[int, LaunchSample | str]:
-    """Both servers of the pair up at once (the EAGLE-3 one on a free port), every concurrency's block measured on
-    both in each round (``interleave.schedule``); both stopped on every way out. One sample per concurrency."""
-    plan_blocks = interleave.schedule(blocks)
+                      shims: Sequence[str], extra: Mapping[int, Sequence[str]] | None = None
+                      ) -> tuple[dict[int, LaunchSample | str], dict[tuple[str, int], LaunchSample | str]]:
+    """Every server up at once (the speculative ones on free ports), every concurrency's block measured on the pair
+    in each round and on the ``extra`` arms at their concurrency (``interleave.schedule``); all stopped on every
+    way out. One pair sample per concurrency, and one sample per extra arm and concurrency (that arm against the
+    same baseline blocks)."""
+    plan_blocks = interleave.schedule(blocks, extra=extra)
     check_greedy(profile, plan_blocks[0].config)
     specs = {name: server_spec(profile, arm.models, speculative=arm.speculative, shims=arm.shims,
                                port=free_port(profile.host) if arm.speculative else None)
@@ -262,9 +277,14 @@ def _interleaved_pair(launch: int, plan: SpecArmPlan, profile: Profile, arms_of:
         for block in progress_bar(plan_blocks, desc=f"interleaved launch {launch}", unit="block", leave=False):
             measured[(block.arm, block.concurrency)].append(
                 run_arm(f"{block.arm}-launch{launch}-c{block.concurrency}-round{block.round}",
-                        specs[block.arm].base_url, block.config, out_dir, kind=arms_of[block.arm].kind(plan)))
-    return {c: spread.interleaved_sample(launch, measured[(interleave.BASELINE, c)], measured[(interleave.EAGLE3, c)],
-                                         c, trace, profile.name, shims) for c in sorted(blocks)}
+                        specs[block.arm].base_url, block.config, out_dir, kind=arms_of[block.arm].kind))
+
+    def sample(arm: str, c: int) -> LaunchSample | str:
+        return spread.interleaved_sample(launch, measured[(interleave.BASELINE, c)], measured[(arm, c)], c, trace,
+                                         profile.name, shims)
+
+    return ({c: sample(interleave.EAGLE3, c) for c in sorted(blocks)},
+            {(arm, c): sample(arm, c) for c, arms in (extra or {}).items() for arm in arms if measured[(arm, c)]})
 
 
 BENCH_REPORT, BENCH_REPORT_FAILED = "bench_report.json", "bench_report.failed.json"
@@ -441,6 +461,12 @@ def eagle3_arm_plans(drafters: Drafters, experiment_concurrency: Sequence[int] =
                                  "the trained drafter fed each aux hidden state one layer early (what sglang 0.5.9's "
                                  "CUDA-graph capture hands it)"))
     return plans
+
+
+def layer_mismatch_plans(plans: Sequence[SpecArmPlan]) -> list[SpecArmPlan]:
+    """The layer-mismatch arm's plan, where there is one: the variant the interleaved launch measures beside the
+    headline pair."""
+    return [plan for plan in plans if plan.kind == ARM_KIND_EAGLE3_SHIFTED]
 
 
 def lossless_check(arms: Sequence[ArmResult], out_dir: Path, profile: Profile | None = None,

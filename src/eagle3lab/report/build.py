@@ -26,7 +26,7 @@ from eagle3lab.report.model_evidence import ModelEvidence
 from eagle3lab.package.patching import patch_info
 from eagle3lab.runtime.envinfo import environment_table
 from eagle3lab.sidecars import (SCHEMAS, CrashReproSidecar, InterfaceTraceSidecar, PatchBenchSidecar,
-                                read_if_present)
+                                VariantCost, read_if_present)
 from eagle3lab.trace import audit
 from eagle3lab.fix.capture_result import CaptureResult
 from eagle3lab.report.plots.model import (COMPONENT_LABELS, cpu_profile_figures, incident_figures,
@@ -219,9 +219,24 @@ def _fix_context(s03: PatchBenchSidecar | None) -> tuple[dict | None, dict | Non
                  "output_len": profile["bench_output_len"], "concurrency": profile["bench_concurrency"],
                  "figures": [Path(p).name for p in s03.figures.values()],
                  "spec_arms": s03.spec_arms, "lossless": s03.lossless, "mismatch": s03.layer_mismatch,
+                 "variant_costs": [variant_context(c) for c in s03.variant_costs],
                  "speedup": s03.speedup, "sampling": s03.sampling, "spread": s03.launch_spread,
                  "harness": s03.harness}
     return fix, bench
+
+
+def variant_context(cost: VariantCost) -> dict[str, Any]:
+    """A variant's throughput against the headline arm as the report says it, with whether its bootstrap interval
+    over the rounds resolves a difference at all (the verdict computed here from the interval's ends)."""
+    if cost.ratio_low is None or cost.ratio_high is None:
+        verdict = "one round only, so no interval"
+    elif cost.ratio_high < 1.0:
+        verdict = "the interval lies below 1: these rounds resolve a cost"
+    elif cost.ratio_low > 1.0:
+        verdict = "the interval lies above 1: these rounds resolve a gain"
+    else:
+        verdict = "the interval holds 1: these rounds do not resolve a difference"
+    return {**cost.model_dump(), "verdict": verdict}
 
 
 def _headline_arms(s03: PatchBenchSidecar) -> set[str]:
