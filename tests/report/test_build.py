@@ -575,5 +575,10 @@ def test_the_layer_mismatch_throughput_cost_renders_from_its_record_with_its_com
     assert unsourced(text, sources) == [] and untagged(text, sources) == []
     sources.patch.variant_costs = [cost.model_copy(update={"ratio_high": 1.01})]
     assert "these rounds do not resolve a difference" in render(sources)
+    gain = cost.model_copy(update={"rate_ratio": 1.066, "ratio_low": 0.98, "ratio_high": 1.172, "cost_pct": -6.6})
+    sources.patch.variant_costs = [gain]
+    text = render(sources)
+    assert "6.6% more throughput than the aligned drafter" in " ".join(text.split()) and "a cost of" not in text
+    assert unsourced(text, sources) == []
     sources.patch.variant_costs = []
     assert "In throughput, measured in the same interleaved rounds" not in render(sources)
