@@ -113,11 +113,11 @@ def variant_cost(headline: LaunchSample, variant: LaunchSample) -> VariantCost |
             len(headline.round_eagle3) != len(variant.round_eagle3) or not headline.round_eagle3:
         return None
     interval = interleave.speedup_interval(headline.round_eagle3, variant.round_eagle3)
+    ratio = variant.eagle3_tok_s / headline.eagle3_tok_s
     return VariantCost(
         variant_arm=variant.eagle3_arm, headline_arm=headline.eagle3_arm, launch=variant.launch,
-        concurrency=variant.concurrency or 1, rounds=len(variant.round_eagle3),
-        rate_ratio=variant.eagle3_tok_s / headline.eagle3_tok_s,
-        cost_pct=(1.0 - variant.eagle3_tok_s / headline.eagle3_tok_s) * 100,
+        concurrency=variant.concurrency or 1, rounds=len(variant.round_eagle3), rate_ratio=ratio,
+        cost_pct=(1.0 - ratio) * 100,
         ratio_low=interval.low if interval else None, ratio_high=interval.high if interval else None,
         interval_level_pct=interval.level * 100 if interval else None,
         headline_speedup=headline.speedup, variant_speedup=variant.speedup,
@@ -126,16 +126,18 @@ def variant_cost(headline: LaunchSample, variant: LaunchSample) -> VariantCost |
 
 def variant_rows(costs: Sequence[VariantCost]) -> list[dict[str, Any]]:
     """For people: each variant against the headline arm, same rounds and prompts."""
-    def interval(c: VariantCost) -> str:
-        return f"{c.ratio_low:.3f} to {c.ratio_high:.3f}" if c.ratio_low and c.ratio_high else "--"
-
     return [{"variant": c.variant_arm, "against": c.headline_arm, "concurrency": c.concurrency, "rounds": c.rounds,
-             "rate ratio": round(c.rate_ratio, 3), "bootstrap interval": interval(c),
+             "rate ratio": round(c.rate_ratio, 3), "bootstrap interval": _interval_text(c.ratio_low, c.ratio_high, 3),
              "throughput cost %": round(c.cost_pct, 1), "speedup, headline": round(c.headline_speedup, 2),
              "speedup, variant": round(c.variant_speedup, 2),
              "acceptance, headline": round(c.headline_accept_length, 2) if c.headline_accept_length else "--",
              "acceptance, variant": round(c.variant_accept_length, 2) if c.variant_accept_length else "--"}
             for c in costs]
+
+
+def _interval_text(low: float | None, high: float | None, digits: int) -> str:
+    """A bootstrap interval for people's tables, "--" without one."""
+    return f"{low:.{digits}f} to {high:.{digits}f}" if low and high else "--"
 
 
 def _interval_fields(baseline: list[list[float]], eagle3: list[list[float]]) -> dict[str, Any]:
@@ -231,12 +233,9 @@ def point_rows(samples: Sequence[LaunchSample]) -> list[dict[str, Any]]:
     def r(value: float | None, digits: int = 1) -> float | str:
         return round(value, digits) if value is not None else "--"
 
-    def interval(s: LaunchSample) -> str:
-        return f"{s.speedup_low:.2f} to {s.speedup_high:.2f}" if s.speedup_low and s.speedup_high else "--"
-
     return [{"launch": s.launch, "concurrency": s.concurrency, "rounds": len(s.round_speedups),
              "baseline tok/s": r(s.baseline_tok_s), "EAGLE-3 tok/s": r(s.eagle3_tok_s), "speedup": r(s.speedup, 2),
-             "bootstrap interval": interval(s), "baseline decode tok/s": r(s.baseline_decode_tok_s),
+             "bootstrap interval": _interval_text(s.speedup_low, s.speedup_high, 2), "baseline decode tok/s": r(s.baseline_decode_tok_s),
              "EAGLE-3 decode tok/s": r(s.eagle3_decode_tok_s), "decode speedup": r(s.decode_speedup, 2),
              "acceptance length": r(s.accept_length, 2)}
             for s in sorted(samples, key=lambda s: (s.launch, s.concurrency or 0))]
