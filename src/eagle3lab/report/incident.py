@@ -14,6 +14,7 @@ from typing import Any, Optional
 import yaml
 
 from eagle3lab.costmodel.presets import hardware_preset, load_config
+from eagle3lab.report.evidence_table import incident_evidence
 from eagle3lab.runtime.profiles import load_profile
 
 SOURCE = ("reported by the engineer in the incident write-up (Kimi-K2.5 INT4, sglang, TP 8 on 8x RTX PRO 6000 "
@@ -63,8 +64,9 @@ NOT_REPORTED: tuple[str, ...] = ("the acceptance length EAGLE-3 reached", "the w
 
 def facts() -> dict[str, object]:
     """The incident as the report states it: the reported figures, the write-up's claims, what was not reported,
-    the public evidence on its drafter, and the deployment's launch settings as the blackwell-8x profile records
-    them (the project's profile; its speculative flags match sglang PR #19689's published launch command)."""
+    the public evidence on its drafter, the evidence table on its hardware and model family (``evidence_table``),
+    and the deployment's launch settings as the blackwell-8x profile records them (the project's profile; its
+    speculative flags match sglang PR #19689's published launch command)."""
     profile = load_profile(INCIDENT_PROFILE)
     layers = target_layers()
     return {"reported": {figure.key: vars(figure) for figure in REPORTED}, "not_reported": list(NOT_REPORTED),
@@ -73,7 +75,7 @@ def facts() -> dict[str, object]:
             "profile": profile.name, "sglang": profile.sglang_version,
             "target": profile.target_model, "draft": profile.draft_model, "tp": profile.tp_size,
             "gpu": hardware_preset("rtx-pro-6000-blackwell").name, "target_layers": layers,
-            "public": public_evidence()}
+            "public": public_evidence(), "evidence": incident_evidence(SINGLE_STREAM.value, PEAK.value)}
 
 
 def sglang_default_aux_ids(num_layers: int) -> list[int]:
