@@ -17,6 +17,7 @@ import re
 import shlex
 import warnings
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any, Optional
 
 # sglang's dest names differ from ServerArgs' fields for these (ServerArgs.from_cli_args maps them)
@@ -144,6 +145,32 @@ def tolerant_flags(tokens: list[str]) -> dict[str, Any]:
     return out
 
 
+# fields the rules compare as numbers or switches: a value of another type (``--tp two``) is dropped, and said
+INT_FIELDS = ("tp_size", "pp_size", "dp_size", "speculative_num_steps", "speculative_eagle_topk",
+              "speculative_num_draft_tokens", "cuda_graph_max_bs", "max_running_requests", "context_length",
+              "chunked_prefill_size", "max_total_tokens")
+BOOL_FIELDS = ("disable_cuda_graph", "disable_overlap_schedule", "enable_mixed_chunk", "disable_radix_cache")
+
+
+def checked_types(args: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The flags with every number-or-switch field of the wrong type dropped, and one note per dropped flag."""
+    out, dropped = dict(args), []
+    for key in INT_FIELDS:
+        value = out.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            dropped.append(f"--{key.replace('_', '-')} {value!r} is not a whole number: left out")
+            del out[key]
+    for key in BOOL_FIELDS:
+        if key in out and not isinstance(out[key], bool):
+            dropped.append(f"--{key.replace('_', '-')} {out[key]!r} is not a switch: left out")
+            del out[key]
+    graph = out.get("cuda_graph_bs")
+    if graph is not None and not (isinstance(graph, list) and all(isinstance(v, int) for v in graph)):
+        dropped.append(f"--cuda-graph-bs {graph!r} is not a list of whole numbers: left out")
+        del out["cuda_graph_bs"]
+    return out, dropped
+
+
 class _ParserError(Exception):
     pass
 
@@ -173,7 +200,8 @@ def _sglang_parser() -> tuple[Optional[_Parser], str]:
 def parse_command(command: str, use_sglang: bool = True) -> ParsedCommand:
     """One command through sglang's parser where it knows every flag, else the tolerant fallback."""
     tokens, notes = _tokens(command)
-    fallback = tolerant_flags(tokens)
+    fallback, dropped = checked_types(tolerant_flags(tokens))
+    notes = notes + dropped
     parser, name = _sglang_parser() if use_sglang else (None, "not asked for")
     if parser is None:
         return ParsedCommand(command, fallback, "tolerant fallback", notes + [f"no sglang parser: {name}"])
@@ -184,7 +212,8 @@ def parse_command(command: str, use_sglang: bool = True) -> ParsedCommand:
                              notes + [f"the {name} rejected the command ({exc}); flags read one by one"])
     args = {DEST_TO_FIELD.get(k, k): v for k, v in vars(namespace).items() if v is not None}
     if unknown:
-        extra = tolerant_flags(unknown)
+        extra, dropped = checked_types(tolerant_flags(unknown))
+        notes.extend(dropped)
         args.update(extra)
         flags = [t for t in unknown if t.startswith("--")]
         notes.append(f"flags the {name} does not know, read by the tolerant fallback: {', '.join(flags) or unknown}")
@@ -204,3 +233,25 @@ def parse_launch(text: str, use_sglang: bool = True) -> ParsedLaunch:
     if len(found) > 2:
         notes.append(f"{len(found)} commands: the first speculative one and the first other one are used")
     return ParsedLaunch(spec, base, notes)
+
+
+@functools.lru_cache(maxsize=16)
+def sglang_default_flags(architecture: str, algorithm: str = "EAGLE3") -> tuple[Optional[tuple[int, int, int]], str]:
+    """(steps, topk, draft tokens) the installed sglang picks when a launch names none of them
+    (``server_args.auto_choose_speculative_params``, called with the target's architecture), and where from."""
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+            warnings.simplefilter("ignore")
+            from sglang.srt.server_args import auto_choose_speculative_params  # heavy: imports torch
+            from sglang.version import __version__
+    except Exception as exc:  # noqa: BLE001 -- any import failure means: no sglang defaults here
+        return None, f"speculative flags unknown and sglang is not importable here ({type(exc).__name__})"
+    hf_config = SimpleNamespace(architectures=[architecture])
+    fake = SimpleNamespace(speculative_algorithm=algorithm, get_model_config=lambda: SimpleNamespace(hf_config=hf_config))
+    try:
+        steps, topk, tokens = auto_choose_speculative_params(fake)
+    except Exception as exc:  # noqa: BLE001 -- another release's function may read more than the architecture
+        return None, f"speculative flags unknown: sglang {__version__}'s defaults need more ({type(exc).__name__})"
+    return (int(steps), int(topk), int(tokens)), (
+        f"speculative flags assumed: sglang {__version__}'s defaults for {architecture} when a launch names none "
+        f"(server_args.auto_choose_speculative_params): {steps} steps, topk {topk}, {tokens} draft tokens")

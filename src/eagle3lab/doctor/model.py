@@ -7,6 +7,7 @@ from typing import Any, Mapping, Optional
 
 from eagle3lab.errors import PerfModelError
 from eagle3lab.costmodel.arch import drafter_from_config, eagle3_drafter, model_from_config
+from eagle3lab.costmodel.hardware import Hardware
 from eagle3lab.costmodel.cycle import Deployment, break_even_accept_length, max_accept_length, plain_step, spec_cycle
 from eagle3lab.costmodel.validation import frozen_engine, load_dataset
 from eagle3lab.bench.diagnostics import ModelFigures
@@ -21,23 +22,32 @@ def _sum_parts(*weighted: tuple[Mapping[str, float], float]) -> dict[str, float]
     return out
 
 
-def model_figures(hardware: str, gpus: int, target_config: Mapping[str, Any],
+def deployment(hardware: Hardware | str, gpus: int, target_config: Mapping[str, Any],
+               drafter_config: Optional[Mapping[str, Any]], context: float) -> Deployment:
+    """The user's deployment as the cost model sees it: the target from its config, the drafter from its config
+    where it is an EAGLE-3 one (else the layout SpecForge builds for the target), sglang's validated engine."""
+    hw = hardware if isinstance(hardware, Hardware) else hardware_preset(hardware)
+    target = model_from_config(dict(target_config), "target", "--target-config")
+    drafter = eagle3_drafter(target)
+    if drafter_config and "LlamaForCausalLMEagle3" in (drafter_config.get("architectures") or []):
+        try:
+            drafter = drafter_from_config(drafter_config, "--drafter-config")
+        except PerfModelError:
+            pass  # an incomplete drafter config: the EAGLE-3 layout built for the target stands in
+    # the validated engine: sglang's constants plus the orchestration between passes frozen by the protocol
+    protocol = load_dataset().protocol
+    return Deployment(target, drafter, hw, gpus, frozen_engine("sglang-0.5", protocol.current if protocol else None), context)
+
+
+def model_figures(hardware: Hardware | str, gpus: int, target_config: Mapping[str, Any],
                   drafter_config: Optional[Mapping[str, Any]], steps: int, topk: int, draft_tokens: int, batch: int,
                   context: float, context_where: str) -> tuple[Optional[ModelFigures], str]:
     """(figures, note): the cycle and the plain step at ``batch`` by component; None with the reason when the
     model cannot be built from what was given."""
     try:
-        hw = hardware_preset(hardware)
-        target = model_from_config(dict(target_config), "target", "--target-config")
-        drafter = eagle3_drafter(target)
-        if drafter_config and "LlamaForCausalLMEagle3" in (drafter_config.get("architectures") or []):
-            try:
-                drafter = drafter_from_config(drafter_config, "--drafter-config")
-            except PerfModelError:
-                pass  # an incomplete drafter config: the EAGLE-3 layout built for the target stands in
-        # the validated engine: sglang's constants plus the orchestration between passes frozen by the protocol
-        frozen = load_dataset().protocol.current
-        dep = Deployment(target, drafter, hw, gpus, frozen_engine("sglang-0.5", frozen), context)
+        dep = deployment(hardware, gpus, target_config, drafter_config, context)
+        protocol = load_dataset().protocol
+        hw, frozen = dep.hardware, protocol.current if protocol else None
         spec = speculative_flags(steps, topk, draft_tokens)
         cycle = spec_cycle(dep, spec, batch)
         plain = plain_step(dep, batch)

@@ -1,4 +1,6 @@
-"""Doctor's command: read the user's files, build the evidence, run the rules, print JSON or a table."""
+"""Doctor's command: read the user's files and numbers, build the evidence, run the rules, rank the answer, print
+JSON or a table. The answer leads with the measured speedup, then the causes that apply ranked by how much of the
+gap each explains, then every cause's finding, then one line on what was read and what was not."""
 
 from __future__ import annotations
 
@@ -7,48 +9,49 @@ import json
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Optional, Sequence
 
-from eagle3lab.bench import launch_spread
-from eagle3lab.doctor.bench import parse_bench
-from eagle3lab.doctor.launch import parse_launch
-from eagle3lab.doctor.model import model_figures
-from eagle3lab.errors import DiagnosticsError, Eagle3LabError
-from eagle3lab.bench.diagnostics import (YES, Evidence, Finding, Threshold, diagnose, log_accept_lengths,
-                                         server_args_from_log)
+from eagle3lab.bench.diagnostics import UNKNOWN, YES, Finding, diagnose
+from eagle3lab.costmodel.hardware import GB, TB, Hardware
 from eagle3lab.costmodel.presets import load_config
-from eagle3lab.trace import audit
-from eagle3lab.trace.sources import installed_source
-from eagle3lab.trace.startup import StartupProfile
+from eagle3lab.doctor.evidence import GIVEN, Built, DoctorInput, Measured, build
+from eagle3lab.doctor.rank import Ranked, rank
+from eagle3lab.errors import DiagnosticsError, PerfModelError
 
-
-@dataclass
-class DoctorInput:
-    """What the user gave, already read (text, not paths)."""
-
-    launch: Optional[str] = None
-    server_log: Optional[str] = None
-    baseline_log: Optional[str] = None
-    bench: Optional[str] = None
-    concurrency: Optional[list[int]] = None
-    hardware: Optional[str] = None
-    gpus: Optional[int] = None
-    drafter_config: Optional[Mapping[str, Any]] = None
-    target_config: Optional[Mapping[str, Any]] = None
-    input_len: Optional[float] = None
-    output_len: Optional[float] = None
-    context: Optional[float] = None
-    temperature: Optional[float] = None
-    use_sglang_parser: bool = True
+__all__ = ["DoctorInput", "DoctorResult", "build_evidence", "doctor", "format_table", "add_arguments", "run"]
 
 
 @dataclass
 class DoctorResult:
     findings: list[Finding]
     notes: list[str] = field(default_factory=list)
+    ranking: list[Ranked] = field(default_factory=list)
+    measured: Optional[Measured] = None
+    read: list[str] = field(default_factory=list)
+    unread: list[str] = field(default_factory=list)
+
+    @property
+    def read_nothing(self) -> bool:
+        return not self.read
 
     def to_dict(self) -> dict[str, Any]:
-        return {"findings": [f.to_dict() for f in self.findings], "notes": self.notes}
+        return {"measured": None if self.measured is None else vars(self.measured),
+                "ranking": [r.to_dict() for r in self.ranking],
+                "findings": [f.to_dict() for f in self.findings], "read": self.read, "unread": self.unread,
+                "notes": self.notes}
+
+
+def build_evidence(given: DoctorInput) -> tuple[Any, list[str]]:
+    """The rules engine's evidence from the user's inputs, and notes on how each was read."""
+    built = build(given)
+    return built.evidence, built.notes
+
+
+def doctor(given: DoctorInput) -> DoctorResult:
+    built: Built = build(given)
+    findings = diagnose(built.evidence)
+    ranking, _ = rank(findings, built, given)
+    return DoctorResult(findings, built.notes, ranking, built.measured, built.read, built.unread)
 
 
 def _read(path: Optional[str], what: str) -> Optional[str]:
@@ -78,7 +81,11 @@ def _config(value: Optional[str], what: str) -> Optional[dict[str, Any]]:
     if not Path(value).exists() and ("/" in value or value.endswith(".json")):
         raise DiagnosticsError(f"{what} {value} does not exist; give a config.json (or its folder) or a stored "
                                "config name")
-    return load_config(value)[0]
+    try:
+        return load_config(value)[0]
+    except (ValueError, RecursionError) as exc:
+        raise DiagnosticsError(f"{what} {value} is not a readable config.json ({type(exc).__name__}); give the "
+                               "model's config.json") from None
 
 
 def parse_concurrency(text: Optional[str]) -> Optional[list[int]]:
@@ -93,155 +100,151 @@ def parse_concurrency(text: Optional[str]) -> Optional[list[int]]:
     return values
 
 
-def build_evidence(given: DoctorInput) -> tuple[Evidence, list[str]]:
-    """The rules engine's evidence from the user's inputs, and notes on how each was read."""
-    notes: list[str] = []
-    ev = Evidence(spec_log=given.server_log, baseline_log=given.baseline_log, concurrency=given.concurrency,
-                  drafter_config=given.drafter_config, target_config=given.target_config,
-                  input_len=given.input_len, output_len=given.output_len, temperature=given.temperature,
-                  temperature_where="--temperature" if given.temperature is not None else "")
-    if given.launch is not None:
-        parsed = parse_launch(given.launch, given.use_sglang_parser)
-        notes.extend(parsed.notes)
-        if parsed.speculative is not None:
-            ev.launch = parsed.speculative.args
-            ev.launch_note = parsed.speculative.parser
-            notes.append(f"speculative command read by the {parsed.speculative.parser}")
-            notes.extend(parsed.speculative.notes)
-        if parsed.baseline is not None:
-            ev.baseline_launch = parsed.baseline.args
-            notes.append(f"baseline command read by the {parsed.baseline.parser}")
-    if given.server_log is not None:
-        ev.server_args = server_args_from_log(given.server_log)
-        notes.append("server log: " + ("server_args line read" if ev.server_args else "no server_args line") +
-                     f", {len(log_accept_lengths(given.server_log))} accept-length figure(s)")
-    if given.bench is not None:
-        ev.bench, note = parse_bench(given.bench)
-        notes.append(note)
-        if ev.concurrency is None:
-            levels = sorted({b.concurrency for b in ev.bench if b.concurrency})
-            ev.concurrency = levels or None
-        spec = next((b for b in ev.bench if b.arm == "speculative" and b.output_tok_s), None)
-        base = next((b for b in ev.bench if b.arm == "baseline" and b.output_tok_s), None)
-        if spec and base and spec.concurrency == base.concurrency and spec.concurrency:
-            ev.speedups = {spec.concurrency: spec.output_tok_s / base.output_tok_s}
-            ev.speedup_where = "bench_serving output throughput, speculative / baseline"
-            # each arm benchmarked more than once at that concurrency: how far the pairs of runs agree
-            spread = launch_spread.spread_record(launch_spread.samples_from_runs(ev.bench, spec.concurrency),
-                                                 spec.concurrency, "as given in the benchmark output")
-            if spread is not None:
-                ev.launch_spread = spread.model_dump()
-                notes.append(f"{len(spread.launches)} runs of each arm at concurrency {spec.concurrency}: speedup "
-                             f"{spread.speedup_min:.2f}x to {spread.speedup_max:.2f}x")
-    steps, topk, tokens = (ev.arg(k)[0] for k in ("speculative_num_steps", "speculative_eagle_topk",
-                                                  "speculative_num_draft_tokens"))
-    batch = max(ev.concurrency) if ev.concurrency else None
-    if given.hardware and given.target_config and all(isinstance(v, int) for v in (steps, topk, tokens)) and batch:
-        if given.context is not None:
-            context, where = given.context, "--context"
-        elif given.input_len is not None or any(b.mean_input_len for b in ev.bench):
-            first = given.input_len if given.input_len is not None else \
-                next(b.mean_input_len for b in ev.bench if b.mean_input_len)
-            out = given.output_len or next((b.mean_output_len for b in ev.bench if b.mean_output_len), 0.0) or 0.0
-            context, where = first + out / 2, "mean prompt + half the output"
-        else:
-            context, where = 1024.0, "assumed, not measured: give --context"
-        tp = ev.arg("tp_size")[0]
-        gpus = given.gpus or (int(tp) if isinstance(tp, int) else 1)
-        ev.model, note = model_figures(given.hardware, gpus, given.target_config, given.drafter_config,
-                                       steps, topk, tokens, batch, context, where)
-        notes.append(note)
-        if ev.model is not None:
-            ev.break_even = Threshold(ev.model.break_even, "modelled", ev.model.where)
-            ev.modelled_break_even = ev.break_even
-    elif given.hardware:
-        notes.append("--hardware given, but the cost model also needs --target-config, the speculative flags and "
-                     "a concurrency")
-    if given.target_config is not None:
-        ev.layer_table, note = capture_trace(ev)
-        notes.append(note)
-    return ev, notes
+# a GPU by its datasheet numbers: (flag, Hardware field, unit factor, help)
+GPU_SHEET = (("--gpu-mem-bw", "mem_bandwidth", TB, "memory bandwidth, TB/s (datasheet peak)"),
+             ("--gpu-memory", "memory_bytes", GB, "memory per GPU, GB"),
+             ("--gpu-bf16-tflops", "peak_bf16_flops", 1e12, "dense BF16 tensor-core TFLOP/s"),
+             ("--gpu-fp8-tflops", "peak_fp8_flops", 1e12, "dense FP8 tensor-core TFLOP/s (leave out: none)"),
+             ("--gpu-link-bw", "link_bandwidth", GB, "GB/s per direction per GPU into the TP group"))
+ALLREDUCE_S = {"nvlink": 8e-6, "pcie": 30e-6, "none": 30e-6}
 
 
-def capture_trace(ev: Evidence) -> tuple[Optional[list[dict[str, Any]]], str]:
-    """The installed sglang's start-up order of ``set_eagle3_layers_to_capture`` for this target class, depth and
-    drafter aux ids (``trace.audit.layer_table``, GPU start-up: CUDA graphs on), or why it was not traced."""
-    algorithm = str(ev.arg("speculative_algorithm")[0] or "").upper()
-    target = ev.target_config or {}
-    text = {**target, **(target.get("text_config") or {})} if isinstance(target.get("text_config"), dict) else target
-    eagle = (ev.drafter_config or {}).get("eagle_config") or {}
-    ids = eagle.get("eagle_aux_hidden_state_layer_ids") if isinstance(eagle, dict) else None
-    archs = target.get("architectures") or []
-    if algorithm != "EAGLE3" or not archs or not text.get("num_hidden_layers") or not ids:
-        return None, "capture order not traced (needs EAGLE3, the target's architectures and depth, and the " \
-                     "drafter's aux layer ids)"
-    if ev.arg("disable_cuda_graph")[0] is True:
-        return None, "capture order not traced: CUDA graphs are off"
+def gpu_from_sheet(args: argparse.Namespace) -> Optional[Hardware]:
+    """A ``Hardware`` from the --gpu-* datasheet numbers (every number's source: given by the user), or None."""
+    values = {field_name: getattr(args, flag[2:].replace("-", "_"), None) for flag, field_name, _, _ in GPU_SHEET}
+    if all(v is None for v in values.values()) and not getattr(args, "gpu_name", None):
+        return None
+    missing = [flag for flag, name, _, _ in GPU_SHEET if values[name] is None and name != "peak_fp8_flops"]
+    if missing:
+        raise DiagnosticsError(f"a GPU by its datasheet also needs {missing[0]} (or name a preset with --hardware)")
+    kind = getattr(args, "gpu_interconnect", None) or "nvlink"
+    numbers: dict[str, Optional[float]] = {}
+    for _, name, factor, _ in GPU_SHEET:
+        value = values[name]
+        numbers[name] = float(value) * factor if value is not None else None
+    sources = {name: f"{GIVEN} ({flag})" for flag, name, _, _ in GPU_SHEET}
+    sources["allreduce_latency_s"] = ("assumption: the cost model's all-reduce latency for the interconnect "
+                                      f"named ({kind}: the presets' value)")
     try:
-        src = installed_source()
-        table = audit.layer_table(src, str(archs[0]), int(text["num_hidden_layers"]), [int(i) for i in ids],
-                                  StartupProfile.gpu())
-    except (Eagle3LabError, KeyError, ValueError, TypeError, AttributeError) as exc:
-        return None, f"capture order not traced: {type(exc).__name__}: {exc}"
-    return [{**table, "profile": "gpu"}], (f"capture order traced on the installed sglang {src.version} for "
-                                           f"{archs[0]} (the server's release may differ)")
+        return Hardware(name=getattr(args, "gpu_name", None) or "GPU given by datasheet", interconnect=kind,
+                        allreduce_latency_s=ALLREDUCE_S[kind], sources=sources, **numbers)  # type: ignore[arg-type]
+    except PerfModelError as exc:
+        raise DiagnosticsError(f"the --gpu-* numbers: {exc}") from None
 
 
-def doctor(given: DoctorInput) -> DoctorResult:
-    ev, notes = build_evidence(given)
-    return DoctorResult(diagnose(ev), notes)
+def _wrap(text: str, width: int, indent: int, first: str = "", rest: str = "") -> list[str]:
+    parts = textwrap.wrap(text, width - indent - len(first)) or [""]
+    return [" " * indent + (first if i == 0 else rest) + part for i, part in enumerate(parts)]
+
+
+def headline(result: DoctorResult) -> list[str]:
+    """The measured speedup, first, with where it comes from."""
+    m = result.measured
+    if m is None:
+        return ["measured speedup: unknown (give the benchmark of both arms, or --baseline-tok-s and --spec-tok-s, "
+                "or --speedup)"]
+    at = f" at concurrency {m.concurrency}" if m.concurrency else ""
+    verdict = "slower than without speculation" if m.speedup < 1 else "faster than without speculation"
+    return [f"measured speedup: {m.speedup:.2f}x{at}, {verdict} ({m.where})"]
 
 
 def format_table(result: DoctorResult, width: int = 110) -> str:
-    """A readable table: causes that apply first, each with its evidence and fix; then the notes."""
+    """The answer: measured speedup, the ranked causes, every finding (applying first), then what was read."""
+    lines = headline(result)
+    applying = [r for r in result.ranking if r.applies == YES]
+    if applying:
+        lines.append("causes that apply, by how much of the gap each explains (modelled speedup gained were it "
+                     "removed):")
+        for i, r in enumerate(applying, 1):
+            gain = f"+{r.gain:.2f}x" if r.gain is not None else "not modelled"
+            lines.append(f"  {i}. {r.cause} ({gain})" + (f": {r.how}" if r.gain is not None else ""))
+    unknown = [r for r in result.ranking if r.applies == UNKNOWN and r.decide]
+    if unknown:
+        lines.append("to decide the unknown causes, give:")
+        lines.extend(f"  {r.cause}: {r.decide}" for r in unknown)
+    lines.append("")
     order = {"yes": 0, "unknown": 1, "no": 2}
     rows = sorted(result.findings, key=lambda f: order.get(f.applies, 3))
-    lines = [f"{'cause':<34} {'applies':<8} {'threshold':<12} evidence", "-" * width]
+    lines += [f"{'cause':<34} {'applies':<8} {'threshold':<12} evidence", "-" * width]
     for f in rows:
         wrapped = textwrap.wrap(f.evidence, width - 57) or [""]
         lines.append(f"{f.cause:<34} {f.applies:<8} {(f.threshold_provenance or '-'):<12} {wrapped[0]}")
         lines.extend(" " * 56 + part for part in wrapped[1:])
         if f.applies == YES and f.fix:
-            for i, part in enumerate(textwrap.wrap(f.fix, width - 61)):
-                lines.append(" " * 56 + ("fix: " if i == 0 else "     ") + part)
+            lines.extend(_wrap(f.fix, width, 56, "fix: ", "     "))
     lines.append("")
+    lines.append("read: " + (", ".join(result.read) or "nothing") +
+                 (f"; not read (nothing recognised): {', '.join(result.unread)}" if result.unread else ""))
     lines.extend(f"note: {n}" for n in result.notes)
     return "\n".join(lines)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--launch", help="the launch_server command: a file (may hold a baseline and a speculative "
-                                         "command, comments) or the command text itself")
+                                         "command, comments, docker run, a Kubernetes args list) or the command text")
     parser.add_argument("--server-log", help="the speculative server's log (sglang 0.4.x-0.5.x)")
     parser.add_argument("--baseline-log", help="the baseline server's log, if any")
-    parser.add_argument("--bench", help="bench_serving output: its text summary, its JSONL, or the benchmark command")
+    parser.add_argument("--bench", help="benchmark output: bench_serving / vllm bench serve (text or JSON), send_one, "
+                                        "bench_speculative, sglang benchmark/ scripts, SpecForge, a table, "
+                                        "eagle3lab bench's JSON, or the benchmark command")
     parser.add_argument("--concurrency", help="the concurrency (or levels, comma-separated) the benchmark served")
+    parser.add_argument("--accept", type=float, help="the served acceptance length (tokens per verify), as you "
+                                                     "measured it")
+    parser.add_argument("--baseline-tok-s", type=float, help="the baseline's output tokens/s, as you measured it")
+    parser.add_argument("--spec-tok-s", type=float, help="the speculative server's output tokens/s, same workload")
+    parser.add_argument("--speedup", type=float, help="speculative over baseline throughput, if that is what you have")
     parser.add_argument("--hardware", help="GPU preset for the cost model's break-even (see `predict --help`)")
+    for flag, _, _, text in GPU_SHEET:
+        parser.add_argument(flag, type=float, help=f"a GPU without a preset: {text}")
+    parser.add_argument("--gpu-interconnect", choices=sorted(ALLREDUCE_S), help="how the GPUs of a TP group are "
+                                                                                "linked (default nvlink)")
+    parser.add_argument("--gpu-name", help="the GPU's name, for the answer's text")
     parser.add_argument("--gpus", type=int, help="GPUs per replica (default: the launch's --tp-size)")
+    parser.add_argument("--tp", type=int, help="tensor-parallel size, where no launch says it")
     parser.add_argument("--drafter-config", help="the drafter's config.json (or folder)")
     parser.add_argument("--target-config", help="the target's config.json (or folder, or a stored config name)")
     parser.add_argument("--input-len", type=float, help="mean prompt tokens per request, when no bench output says")
     parser.add_argument("--output-len", type=float, help="mean output tokens per request")
     parser.add_argument("--context", type=float, help="mean tokens cached per request while decoding (cost model)")
     parser.add_argument("--temperature", type=float, help="the benchmark's sampling temperature")
-    parser.add_argument("--json", action="store_true", help='print {"findings": [...]} instead of a table')
+    parser.add_argument("--json", action="store_true", help='print {"measured", "ranking", "findings", ...} '
+                                                            'instead of a table')
+
+
+def _positive(value: Optional[float], flag: str) -> Optional[float]:
+    if value is not None and not value > 0:
+        raise DiagnosticsError(f"{flag} needs a number > 0, got {value:g}")
+    return value
 
 
 def inputs_from_args(args: argparse.Namespace) -> DoctorInput:
+    for flag in ("accept", "baseline_tok_s", "spec_tok_s", "speedup", "gpus", "tp"):
+        _positive(getattr(args, flag, None), f"--{flag.replace('_', '-')}")
     return DoctorInput(launch=_launch_text(args.launch), server_log=_read(args.server_log, "--server-log"),
                        baseline_log=_read(args.baseline_log, "--baseline-log"), bench=_read(args.bench, "--bench"),
-                       concurrency=parse_concurrency(args.concurrency), hardware=args.hardware, gpus=args.gpus,
+                       concurrency=parse_concurrency(args.concurrency), hardware=args.hardware,
+                       hardware_sheet=gpu_from_sheet(args), gpus=args.gpus, tp=args.tp,
                        drafter_config=_config(args.drafter_config, "--drafter-config"),
                        target_config=_config(args.target_config, "--target-config"), input_len=args.input_len,
-                       output_len=args.output_len, context=args.context, temperature=args.temperature)
+                       output_len=args.output_len, context=args.context, temperature=args.temperature,
+                       accept=args.accept, baseline_tok_s=args.baseline_tok_s, spec_tok_s=args.spec_tok_s,
+                       speedup=args.speedup)
 
 
 def run(args: argparse.Namespace) -> None:
     given = inputs_from_args(args)
-    if not any((given.launch, given.server_log, given.bench, given.drafter_config, given.target_config)):
+    if not any(v is not None for v in (given.launch, given.server_log, given.bench, given.drafter_config,
+                                       given.target_config, given.accept, given.baseline_tok_s, given.spec_tok_s,
+                                       given.speedup)):
         raise DiagnosticsError("doctor needs at least one of --launch, --server-log, --bench, --drafter-config, "
-                               "--target-config")
+                               "--target-config, or a measured number (--accept, --baseline-tok-s, --spec-tok-s, "
+                               "--speedup)")
     result = doctor(given)
+    if result.read_nothing:
+        raise DiagnosticsError(f"doctor read nothing: {', '.join(result.unread) or 'the inputs'} held no launch "
+                               "command, sglang log line or benchmark result it knows"
+                               + (" (binary data)" if any("binary data" in n for n in result.notes) else "")
+                               + "; give the text as the tool printed it")
     print(json.dumps(result.to_dict(), indent=2) if args.json else format_table(result))
 
 
