@@ -186,16 +186,19 @@ def build(given: DoctorInput) -> Built:
                   temperature_where="--temperature, given by the user" if given.temperature is not None else "")
     if launch is not None:
         parsed = parse_launch(launch, given.use_sglang_parser)
-        notes.extend(parsed.notes)
+        said = list(parsed.notes)
+        for role, command in (("speculative", parsed.speculative), ("baseline", parsed.baseline)):
+            if command is not None:
+                env = f", environment {', '.join(f'{k}={v}' for k, v in command.env.items())}" if command.env else ""
+                said.append(f"{role} command ({command.origin}{env}) read by the {command.parser}")
+                said.extend(command.notes)
         if parsed.speculative is not None:
             ev.launch, ev.launch_note = parsed.speculative.args, parsed.speculative.parser
-            notes.append(f"speculative command read by the {parsed.speculative.parser}")
-            notes.extend(parsed.speculative.notes)
         if parsed.baseline is not None:
             ev.baseline_launch = parsed.baseline.args
-            notes.append(f"baseline command read by the {parsed.baseline.parser}")
             if ev.launch is None and parsed.baseline.args:
                 ev.launch = parsed.baseline.args  # its flags (tp, graphs) are the deployment's either way
+        notes.append("launch: " + "; ".join(dict.fromkeys(said)))
         (read if parsed.speculative or parsed.baseline else unread).append("--launch")
     elif given.launch is not None:
         unread.append("--launch")

@@ -1,9 +1,11 @@
 """A user's ``launch_server`` command line, read with the installed sglang's own argument parser.
 
-A file may hold several commands, comments and line continuations; the speculative command is the one with a
-``--speculative-algorithm`` flag, and another command without one is the baseline. Flags the installed sglang
-does not know, abbreviations it finds ambiguous, or a command cut short are read by a tolerant fallback
-(``--flag value`` pairs, literals only), and the note says so: a pasted command never ends in a traceback.
+A file may hold several commands (shell lines, ``docker run``, a Kubernetes manifest, SpecForge's
+``bench_eagle3.py``: ``launch_text``); the speculative command is the one with a ``--speculative-algorithm``
+flag, and another command without one is the baseline. Flags the installed sglang does not know, abbreviations it
+finds ambiguous, or a command cut short are read by a tolerant fallback (``--flag value`` pairs, literals only),
+which reads each flag as the releases that have it do (``flag_table``: ``--speculative-draft`` is the draft model
+path for sglang 0.4.x), and the note says so: a pasted command never ends in a traceback.
 """
 
 from __future__ import annotations
@@ -13,22 +15,22 @@ import contextlib
 import functools
 import io
 import json
-import re
-import shlex
 import warnings
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Optional
 
+from eagle3lab.doctor import flag_table
+from eagle3lab.doctor.launch_text import CommandLine, command_lines, split
+
 # sglang's dest names differ from ServerArgs' fields for these (ServerArgs.from_cli_args maps them)
 DEST_TO_FIELD = {"tensor_parallel_size": "tp_size", "pipeline_parallel_size": "pp_size",
                  "data_parallel_size": "dp_size"}
 # abbreviations and other engines' spellings the tolerant reader maps to sglang's field names
-ALIASES = {"model": "model_path", "tp": "tp_size", "tensor_parallel_size": "tp_size", "speculative_algo": "speculative_algorithm",
-           "speculative_draft": "speculative_draft_model_path", "speculative_draft_model": "speculative_draft_model_path",
-           "mem_fraction": "mem_fraction_static", "max_num_seqs": "max_running_requests",
+# (sglang's own abbreviations, such as --speculative-draft or --mem-fraction, are read with flag_table instead)
+ALIASES = {"model": "model_path", "tp": "tp_size", "tensor_parallel_size": "tp_size",
+           "speculative_draft_model": "speculative_draft_model_path", "max_num_seqs": "max_running_requests",
            "enforce_eager": "disable_cuda_graph"}
-LAUNCHERS = ("sglang.launch_server", "sglang serve", "launch_server", "vllm serve")
 
 
 @dataclass
@@ -39,6 +41,8 @@ class ParsedCommand:
     args: dict[str, Any]
     parser: str  # "sglang x.y.z argument parser" | "tolerant fallback"
     notes: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # set for the launch (docker -e, KEY=VALUE, Kubernetes env)
+    origin: str = "shell"
 
     @property
     def speculative(self) -> bool:
@@ -52,45 +56,6 @@ class ParsedLaunch:
     notes: list[str] = field(default_factory=list)
 
 
-def _yaml_args(text: str) -> Optional[str]:
-    """A Kubernetes-style ``args:`` list (``- --flag`` / ``- "value"`` items) as one command line."""
-    items = [line.strip()[2:].strip() for line in text.splitlines() if line.strip().startswith("- ")]
-    if len([i for i in items if i.startswith("--")]) < 2:
-        return None
-    return " ".join(shlex.quote(i.strip("'\"")) for i in items)
-
-
-def commands(text: str) -> list[str]:
-    """The command lines of a text: comments dropped, backslash continuations joined, one command per line (a
-    YAML ``args:`` list of flags and values counts as one command)."""
-    yaml_command = _yaml_args(text)
-    if yaml_command is not None:
-        return [yaml_command]
-    joined = re.sub(r"\\\s*\n", " ", text)
-    out = []
-    for line in joined.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#") or line.startswith("```"):
-            continue
-        if "--" in line or any(launcher in line for launcher in LAUNCHERS):
-            out.append(line)
-    return out
-
-
-def _tokens(command: str) -> tuple[list[str], list[str]]:
-    notes = []
-    try:
-        tokens = shlex.split(command, comments=True)
-    except ValueError as exc:  # an unbalanced quote: a command cut short
-        notes.append(f"the command does not tokenise ({exc}); split on spaces")
-        tokens = command.split()
-    for i, token in enumerate(tokens):
-        if token in ("sglang.launch_server", "serve") or token.endswith("launch_server"):
-            return tokens[i + 1:], notes
-    first = next((i for i, t in enumerate(tokens) if t.startswith("--")), len(tokens))
-    return tokens[first:], notes
-
-
 def _literal(text: str) -> Any:
     low = text.lower()
     if low in ("true", "false"):
@@ -101,17 +66,28 @@ def _literal(text: str) -> Any:
         except ValueError:
             pass
     if text.startswith("{"):
-        with contextlib.suppress(json.JSONDecodeError):
+        with contextlib.suppress(ValueError, RecursionError):
             return json.loads(text)
     return text
 
 
-def _field(flag: str) -> str:
+def _field(flag: str, notes: Optional[list[str]] = None) -> str:
+    """A flag's field name: another engine's spelling (``ALIASES``), else as sglang's releases read it (an exact
+    flag, or an abbreviation unambiguous there), else the flag's own name."""
     name = flag.lstrip("-").replace("-", "_")
-    return ALIASES.get(name, DEST_TO_FIELD.get(name, name))
+    if name in ALIASES:
+        return ALIASES[name]
+    resolved = flag_table.resolve(flag) if flag.startswith("--") else None
+    if resolved is None:
+        return DEST_TO_FIELD.get(name, name)
+    if resolved.option != flag and notes is not None:
+        span = resolved.releases[0] if len(resolved.releases) == 1 else \
+            f"{resolved.releases[0]} to {resolved.releases[-1]}"
+        notes.append(f"{flag} read as {resolved.option}, as sglang {span} reads the abbreviation")
+    return DEST_TO_FIELD.get(resolved.dest, resolved.dest)
 
 
-def tolerant_flags(tokens: list[str]) -> dict[str, Any]:
+def tolerant_flags(tokens: list[str], notes: Optional[list[str]] = None) -> dict[str, Any]:
     """``--flag value`` / ``--flag=value`` / ``--switch`` pairs as field names; values that are shell variables
     (``$CONC``) are dropped. vLLM's ``--speculative-config`` JSON is read into sglang's speculative fields."""
     out: dict[str, Any] = {}
@@ -130,7 +106,7 @@ def tolerant_flags(tokens: list[str]) -> dict[str, Any]:
         i += 1
         if "$" in value:
             continue
-        out[_field(flag)] = _literal(value)
+        out[_field(flag, notes)] = _literal(value)
     spec = out.pop("speculative_config", None)
     if isinstance(spec, dict):
         method = str(spec.get("method", "")).upper()
@@ -197,32 +173,38 @@ def _sglang_parser() -> tuple[Optional[_Parser], str]:
     return parser, f"sglang {__version__} argument parser"
 
 
-def parse_command(command: str, use_sglang: bool = True) -> ParsedCommand:
+def parse_command(command: str | CommandLine, use_sglang: bool = True) -> ParsedCommand:
     """One command through sglang's parser where it knows every flag, else the tolerant fallback."""
-    tokens, notes = _tokens(command)
-    fallback, dropped = checked_types(tolerant_flags(tokens))
-    notes = notes + dropped
+    line = command if isinstance(command, CommandLine) else \
+        (command_lines(command) or [CommandLine(command, split(command)[0])])[0]
+    tokens, notes = line.tokens, list(line.notes)
+    read_notes: list[str] = []
+    fallback, dropped = checked_types(tolerant_flags(tokens, read_notes))
+    notes += dropped
     parser, name = _sglang_parser() if use_sglang else (None, "not asked for")
+    done = lambda args, how, more: ParsedCommand(line.text, args, how, notes + more, line.env, line.origin)  # noqa: E731
     if parser is None:
-        return ParsedCommand(command, fallback, "tolerant fallback", notes + [f"no sglang parser: {name}"])
+        return done(fallback, "tolerant fallback", [f"no sglang parser: {name}"] + read_notes)
     try:
         namespace, unknown = parser.parse_known_args(tokens)
     except _ParserError as exc:
-        return ParsedCommand(command, fallback, "tolerant fallback",
-                             notes + [f"the {name} rejected the command ({exc}); flags read one by one"])
+        return done(fallback, "tolerant fallback",
+                    [f"the {name} rejected the command ({exc}); flags read one by one"] + read_notes)
     args = {DEST_TO_FIELD.get(k, k): v for k, v in vars(namespace).items() if v is not None}
+    more: list[str] = []
     if unknown:
-        extra, dropped = checked_types(tolerant_flags(unknown))
-        notes.extend(dropped)
+        extra_notes: list[str] = []
+        extra, dropped = checked_types(tolerant_flags(unknown, extra_notes))
         args.update(extra)
         flags = [t for t in unknown if t.startswith("--")]
-        notes.append(f"flags the {name} does not know, read by the tolerant fallback: {', '.join(flags) or unknown}")
-    return ParsedCommand(command, args, name, notes)
+        more = dropped + [f"flags the {name} does not know, read by the tolerant fallback: "
+                          f"{', '.join(flags) or unknown}"] + extra_notes
+    return done(args, name, more)
 
 
 def parse_launch(text: str, use_sglang: bool = True) -> ParsedLaunch:
     """The speculative command of a launch text (and a baseline command when there is one)."""
-    found = [parse_command(c, use_sglang) for c in commands(text)]
+    found = [parse_command(c, use_sglang) for c in command_lines(text)]
     if not found:
         return ParsedLaunch(None, None, ["no command line with flags in the launch text"])
     spec = next((c for c in found if c.speculative), None)
