@@ -44,7 +44,8 @@ def _annotated_fields(tree: ast.AST, any_class: bool = False) -> dict[str, str]:
             meta = item.annotation.slice.elts[1:] if isinstance(item.annotation.slice, ast.Tuple) else []
             call = next((m for m in meta if isinstance(m, ast.Call)), None)
             keywords = {k.arg: k.value for k in (call.keywords if call else [])}
-            if isinstance(keywords.get("no_cli"), ast.Constant) and keywords["no_cli"].value is True:
+            no_cli = keywords.get("no_cli")
+            if isinstance(no_cli, ast.Constant) and no_cli.value is True:
                 continue
             if not meta:
                 continue
@@ -92,7 +93,7 @@ def record(versions: Sequence[str]) -> dict[str, object]:
                     found.update(_annotated_fields(ast.parse(archive.read(name).decode("utf-8")), any_class=True))
         for option, dest in found.items():
             entry = flags.setdefault(option, {"dest": dest, "releases": []})
-            entry["releases"].append(index)  # type: ignore[union-attr]
+            entry["releases"].append(index)  # type: ignore[attr-defined]
     return {"source": f"the add_argument calls of {SERVER_ARGS} and the annotated fields of {ARG_GROUPS} in each "
                       "release's wheel", "releases": releases,
             "flags": dict(sorted(flags.items()))}
