@@ -38,7 +38,7 @@ from eagle3lab.report.incident_model import incident_report
 from eagle3lab.report.plots.bench import draw_bench_figures
 from eagle3lab.report.plots.cycle import draw_cycle_figure, draw_server_time_figure
 from eagle3lab.bench import cycle, launch_spread, server_time
-from eagle3lab.report.build import model_figures
+from eagle3lab.report.figures import model_figures
 
 nbparams.begin(globals())
 

@@ -157,7 +157,7 @@ def full_report(tmp_path_factory, sglang_template, release_hashes):
     from faults.faultkit import Sandbox, cli
 
     from eagle3lab.pipeline import ReportOutputs
-    from eagle3lab.report.build import evidence_path
+    from eagle3lab.report.evidence_file import evidence_path
     from eagle3lab.runtime.server import free_port
 
     root = tmp_path_factory.mktemp("report")

@@ -14,7 +14,9 @@ from typing import Any, Sequence
 from eagle3lab import runguard
 from eagle3lab.paths import REPO_ROOT
 from eagle3lab.report import model_evidence
-from eagle3lab.report.build import gather_sources, model_figures, write_report
+from eagle3lab.report.build import gather_sources
+from eagle3lab.report.evidence_file import write_report
+from eagle3lab.report.figures import model_figures
 from eagle3lab.report.html import export_html
 from eagle3lab.report.inputs import check_inputs, check_sidecar, sidecars_of
 from eagle3lab.runbook import (available_notebooks, executed_path, notebook_path, profile_name, profile_overrides,

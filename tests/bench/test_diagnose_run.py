@@ -10,7 +10,7 @@ from eagle3lab.report import run_model
 from eagle3lab.notebook.patch_and_bench import diagnose_run, run_break_even_or_none
 from eagle3lab.bench.sweep import BenchReport
 from eagle3lab.costmodel import presets
-from eagle3lab.bench.diagnostics import control_cycles, measured_break_even
+from eagle3lab.bench.diagnostics.control_arm import control_cycles, measured_break_even
 from eagle3lab.runtime.profiles import load_profile
 
 RULE = "low_acceptance"
@@ -76,7 +76,8 @@ def test_without_a_calibration_point_the_rule_says_unknown_and_why(cpu, tmp_path
 def test_the_cycle_table_measures_the_break_even_before_the_control_arm():
     """The headline arm's own cycles (bench.cycle) decide the measured break-even; a control arm serving another
     drafter comes second, and the cost model's is shown beside either."""
-    from eagle3lab.bench.diagnostics import cycle_break_even, evidence_from_artifacts
+    from eagle3lab.bench.diagnostics.artifacts import evidence_from_artifacts
+    from eagle3lab.bench.diagnostics.control_arm import cycle_break_even
 
     table = {"cycle_in_plain_steps": 1.77, "cycle_ms": 15.97, "plain_step_ms": 9.01, "batch_size": 1,
              "eagle_arm": "eagle3", "profile": "cpu", "measured_on": "2026-12-01T17:40:00+00:00"}

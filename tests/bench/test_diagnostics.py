@@ -14,12 +14,14 @@ import pytest
 from eagle3lab.bench import launch_spread
 from eagle3lab.errors import DiagnosticsError
 from eagle3lab.sidecars import LaunchSample
-from eagle3lab.bench.diagnostics import (CAUSES, NO, UNKNOWN, YES, Evidence, ModelFigures, Threshold,
-                                         accept_lengths_from_records, decode_lines, diagnose, layer_table_verdict,
-                                         resolve_server_args, rule_aux_layers, rule_cuda_graph_bs,
-                                         rule_bench_method, rule_low_acceptance, rule_no_cuda_graph, rule_overlap,
-                                         rule_prompts,
-                                         rule_spec_request_cap, server_args_from_log)
+from eagle3lab.bench.diagnostics.artifacts import accept_lengths_from_records, resolve_server_args
+from eagle3lab.bench.diagnostics.drafter_rules import layer_table_verdict, rule_aux_layers, rule_low_acceptance
+from eagle3lab.bench.diagnostics.engine import diagnose
+from eagle3lab.bench.diagnostics.evidence import CAUSES, NO, UNKNOWN, YES, Evidence, ModelFigures, Threshold
+from eagle3lab.bench.diagnostics.launch_rules import (rule_cuda_graph_bs, rule_no_cuda_graph, rule_overlap,
+                                                      rule_spec_request_cap)
+from eagle3lab.bench.diagnostics.logs import decode_lines, server_args_from_log
+from eagle3lab.bench.diagnostics.workload_rules import rule_bench_method, rule_prompts
 
 
 def scheduler_line(limit: int, device: str = "gpu") -> str:

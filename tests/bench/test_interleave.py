@@ -296,7 +296,7 @@ def test_a_variant_measured_in_the_same_rounds_costs_its_rate_against_the_headli
     """The layer-mismatch arm in the pair's rounds: its throughput over the headline EAGLE-3 arm's, pooled over the
     rounds; the machine slowing in round 2 moves both arms, so the paired interval stays tight; the report's
     verdict follows the interval's ends."""
-    from eagle3lab.report.build import variant_context
+    from eagle3lab.report.contexts import variant_context
 
     base = blocks("baseline", [0.02, 0.04, 0.02])
     spec = blocks("eagle3", [0.010, 0.020, 0.010], verify_ct=3)

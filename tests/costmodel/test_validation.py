@@ -366,15 +366,15 @@ def test_a_series_published_at_one_batch_above_one_calibrates_its_plain_rate_the
     plain rate there equals the published one); a rate faster than the model allows stops at overhead 0 and says
     so; any other calibration still needs batch 1 first."""
     from eagle3lab.costmodel.cycle import plain_step
-    from eagle3lab.costmodel.validation import _calibrate, _deployment
+    from eagle3lab.costmodel.validation.evaluate import calibrate_deployment, series_deployment
 
     def one(rate: float):
         raw = _tiny_dataset(batches=[8], speedup=None, baseline_tok_s=[rate], eagle3_tok_s=[rate * 1.2],
                             accept_length=2.0, calibrate=FIRST_BATCH_CALIBRATION)
         data = Dataset.model_validate(raw)
         src = data.sources[0]
-        dep = _deployment(src, src.series[0], 1024, None)
-        dep, _, how, fitted = _calibrate(src, src.series[0], dep, {}, FIRST_BATCH_CALIBRATION)
+        dep = series_deployment(src, src.series[0], 1024, None)
+        dep, _, how, fitted = calibrate_deployment(src, src.series[0], dep, {}, FIRST_BATCH_CALIBRATION)
         return dep, how, fitted, validate(data)[0].series[0]
 
     dep, how, fitted, series = one(400.0)

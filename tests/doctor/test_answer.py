@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from eagle3lab.bench.diagnostics import CAUSES, UNKNOWN, YES
+from eagle3lab.bench.diagnostics.evidence import CAUSES, UNKNOWN, YES
 from eagle3lab.commands.cli import main
 from eagle3lab.costmodel.presets import load_config
 from eagle3lab.doctor.run import DoctorInput, argv_inputs, doctor, format_table

@@ -14,7 +14,7 @@ from eagle3lab.commands.cli import main
 from eagle3lab.doctor.bench import parse_bench
 from eagle3lab.doctor.launch import parse_command, parse_launch
 from eagle3lab.doctor.run import DoctorInput, doctor, format_table
-from eagle3lab.bench.diagnostics import CAUSES, NO, UNKNOWN, YES
+from eagle3lab.bench.diagnostics.evidence import CAUSES, NO, UNKNOWN, YES
 
 CPU_CRASH_LOG = Path(__file__).parents[1] / "runtime" / "data" / "crashlogs" / "kimi_eagle3_wrapper_gap.log"
 
@@ -79,7 +79,7 @@ def test_the_projects_own_cpu_server_log_is_read():
 
 
 def test_the_projects_own_cpu_launch_resolved_by_sglang(cpu_profile, tiny_models):
-    from eagle3lab.bench.diagnostics import resolve_server_args
+    from eagle3lab.bench.diagnostics.artifacts import resolve_server_args
     from eagle3lab.runtime.deployment import server_spec
 
     argv = server_spec(cpu_profile, tiny_models, speculative=True).argv()
@@ -225,7 +225,7 @@ def test_the_projects_own_cpu_run_logs_eagle3_and_baseline():
     assert found["draft_tokens_too_many_for_batch"].threshold_provenance == "server log"
     low = found["low_acceptance"]
     assert low.applies == UNKNOWN and "accept-length figure(s) in the server log" in low.evidence
-    from eagle3lab.bench.diagnostics import log_accept_lengths
+    from eagle3lab.bench.diagnostics.logs import log_accept_lengths
 
     served = log_accept_lengths(spec)
     assert len(served) > 10 and 1.0 <= min(served) and max(served) <= 4.0  # 3 steps: at most 4 per verify

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from eagle3lab.doctor.run import DoctorInput, doctor
-from eagle3lab.bench.diagnostics import CAUSES, YES
+from eagle3lab.bench.diagnostics.evidence import CAUSES, YES
 from eagle3lab.costmodel.presets import load_config
 
 CASES = Path(__file__).parent / "cases"

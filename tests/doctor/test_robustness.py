@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eagle3lab.bench.diagnostics import CAUSES
+from eagle3lab.bench.diagnostics.evidence import CAUSES
 from eagle3lab.commands.cli import main
 from eagle3lab.doctor.run import DoctorInput, doctor
 

@@ -12,9 +12,10 @@ import pytest
 from eagle3lab.errors import PerfModelError
 from eagle3lab.runtime.cpu_harness import CONTROL_SHIMS, SPEC_SHIMS, cpu_environment
 from eagle3lab.runtime.cpu_harness.changes import harness_changes
-from eagle3lab.report import build, incident, model_evidence, provenance
-from eagle3lab.report.build import (ReportSources, flip_sentence, matching_sentence, peak_verdict, render,
-                                    sensitivity_rows)
+from eagle3lab.report import (build, contexts, evidence_file, incident, model_evidence, provenance,
+                             run_check_text, sentences, summary)
+from eagle3lab.report.build import ReportSources, render
+from eagle3lab.report.sentences import flip_sentence, matching_sentence, peak_verdict, sensitivity_rows
 from eagle3lab.sidecars import (CrashReproSidecar, InterfaceTraceSidecar, LaunchSample, LaunchSpreadRecord,
                                 PatchBenchSidecar)
 
@@ -116,8 +117,8 @@ def test_every_number_of_the_rendered_report_is_sourced_and_tagged(sources):
 
 
 def test_a_number_typed_into_a_sentence_in_code_is_caught(sources, monkeypatch):
-    original = build._cycle_sentence
-    monkeypatch.setattr(build, "_cycle_sentence",
+    original = contexts.cycle_sentence
+    monkeypatch.setattr(contexts, "cycle_sentence",
                         lambda *a: original(*a) + " It costs close to 3.73 plain steps **[modelled]**.")
     assert unsourced(render(sources), sources) == ["3.73"]
 
@@ -132,14 +133,14 @@ def test_a_number_typed_into_the_template_is_caught(sources, monkeypatch, tmp_pa
 
 
 def test_a_number_without_a_provenance_tag_is_caught(sources, monkeypatch):
-    original = build._model_context
+    original = contexts.model_context
 
     def with_untagged(*args):
         context = original(*args)
         context["why"].append(f"The cap is {context['spec_max_batch']} requests.")
         return context
 
-    monkeypatch.setattr(build, "_model_context", with_untagged)
+    monkeypatch.setattr(build, "model_context", with_untagged)
     text = render(sources)
     assert unsourced(text, sources) == []  # the number is the model's own ...
     lines = untagged(text, sources)  # ... but nothing says so
@@ -169,12 +170,12 @@ def test_summary_follows_the_trace_verdict_and_the_story(sources):
 
 
 def test_summary_answers_the_user_with_the_model_thresholds(sources):
-    model = build._model_context(sources.model, [], None)
-    crash, _ = build._crash_context(sources.crash)
-    incident_ctx = build._incident_context(sources.incident)
-    trace = build._trace_context(sources.trace)
-    premise = build.premise_context(incident_ctx, trace, None)
-    lines = build._summary(crash, trace, None, model, incident_ctx, sources.model, premise,
+    model = contexts.model_context(sources.model, [], None)
+    crash, _ = contexts.crash_context(sources.crash)
+    incident_ctx = contexts.incident_context(sources.incident)
+    trace = contexts.trace_context(sources.trace)
+    premise = contexts.premise_context(incident_ctx, trace, None)
+    lines = summary.summary_lines(crash, trace, None, model, incident_ctx, sources.model, premise,
                            provenance.Binder(sources.tree()))
     rows = sources.model.incident["sensitivity"]
     rtx = sources.model.incident["predicted"]["rtx_pro_6000_x8"]
@@ -212,21 +213,21 @@ def test_summary_states_measured_speedups_with_their_direction(sources):
 
 
 def test_premise_says_what_the_trace_proves_and_what_stays_unknown(sources):
-    incident_ctx = build._incident_context(sources.incident)
-    broken = build.premise_context(incident_ctx, build._trace_context(trace_sidecar()), None)
+    incident_ctx = contexts.incident_context(sources.incident)
+    broken = contexts.premise_context(incident_ctx, contexts.trace_context(trace_sidecar()), None)
     assert not broken["holds"] and "eagle_worker.py:157" in broken["proved"][0]
     assert "conditional" in broken["condition"]
     chain = {"chain": [{"step": "one-method patch", "outcome": "ready", "call_site": None}]}
-    fine = build.premise_context(incident_ctx, build._trace_context(trace_sidecar(one_method_enough=True)), chain)
+    fine = contexts.premise_context(incident_ctx, contexts.trace_context(trace_sidecar(one_method_enough=True)), chain)
     assert fine["holds"] and fine["condition"] == ""
     died = {"chain": [{"step": "one-method patch", "outcome": "died", "call_site": "eagle_worker.py:157"}]}
-    measured = build.premise_context(incident_ctx, build._trace_context(trace_sidecar(one_method_enough=True)), died)
+    measured = contexts.premise_context(incident_ctx, contexts.trace_context(trace_sidecar(one_method_enough=True)), died)
     assert not measured["holds"] and "died at `eagle_worker.py:157` **[measured]**" in measured["proved"][-1]
 
 
 def test_public_rows_place_the_published_rate_against_the_break_evens(sources):
     model = {"break_even_1": "1.36", "break_even_max": "1.67", "break_even_peak": "3.50", "spec_max_batch": 48}
-    rows = {r["key"]: r for r in build.public_rows(sources.incident["public"], model)}
+    rows = {r["key"]: r for r in sentences.public_rows(sources.incident["public"], model)}
     vllm = rows["vllm_pr_35966"]
     assert vllm["published"] == "51.78% acceptance rate, 4 speculative tokens"
     assert "3.07 tokens per verify step" in vllm["against"]
@@ -238,17 +239,17 @@ def test_public_rows_place_the_published_rate_against_the_break_evens(sources):
 def test_layer_claim_holds_only_when_the_drafter_ids_equal_sglang_default(sources):
     facts = dict(sources.incident)
     assert facts["sglang_default_aux_ids"] == [2, facts["target_layers"] // 2, facts["target_layers"] - 3]
-    same = build.layer_claim({**facts, "writeup_aux_ids": facts["sglang_default_aux_ids"]})
+    same = sentences.layer_claim({**facts, "writeup_aux_ids": facts["sglang_default_aux_ids"]})
     assert "They are equal" in same and "only while the drafter's ids equal sglang's default" in same
-    other = build.layer_claim({**facts, "writeup_aux_ids": [1, 29, 57]})
+    other = sentences.layer_claim({**facts, "writeup_aux_ids": [1, 29, 57]})
     assert "does not apply" in other
 
 
 def test_shift_sentence_sets_the_public_cost_beside_the_cpu_experiment(sources):
     mismatch = {"target_layers": 6, "drop": [0.341], "concurrency": [1]}
-    text = build.shift_sentence(sources.incident["public"], mismatch)
+    text = sentences.shift_sentence(sources.incident["public"], mismatch)
     assert "about 0.10 acceptance length" in text and "loses 0.341 at concurrency 1 **[measured]**" in text
-    assert build.shift_sentence({}, mismatch) is None
+    assert sentences.shift_sentence({}, mismatch) is None
 
 
 # ------------------------------------------------------------------------------------------------ section 6
@@ -287,7 +288,7 @@ def test_matching_sentence_only_when_a_context_reproduces_the_reported_peak():
 
 
 def test_model_context_takes_every_figure_from_the_evidence(evidence):
-    ctx = build._model_context(evidence, ["a.png"], None)
+    ctx = contexts.model_context(evidence, ["a.png"], None)
     rtx = evidence.incident["predicted"]["rtx_pro_6000_x8"]
     assert ctx["break_even_peak"] == f"{rtx['break_even_at_peak']:.2f}"
     assert ctx["spec_max_batch"] == rtx["spec_max_batch"] and ctx["peak_batch"] == rtx["baseline_peak_batch"]
@@ -311,7 +312,7 @@ def test_run_check_context_with_and_without_measured_speedups():
              "baseline_trend": {"measured": "rises", "predicted": "rises"},
              "single_stream_pct_by_part": {"launch": 80.0, "weights": 5.0, "gemm_compute": 15.0, "sampling": 0.4},
              "context": 48.0}
-    ctx = build._run_check_context(check, None, "EAGLE is not supported on CPU")
+    ctx = run_check_text.run_check_context(check, None, "EAGLE is not supported on CPU")
     assert [r["error"] for r in ctx["rows"]] == ["calibration", "20.0"] and not ctx["has_speedup"]
     assert any("MAPE 20.0%" in line and "rises as measured and rises as predicted" in line for line in ctx["lines"])
     assert any("(EAGLE is not supported on CPU)" in line and "not checked" in line for line in ctx["lines"])
@@ -320,18 +321,18 @@ def test_run_check_context_with_and_without_measured_speedups():
     with_speedup = {**check, "speedup_mape_pct": 12.5, "speedup_trend": {"measured": "falls", "predicted": "flat"},
                     "rows": [{**base_rows[1], "measured_eagle3_tok_s": 55.0, "accept_length": 1.5,
                               "measured_speedup": 1.1, "predicted_speedup": 1.2, "speedup_error_pct": 9.09}]}
-    ctx = build._run_check_context(with_speedup, None, None, goal=15.0)
+    ctx = run_check_text.run_check_context(with_speedup, None, None, goal=15.0)
     assert ctx["has_speedup"] and ctx["rows"][0]["predicted_speedup"] == "1.20"
     assert any("MAPE 12.5% (goal of at most 15%: met)" in line for line in ctx["lines"])
     assert any("MAPE 20.0% (goal of at most 15%: not met)" in line for line in ctx["lines"])
     assert any("MAPE 12.5% (goal of at most 15%: met); with concurrency it falls as measured and flat as predicted"
                in line for line in ctx["lines"])
-    assert build._run_check_context(None, "no benchmark", None) == {"rows": [], "missing": "no benchmark"}
+    assert run_check_text.run_check_context(None, "no benchmark", None) == {"rows": [], "missing": "no benchmark"}
 
 
 def test_eagle3_note_comes_from_the_arm_that_did_not_run():
-    assert build._eagle3_note(patch_sidecar("EAGLE is not supported on CPU\nmore")) == "EAGLE is not supported on CPU"
-    assert build._eagle3_note(None) is None
+    assert contexts.eagle3_missing_note(patch_sidecar("EAGLE is not supported on CPU\nmore")) == "EAGLE is not supported on CPU"
+    assert contexts.eagle3_missing_note(None) is None
 
 
 def test_evidence_round_trips_through_its_file(evidence, tmp_path, monkeypatch):
@@ -348,9 +349,9 @@ def test_evidence_round_trips_through_its_file(evidence, tmp_path, monkeypatch):
 
 def test_capacity_sentence_names_what_limits_eagle3():
     rtx = {**_prediction(2.9), "baseline_max_batch": 126, "spec_max_batch": 48}
-    capped = build._capacity_sentence(rtx, {**rtx, "spec_max_batch": 115})
+    capped = sentences.capacity_sentence(rtx, {**rtx, "spec_max_batch": 115})
     assert "at most 48 requests unless `--max-running-requests` is set" in capped and "would hold 115" in capped
-    kv_bound = build._capacity_sentence(rtx, {**rtx, "spec_max_batch": 48})
+    kv_bound = sentences.capacity_sentence(rtx, {**rtx, "spec_max_batch": 48})
     assert "KV cache of target and drafter holds 48 requests" in kv_bound and "--max-running" not in kv_bound
     assert "fits the KV cache of 126 requests" in kv_bound
 
@@ -375,47 +376,47 @@ def test_every_summary_sentence_is_bound_and_checks_against_its_evidence(sources
     assert {"summary.crash", "summary.fix", "summary.premise", "summary.incident_verdict", "summary.todo",
             "summary.trust"} <= set(ids)
     assert all(x.bindings for x in binder.sentences if x.id != "summary.premise")
-    assert provenance.broken_sentences(text, binder.sentences, sources.tree(), build.RULES) == []
+    assert provenance.broken_sentences(text, binder.sentences, sources.tree(), sentences.RULES) == []
 
 
 def test_changing_one_evidence_value_a_sentence_reads_breaks_that_sentence(sources):
     text, binder = build.render_bound(sources)
     tree = copy.deepcopy(sources.tree())
     tree["model"]["incident"]["predicted"]["rtx_pro_6000_x8"]["break_even_single_stream"] += 0.5
-    assert provenance.broken_sentences(text, binder.sentences, tree, build.RULES) == \
+    assert provenance.broken_sentences(text, binder.sentences, tree, sentences.RULES) == \
         ["model.why.single", "summary.incident_verdict", "summary.todo"]  # the sentences that print it, only those
     tree = copy.deepcopy(sources.tree())
     tree["trace"]["verdict"]["one_method_enough"] = True  # a verdict: its rule no longer gives "not enough"
-    assert provenance.broken_sentences(text, binder.sentences, tree, build.RULES) == ["summary.fix"]
+    assert provenance.broken_sentences(text, binder.sentences, tree, sentences.RULES) == ["summary.fix"]
     tree = copy.deepcopy(sources.tree())
     tree["model"]["incident"]["sensitivity"][0]["break_even_at_peak"] = 9.99  # a verdict over a whole list
-    assert provenance.broken_sentences(text, binder.sentences, tree, build.RULES) == \
+    assert provenance.broken_sentences(text, binder.sentences, tree, sentences.RULES) == \
         ["model.flip", "summary.incident_verdict"]
     tree = copy.deepcopy(sources.tree())
     tree["model"]["incident"]["predicted"]["rtx_pro_6000_x8"]["max_accept_length"] = 2  # flips the peak verdict
-    assert "model.why.peak" in provenance.broken_sentences(text, binder.sentences, tree, build.RULES)
+    assert "model.why.peak" in provenance.broken_sentences(text, binder.sentences, tree, sentences.RULES)
 
 
 def test_a_sentence_edited_after_rendering_is_caught(sources):
     text, binder = build.render_bound(sources)
     tampered = text.replace("**What to do:** apply", "**What to do:** consider", 1)
-    assert provenance.broken_sentences(tampered, binder.sentences, sources.tree(), build.RULES) == ["summary.todo"]
+    assert provenance.broken_sentences(tampered, binder.sentences, sources.tree(), sentences.RULES) == ["summary.todo"]
 
 
 def test_committed_evidence_lets_a_reader_check_the_report(sources, tmp_path):
     report_md = tmp_path / "REPORT.md"
-    written, evidence = build.write_report(sources, report_md)
+    written, evidence = evidence_file.write_report(sources, report_md)
     assert written == report_md and evidence == tmp_path / "reports-evidence" / "cpu.json"
-    assert build.check_report(report_md, evidence) == []
+    assert evidence_file.check_report(report_md, evidence) == []
     assert "/work/" not in evidence.read_text() and str(tmp_path) not in evidence.read_text()
     data = json.loads(evidence.read_text())
     data["tree"]["model"]["incident"]["predicted"]["rtx_pro_6000_x8"]["spec_max_batch"] += 1
     evidence.write_text(json.dumps(data))
-    assert build.check_report(report_md, evidence) == [
+    assert evidence_file.check_report(report_md, evidence) == [
         "sentence summary.incident_verdict does not follow from its evidence",
         "sentence summary.todo does not follow from its evidence"]
     report_md.write_text(report_md.read_text() + "\nA line added by hand.\n")
-    assert build.check_report(report_md, evidence)[0] == "REPORT.md is not the text cpu.json was rendered with"
+    assert evidence_file.check_report(report_md, evidence)[0] == "REPORT.md is not the text cpu.json was rendered with"
 
 
 def test_diagnostics_rows_show_each_thresholds_provenance(sources):
@@ -432,7 +433,7 @@ def test_per_benchmark_public_lengths_are_set_against_each_threshold(sources):
     model = {"break_even_1": "1.36", "break_even_max": "1.67", "break_even_peak": "2.94", "spec_max_batch": 48}
     public = {"sglang_pr_19689": {**sources.incident["public"]["sglang_pr_19689"],
                                   "values": {"bench a": 2.5, "bench b": 3.1}}}
-    (row,) = build.public_rows(public, model)
+    (row,) = sentences.public_rows(public, model)
     assert row["published"] == "bench a 2.5, bench b 3.1"
     assert row["against"] == ("one request 1.36: every benchmark above; 48 requests 1.67: every benchmark above; "
                               "EAGLE-3's peak vs the baseline's 2.94: some benchmarks above")
@@ -546,7 +547,7 @@ def test_the_interleaved_run_check_renders_its_own_table_sourced_beside_the_swee
     bound, binder = build.render_bound(sources)
     tree = copy.deepcopy(sources.tree())
     tree["model"]["run_check"]["interleaved"]["speedup_mape_pct"] = goal + 50.0  # the verdict no longer holds
-    assert "summary.run_check" in provenance.broken_sentences(bound, binder.sentences, tree, build.RULES)
+    assert "summary.run_check" in provenance.broken_sentences(bound, binder.sentences, tree, sentences.RULES)
     sources.model.run_check = {**check, "interleaved": None}
     assert "against the interleaved launch" not in render(sources)
     assert f"miss the measured ones by MAPE {check['speedup_mape_pct']:,.1f}%" in render(sources)

@@ -63,7 +63,7 @@ def _split(speculative: bool, concurrency: int, decode_ms: float, prefill_ms: fl
 
 
 def test_the_timers_split_says_whether_a_cycle_miss_is_in_the_cycles_or_between_them(cpu):
-    from eagle3lab.report.build import _between_cycles_lines
+    from eagle3lab.report.run_check_text import _between_cycles_lines
 
     report = BenchReport.create("cpu", [synthetic_arm("baseline", (1, 4), 0.02),
                                         synthetic_arm("eagle3", (1, 4), 0.04, verify_ct=6)])
@@ -188,7 +188,7 @@ def test_the_run_check_says_which_arm_the_cycles_measured_terms_come_from(cpu, t
     """The CPU engine entry timed on the control arm: measured, not the headline arm; on the headline arm: said
     so; absent: the model took nothing but the plain step (sglang's frozen engine term named)."""
     from eagle3lab.costmodel import measured_cycle
-    from eagle3lab.report.build import _calibration_clause
+    from eagle3lab.report.run_check_text import _calibration_clause
 
     report = BenchReport.create("cpu", [synthetic_arm("baseline", (1,), 0.02),
                                         synthetic_arm("eagle3", (1,), 0.04, verify_ct=6)])

@@ -39,7 +39,7 @@ def test_every_number_in_report_md_is_one_of_its_sources_with_a_provenance_tag(f
     text = outputs.report_md.read_text()
     sources = gather_sources("cpu", outputs.figures, model=model_evidence.load("cpu"))
     assert render(sources) == text  # these are exactly the sources of the file
-    from eagle3lab.report.build import check_report, evidence_path
+    from eagle3lab.report.evidence_file import check_report, evidence_path
 
     # the evidence written beside it binds every bound sentence to its keys, with REPORT.md's hash
     assert check_report(outputs.report_md, evidence_path(outputs.report_md, "cpu")) == []

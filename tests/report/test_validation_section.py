@@ -10,7 +10,7 @@ import pytest
 
 from test_build import crash_sidecar, patch_sidecar, trace_sidecar  # the typed sidecars the report tests build
 from eagle3lab.costmodel import validation
-from eagle3lab.report import build, incident, provenance, validation_section
+from eagle3lab.report import build, incident, provenance, sentences, validation_section
 from eagle3lab.report.build import ReportSources, render
 
 
@@ -93,7 +93,7 @@ def test_the_verdict_follows_the_number_in_a_fed_summary(sources, mape, target, 
     first = f"on the first set of held-out sources (constants frozen {protocol['frozen']['date']}) MAPE "
     assert f"{first}{'n/a' if mape is None else f'{mape:.1f}%'} over {protocol['out_of_sample_points']} points: " \
         f"{verdict}" in trust and f"(goal: at most {target:g}%)" in trust
-    assert provenance.broken_sentences(text, binder.sentences, sources.tree(), build.RULES) == []
+    assert provenance.broken_sentences(text, binder.sentences, sources.tree(), sentences.RULES) == []
     assert unsourced_and_untagged(text, sources) == ([], [])
 
 
@@ -101,7 +101,7 @@ def test_changing_the_goal_flips_the_verdict(sources, monkeypatch):
     """The goal is a constant of the costmodel; the report's verdict is computed against whatever it is."""
     mape = sources.model.validation_protocol["out_of_sample_mape_pct"]
     for goal, verdict in ((mape + 1.0, "met"), (mape - 1.0, "not met")):
-        monkeypatch.setattr(validation, "GOAL_MAPE_PCT", goal)
+        monkeypatch.setattr(validation.schema, "GOAL_MAPE_PCT", goal)
         sources.model.validation_protocol = validation.validation_report()
         assert sources.model.validation_protocol["target_met"] == (verdict == "met")
         assert f"at most {goal:g}%: **{verdict}**." in headline(render(sources))
@@ -113,15 +113,15 @@ def test_an_edited_verdict_or_a_changed_number_breaks_its_sentences(sources):
     said, other = verdict_of(protocol), "met" if verdict_of(protocol) == "not met" else "not met"
     first = headline(text)
     tampered = text.replace(first, first.replace(f": **{said}**.", f": **{other}**."))
-    assert provenance.broken_sentences(tampered, binder.sentences, sources.tree(), build.RULES) == \
+    assert provenance.broken_sentences(tampered, binder.sentences, sources.tree(), sentences.RULES) == \
         ["model.validation.out_of_sample"]
     tree = copy.deepcopy(sources.tree())
     tree["model"]["validation_protocol"]["out_of_sample_mape_pct"] += 1.0
-    assert sorted(provenance.broken_sentences(text, binder.sentences, tree, build.RULES)) == \
+    assert sorted(provenance.broken_sentences(text, binder.sentences, tree, sentences.RULES)) == \
         ["model.validation.out_of_sample", "summary.trust"]
     tree = copy.deepcopy(sources.tree())
     tree["model"]["validation_protocol"]["frozen"]["date"] = "2030-01-01"
-    assert sorted(provenance.broken_sentences(text, binder.sentences, tree, build.RULES)) == \
+    assert sorted(provenance.broken_sentences(text, binder.sentences, tree, sentences.RULES)) == \
         ["model.validation.frozen", "summary.trust"]
 
 
@@ -215,7 +215,7 @@ def test_the_third_set_verdict_follows_its_own_number_and_the_goal(sources, monk
     protocol = sources.model.validation_protocol
     third = next(s for s in protocol["out_of_sample_sets"] if s["split"] == "held_out_3")
     for goal, verdict in ((third["mape_pct"] + 1.0, "met"), (third["mape_pct"] - 1.0, "not met")):
-        monkeypatch.setattr(validation, "GOAL_MAPE_PCT", goal)
+        monkeypatch.setattr(validation.schema, "GOAL_MAPE_PCT", goal)
         sources.model.validation_protocol = validation.validation_report()
         new = next(s for s in sources.model.validation_protocol["out_of_sample_sets"] if s["split"] == "held_out_3")
         assert new["target_met"] == (verdict == "met")
@@ -230,7 +230,7 @@ def test_a_changed_third_set_number_breaks_only_its_own_sentence(sources):
              if s["split"] == "held_out_3")
     tree["model"]["validation_protocol"]["out_of_sample_sets"][i]["mape_pct"] += 1.0
     # its headline in section 6 and the summary's trust line, which names each set's MAPE; nothing else
-    assert sorted(provenance.broken_sentences(text, binder.sentences, tree, build.RULES)) == \
+    assert sorted(provenance.broken_sentences(text, binder.sentences, tree, sentences.RULES)) == \
         ["model.validation.out_of_sample.held_out_3", "summary.trust"]
 
 

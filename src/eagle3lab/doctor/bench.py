@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from eagle3lab.bench.diagnostics import BenchFigures
+from eagle3lab.bench.diagnostics.evidence import BenchFigures
 from eagle3lab.doctor.readers import serving, sglang_scripts, specforge, tables
 from eagle3lab.doctor.readers.text import Reading, Row, bounded, looks_binary
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 from eagle3lab.bench import launch_spread
-from eagle3lab.bench.diagnostics import (OVERLAP_OFF, RESET_CAP, SCHEDULER_LIMITS, SPEC_V2_ON, VLLM_TRUNCATED,
-                                         BenchFigures, Evidence, Threshold, decode_lines, log_accept_lengths,
-                                         server_args_from_log)
+from eagle3lab.bench.diagnostics.evidence import BenchFigures, Evidence, Threshold
+from eagle3lab.bench.diagnostics.logs import (OVERLAP_OFF, RESET_CAP, SCHEDULER_LIMITS, SPEC_V2_ON, VLLM_TRUNCATED,
+                                              decode_lines, log_accept_lengths, server_args_from_log)
 from eagle3lab.costmodel.hardware import Hardware
 from eagle3lab.doctor.bench import read_bench
 from eagle3lab.doctor.launch import parse_launch, sglang_default_flags

@@ -10,7 +10,7 @@ from eagle3lab.costmodel.arch import drafter_from_config, eagle3_drafter, model_
 from eagle3lab.costmodel.hardware import Hardware
 from eagle3lab.costmodel.cycle import Deployment, break_even_accept_length, max_accept_length, plain_step, spec_cycle
 from eagle3lab.costmodel.validation import frozen_engine, load_dataset
-from eagle3lab.bench.diagnostics import ModelFigures
+from eagle3lab.bench.diagnostics.evidence import ModelFigures
 from eagle3lab.costmodel.presets import hardware_preset, speculative_flags
 
 

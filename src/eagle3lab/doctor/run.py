@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from eagle3lab.bench.diagnostics import UNKNOWN, YES, Finding, diagnose
+from eagle3lab.bench.diagnostics.engine import diagnose
+from eagle3lab.bench.diagnostics.evidence import UNKNOWN, YES, Finding
 from eagle3lab.costmodel.hardware import GB, TB, Hardware
 from eagle3lab.costmodel.presets import load_config
 from eagle3lab.doctor.evidence import GIVEN, Built, DoctorInput, Measured, build

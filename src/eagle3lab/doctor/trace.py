@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from eagle3lab.bench.diagnostics import Evidence
+from eagle3lab.bench.diagnostics.evidence import Evidence
 from eagle3lab.errors import Eagle3LabError
 from eagle3lab.trace import audit
 from eagle3lab.trace.sources import installed_source

@@ -19,7 +19,8 @@ from eagle3lab.package import diffs
 from eagle3lab.package.members import added_methods, check_member
 from eagle3lab.trace import audit
 from eagle3lab.trace.modindex import ClassRef, module_name
-from eagle3lab.trace.resolve import Resolver, function_returns
+from eagle3lab.trace.class_ast import function_returns
+from eagle3lab.trace.resolve import Resolver
 from eagle3lab.trace.sources import SglangSource
 
 

@@ -34,12 +34,13 @@ from eagle3lab.runtime.server import free_port
 from eagle3lab.runtime.profiles import Profile
 from eagle3lab.errors import PerfModelError
 from eagle3lab.report.run_model import run_break_even
-from eagle3lab.bench.diagnostics import diagnose, evidence_from_artifacts, findings_table
+from eagle3lab.bench.diagnostics.artifacts import evidence_from_artifacts
+from eagle3lab.bench.diagnostics.engine import diagnose, findings_table
 from eagle3lab.sidecars import InterfaceTraceSidecar, PatchBenchSidecar, read_if_present, write as write_sidecar
 from eagle3lab.runtime.tinymodel.drafter_training import (shifted_drafter, shifted_ids_valid,
                                                           trained_drafter_for_profile)
 from eagle3lab.sidecars import CycleComponentsRecord, LaunchSample, LaunchSpreadRecord, VariantCost
-from eagle3lab.bench.diagnostics import Threshold
+from eagle3lab.bench.diagnostics.evidence import Threshold
 
 
 def patch_table(names: Sequence[str]) -> list[dict[str, Any]]:

@@ -30,7 +30,7 @@ from eagle3lab.errors import BenchError
 from eagle3lab.runtime.profiles import Profile, load_profile
 from eagle3lab.report.incident_model import incident_report, incident_spec
 from eagle3lab.sidecars import today
-from eagle3lab.bench.diagnostics import control_cycles as measured_cycles
+from eagle3lab.bench.diagnostics.control_arm import control_cycles as measured_cycles
 
 
 @dataclass

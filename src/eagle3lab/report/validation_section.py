@@ -5,7 +5,7 @@ published acceptance, evaluated once with constants frozen before, and its verdi
 development data and the shape-only series (acceptance fitted to the single-stream speedup) must never be read as
 that number. This module turns the protocol's evidence (``ModelEvidence.validation_protocol``) into the section's
 bound sentences and table rows; every verdict is a rule over evidence keys (``RULES``), re-checked by
-``build.check_report``, and every number is formatted from the evidence, never typed.
+``evidence_file.check_report``, and every number is formatted from the evidence, never typed.
 """
 
 from __future__ import annotations

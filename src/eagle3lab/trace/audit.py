@@ -23,14 +23,10 @@ from eagle3lab.package.wheels import fetch_wheels
 from eagle3lab.trace import contract as contract_mod, release_record
 from eagle3lab.trace.hooks import SET_LAYERS_TO_CAPTURE
 from eagle3lab.trace.modindex import ClassRef, ModuleIndex
-from eagle3lab.trace.resolve import (  # noqa: F401 - re-exported: the audit's public names
-    SATISFIED,
-    ClassReport,
-    MemberStatus,
-    Resolver,
-    delegation_target,
-    torch_module_members,
-)
+# re-exported: the audit's public names
+from eagle3lab.trace.class_ast import delegation_target, torch_module_members  # noqa: F401
+from eagle3lab.trace.resolution import SATISFIED, ClassReport, MemberStatus  # noqa: F401
+from eagle3lab.trace.resolve import Resolver
 from eagle3lab.trace.sources import SglangSource, open_source
 from eagle3lab.trace.facts import release_facts, startup
 from eagle3lab.trace.startup import StartupProfile

@@ -7,189 +7,34 @@ overridden per subclass), ``llm_cls = A if ... else B`` or ``if ...: self.model 
 custom ``__getattr__`` that forwards every missing member to another object (a proxy). Expressions are evaluated
 over the AST to the set of classes they can produce; what cannot be evaluated becomes an ``Unknown`` with the
 reason, never a silent skip.
+
+The answers' types live in ``resolution``, what one class's AST says in ``class_ast``.
 """
 
 from __future__ import annotations
 
 import ast
-import importlib.util
 import re
-from dataclasses import asdict, dataclass, field
-from functools import lru_cache
-from pathlib import Path
-from typing import Optional, Union
-
+from dataclasses import dataclass
+from typing import Optional
 from eagle3lab.errors import EntryClassError
 from eagle3lab.trace.hooks import SET_LAYERS_TO_CAPTURE
-from eagle3lab.trace.modindex import OPAQUE_PACKAGES, ClassRef, ModuleIndex, package_version
+from eagle3lab.trace.modindex import ClassRef, ModuleIndex, package_version
 from eagle3lab.trace.sources import SglangSource
+from eagle3lab.trace.resolution import ClassReport, Inner, MemberStatus, Option, SATISFIED, Unknown, Value
+from eagle3lab.trace.class_ast import (harmless_external, is_dotted_name, self_attr, short_source, defined,
+                                       delegation_target, function_returns, getattr_proxy, is_torch_module,
+                                       torch_module_members)
+
 
 LM_CLASS_NAME = re.compile(r"For(CausalLM|ConditionalGeneration)|LanguageModel|LMHeadModel", re.I)
+
+
 # Attribute names wrappers give their language model, most telling first (others rank after these).
 PREFERRED_INNER = ("language_model", "model", "llm", "text_model", "lm")
+
+
 MAX_DEPTH = 12
-
-SATISFIED = ("provided", "inherited", "delegated", "proxied")
-
-
-@dataclass(frozen=True)
-class Unknown:
-    """An expression the resolver could not turn into a class, and why."""
-
-    reason: str
-
-
-Value = Union[ClassRef, Unknown]
-
-
-@dataclass(frozen=True)
-class Option:
-    """One class the inner model can be (or an unresolved one), and the source that says so."""
-
-    cls: Optional[ClassRef]
-    how: str
-    reason: str = ""
-
-    def to_dict(self) -> dict:
-        return {"class": self.cls.qualname if self.cls else None, "how": self.how, "reason": self.reason}
-
-
-@dataclass
-class Inner:
-    """The inner language model of a wrapper: the attribute, its possible classes, the route to it."""
-
-    attr: str
-    options: list[Option]
-    via: list[str] = field(default_factory=list)  # proxies passed on the way (``__getattr__ -> self.minicpmv``)
-    owner: Optional[ClassRef] = None  # class whose code assigns ``self.<attr>`` (the patch goes there)
-
-    @property
-    def resolved(self) -> list[ClassRef]:
-        seen: dict[str, ClassRef] = {}
-        for opt in self.options:
-            if opt.cls is not None:
-                seen.setdefault(opt.cls.qualname, opt.cls)
-        return list(seen.values())
-
-    @property
-    def unresolved(self) -> list[Option]:
-        return [o for o in self.options if o.cls is None]
-
-
-@dataclass
-class MemberStatus:
-    member: str
-    status: str  # provided | inherited | delegated | proxied | unresolved | missing
-    via: str = ""
-    inner_has: Optional[bool] = None  # every resolved inner option has it (None: no inner model)
-    inner_options: dict[str, bool] = field(default_factory=dict)  # per inner class: has it
-
-    @property
-    def gap(self) -> str:
-        """``delegation gap`` (some inner option has it), ``real lack`` or '' when not missing."""
-        if self.status != "missing":
-            return ""
-        return "delegation gap" if any(self.inner_options.values()) else "real lack"
-
-
-@dataclass
-class ClassReport:
-    entry: str
-    module: str
-    resolution_order: list[str]
-    nn_module_getattr: bool
-    custom_getattr: list[str]
-    inner_attr: str
-    inner_class: str
-    inner_options: list[dict] = field(default_factory=list)
-    inner_via: list[str] = field(default_factory=list)
-    members: dict[str, MemberStatus] = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        data = asdict(self)
-        data["members"] = {k: {**asdict(v), "gap": v.gap} for k, v in self.members.items()}
-        return data
-
-
-# ----------------------------------------------------------------------------------------------------------
-# what one class body defines
-
-
-def defined(node: ast.ClassDef) -> dict[str, ast.AST]:
-    """Members a class body defines: methods, class attributes and ``self.x = ...`` in any method."""
-    out: dict[str, ast.AST] = {}
-    for stmt in node.body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            out[stmt.name] = stmt
-        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-            for tgt in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
-                if isinstance(tgt, ast.Name) and (isinstance(stmt, ast.Assign) or stmt.value is not None):
-                    out[tgt.id] = stmt
-    for sub in ast.walk(node):
-        if isinstance(sub, (ast.Assign, ast.AnnAssign)):
-            for tgt in sub.targets if isinstance(sub, ast.Assign) else [sub.target]:
-                if _self_attr(tgt):
-                    out.setdefault(tgt.attr, sub)  # type: ignore[union-attr]
-    return out
-
-
-def _self_attr(node: ast.AST) -> str:
-    """``X`` when node is ``self.X``, else ''."""
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-        return node.attr
-    return ""
-
-
-def delegation_target(func: ast.AST, member: str) -> str:
-    """``<inner>`` if a method's body forwards ``member`` to ``self.<inner>``, else ''."""
-    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return ""
-    for node in ast.walk(func):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == member:
-            if _self_attr(node.func.value):
-                return node.func.value.attr  # type: ignore[union-attr]
-    return ""
-
-
-def getattr_proxy(func: ast.AST) -> str:
-    """The attribute a custom ``__getattr__`` forwards to (``getattr(self.inner, name)``), or ''."""
-    for node in ast.walk(func):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr":
-            if node.args and _self_attr(node.args[0]):
-                return node.args[0].attr  # type: ignore[union-attr]
-    return ""
-
-
-@lru_cache(maxsize=1)
-def torch_module_members() -> frozenset[str]:
-    """Members ``torch.nn.Module`` defines, read from the installed torch's own source (importing torch is slow).
-
-    Methods, class attributes and the ``self.x`` its methods set (``training``, ``_parameters`` ...).
-    """
-    spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.submodule_search_locations:
-        return frozenset()
-    path = Path(list(spec.submodule_search_locations)[0]) / "nn" / "modules" / "module.py"
-    if not path.is_file():
-        return frozenset()
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == "Module":
-            return frozenset(defined(node))
-    return frozenset()
-
-
-def is_torch_module(ref: ClassRef) -> bool:
-    return ref.name == "Module" and ref.module.split(".")[0] == "torch"
-
-
-def _harmless_external(ref: ClassRef) -> bool:
-    """``object`` and torch.nn.Module need no source: one defines nothing, the other is read separately."""
-    return ref.name == "object" or is_torch_module(ref)
-
-
-# ----------------------------------------------------------------------------------------------------------
-# the resolver
 
 
 @dataclass(frozen=True)
@@ -204,20 +49,6 @@ class _Ctx:
     def deeper(self, **kw) -> "_Ctx":
         return _Ctx(**{"concrete": self.concrete, "module": self.module, "func": self.func,
                        "depth": self.depth + 1, **kw})
-
-
-def function_returns(func: ast.FunctionDef) -> list[ast.expr]:
-    """The values ``func`` itself returns (not those of functions or classes nested in it)."""
-    out = []
-    stack: list[ast.AST] = list(func.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue
-        if isinstance(node, ast.Return) and node.value is not None:
-            out.append(node.value)
-        stack.extend(ast.iter_child_nodes(node))
-    return out
 
 
 class Resolver:
@@ -262,7 +93,7 @@ class Resolver:
         return self.status(ref, member).status in SATISFIED
 
     def unreadable_bases(self, ref: ClassRef) -> list[str]:
-        return [c.qualname for c in self.index.mro(ref) if c.external and not _harmless_external(c)]
+        return [c.qualname for c in self.index.mro(ref) if c.external and not harmless_external(c)]
 
     def external_sources(self, ref: ClassRef) -> list[str]:
         """Installed packages (with versions) whose source was read to resolve ``ref``'s bases."""
@@ -384,7 +215,7 @@ class Resolver:
                 values = self._dict_values(expr.func.value.id, ctx)
                 if values is not None:
                     return values
-            if _self_attr(expr.func):
+            if self_attr(expr.func):
                 return self._method_values(expr.func.attr, ctx, as_class=True)
         if isinstance(expr, ast.Name):
             if ctx.func is not None and expr.id in self._params(ctx.func):
@@ -394,18 +225,18 @@ class Resolver:
                 return [v for e in local for v in self._classes(e, ctx.deeper())]
         if isinstance(expr, (ast.Name, ast.Attribute)):
             text = ast.unparse(expr)
-            if isinstance(expr, ast.Attribute) and not _is_dotted_name(expr):
+            if isinstance(expr, ast.Attribute) and not is_dotted_name(expr):
                 return [Unknown(f"class chosen at run time ({text})")]
             ref = self.index.resolve(ctx.module, text)
-            if ref.node is not None or _harmless_external(ref):
+            if ref.node is not None or harmless_external(ref):
                 return [ref]
             return [Unknown(f"{ref.qualname} is not readable here")]
-        return [Unknown(f"class chosen at run time ({_short(expr)})")]
+        return [Unknown(f"class chosen at run time ({short_source(expr)})")]
 
     def _instances(self, expr: ast.expr, ctx: _Ctx) -> list[Value]:
         """Classes of the objects an expression can produce (``Cls(...)``, ``self.init_llm(...)``, a local)."""
         if ctx.depth > MAX_DEPTH:
-            return [Unknown(f"resolution deeper than {MAX_DEPTH} steps at {_short(expr)}")]
+            return [Unknown(f"resolution deeper than {MAX_DEPTH} steps at {short_source(expr)}")]
         if isinstance(expr, ast.IfExp):
             return self._instances(expr.body, ctx.deeper()) + self._instances(expr.orelse, ctx.deeper())
         if isinstance(expr, ast.BoolOp):
@@ -421,7 +252,7 @@ class Resolver:
             return [Unknown(f"{expr.id} is not assigned in this function")]
         if isinstance(expr, ast.Call):
             func = expr.func
-            if isinstance(func, ast.Attribute) and _self_attr(func):
+            if isinstance(func, ast.Attribute) and self_attr(func):
                 return self._method_values(func.attr, ctx, as_class=False)
             if isinstance(func, ast.Name):
                 fmod, fdef = self._function(ctx.module, func.id)
@@ -431,7 +262,7 @@ class Resolver:
                     return [v for r in returns for v in self._instances(r, inner)] or [
                         Unknown(f"{func.id}() returns nothing")]
             return self._classes(func, ctx.deeper())
-        return [Unknown(f"built at run time ({_short(expr)})")]
+        return [Unknown(f"built at run time ({short_source(expr)})")]
 
     def _assignments(self, cls: ClassRef) -> dict[str, list[tuple[ast.FunctionDef, ast.Assign]]]:
         """``self.<attr> = value`` statements in the methods of one class body, by attribute (memoised)."""
@@ -443,7 +274,7 @@ class Resolver:
                     continue
                 for node in ast.walk(func):
                     if isinstance(node, ast.Assign) and len(node.targets) == 1:
-                        name = _self_attr(node.targets[0])
+                        name = self_attr(node.targets[0])
                         if name:
                             found.setdefault(name, []).append((func, node))  # type: ignore[arg-type]
             self._assign_cache[key] = found
@@ -631,22 +462,3 @@ def _unique(options: list[Option]) -> list[Option]:
     for opt in options:
         seen.setdefault(opt.cls.qualname if opt.cls else f"?{opt.reason}", opt)
     return list(seen.values())
-
-
-def _is_dotted_name(expr: ast.expr) -> bool:
-    while isinstance(expr, ast.Attribute):
-        expr = expr.value
-    return isinstance(expr, ast.Name) and expr.id != "self"
-
-
-def _short(expr: ast.AST, limit: int = 80) -> str:
-    text = " ".join(ast.unparse(expr).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def as_dict(status: MemberStatus) -> dict:
-    return {**asdict(status), "gap": status.gap}
-
-
-__all__ = ["ClassReport", "Inner", "MemberStatus", "OPAQUE_PACKAGES", "Option", "Resolver", "SATISFIED", "Unknown",
-           "defined", "delegation_target", "getattr_proxy", "is_torch_module", "torch_module_members"]

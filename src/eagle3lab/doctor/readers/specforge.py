@@ -20,7 +20,7 @@ import json
 import re
 from typing import Any, Callable
 
-from eagle3lab.bench.diagnostics import BenchFigures
+from eagle3lab.bench.diagnostics.evidence import BenchFigures
 from eagle3lab.doctor.readers.text import Reading, Row, as_float, as_int, number
 
 _TOKEN = r"([^\s,|]+)"

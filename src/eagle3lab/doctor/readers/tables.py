@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Optional
 
-from eagle3lab.bench.diagnostics import BenchFigures
+from eagle3lab.bench.diagnostics.evidence import BenchFigures
 from eagle3lab.doctor.readers.text import Reading, Row, as_int, number
 
 HEADERS: dict[str, tuple[str, ...]] = {

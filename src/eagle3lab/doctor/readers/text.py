@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from eagle3lab.bench.diagnostics import BenchFigures
+from eagle3lab.bench.diagnostics.evidence import BenchFigures
 
 # longest line kept: sglang 0.5.x's server_args=ServerArgs(...) line is about 10 KB; anything longer is cut
 MAX_LINE = 32_768

@@ -1,0 +1,79 @@
+"""Every check of a profile in order, the result saved, and the one-line refusal a run starts with."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Callable
+from eagle3lab.atomic import write_json_atomic
+from eagle3lab.errors import PreflightFailed
+from eagle3lab.paths import repo_dir
+from eagle3lab.runtime import deployment, gpuinfo
+from eagle3lab.runtime.profiles import Profile
+from eagle3lab.preflight.result import Check, Preflight, SLOW, passed_over
+from eagle3lab.preflight.hardware import (check_capability, check_cudnn, check_driver, check_gpu_count,
+                                          check_gpu_memory, check_idle, check_interconnect, check_sgl_kernel)
+from eagle3lab.preflight.install import check_checkpoint, check_disk, check_sglang
+from eagle3lab.preflight.flags import FULL_CHECK, check_full_server_args, check_server_flags
+from eagle3lab.preflight.layers import mem_fraction, check_capture_order, check_first_raise, check_layers
+
+
+def run_preflight(profile: Profile, *, quick: bool = False,
+                  inventory: Callable[[], gpuinfo.GpuInventory] = gpuinfo.inventory) -> Preflight:
+    """Every check for ``profile``. ``quick`` skips sglang's parser (seconds of import) once a check has failed:
+    the run stops anyway, and ``python -m eagle3lab preflight`` runs everything."""
+    started = time.monotonic()
+    result = Preflight(profile.name, quick=quick)
+    reason = passed_over(profile)
+    if reason:
+        result.passed_over = reason
+        return result
+    inv = inventory() if profile.device == "cuda" else None
+    result.checks += [check_gpu_count(profile, inv), check_capability(inv, profile.tp_size), check_sglang(profile)]
+    target, draft, _ = deployment.locate_models(profile)
+    result.checks += [check_checkpoint(profile, target), check_checkpoint(profile, draft)]
+    memory_at = len(result.checks)
+    result.checks += [check_disk([target, draft])]
+    models = deployment.Models(target.path or target.source, draft.path or draft.source,
+                               trust_remote_code=profile.trust_remote_code)
+    if quick and result.failures:
+        result.checks += [Check(f"{SLOW} ({label})", "skipped", "not run: an earlier check failed",
+                                f"python -m eagle3lab preflight --profile {profile.name} runs every check")
+                          for label in ("baseline", "EAGLE-3")]
+        result.checks += [Check(f"{FULL_CHECK} ({label})", "skipped", "not run: an earlier check failed",
+                                f"python -m eagle3lab preflight --profile {profile.name} runs every check")
+                          for label in ("baseline", "EAGLE-3")]
+    else:
+        result.checks += check_server_flags(profile, models, validate=target.present and draft.present,
+                                            gpus=inv.count if inv else 0)
+        result.checks += check_full_server_args(profile, models, target.present and draft.present)
+    result.checks.insert(memory_at, check_gpu_memory(profile, inv, [target, draft], mem_fraction(result)))
+    result.checks += [check_layers(profile), check_first_raise(profile, result, inv), check_capture_order(profile),
+                      check_driver(inv),
+                      check_cudnn(profile, inv), check_sgl_kernel(inv, profile.tp_size),
+                      check_idle(inv, profile.tp_size), check_interconnect(inv)]
+    result.seconds = round(time.monotonic() - started, 2)
+    return result
+
+
+def save(result: Preflight) -> Path:
+    """``artifacts/preflight.<profile>.json``."""
+    return write_json_atomic(repo_dir("artifacts") / f"preflight.{result.profile}.json", result.to_dict())
+
+
+def require(profile: Profile, *, quick: bool = True, echo: Callable[[str], None] | None = print) -> Preflight:
+    """Run the checks, save them, show them, and stop with one line naming the first problem and its fix."""
+    result = run_preflight(profile, quick=quick)
+    if result.passed_over is None:
+        save(result)
+    if echo is not None:
+        echo(result.text())
+    if not result.ok:
+        raise PreflightFailed(result.problem_line(), check=result.failures[0].name, profile=result.profile,
+                              failed=tuple(c.name for c in result.failures))
+    return result
+
+
+def as_json(result: Preflight) -> str:
+    return json.dumps(result.to_dict(), indent=1, default=str)

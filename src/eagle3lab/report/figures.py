@@ -1,0 +1,45 @@
+"""The cost model's figures for a profile, with the profile's measured points wherever its run produced them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from eagle3lab.paths import repo_dir
+from eagle3lab.sidecars import (PatchBenchSidecar,
+                                read_if_present)
+from eagle3lab.report.plots.model import (cpu_profile_figures, incident_figures,
+                                          measured_points_from_bench, validation_figure)
+from eagle3lab.bench.sweep import BenchReport
+from eagle3lab.runtime.profiles import Profile, load_profile
+from pydantic import ValidationError
+
+
+def _run_profile(loaded: Profile) -> Profile:
+    """The profile exactly as notebook 03 ran it (its sidecar's ``profile_values``), else the loaded one."""
+    s03 = read_if_present(PatchBenchSidecar, loaded.name)
+    if s03 is not None and s03.profile_values:
+        try:
+            return Profile.model_validate(s03.profile_values)
+        except ValidationError:
+            pass  # an older sidecar: the run check says so; the figures use the profile as loaded
+    return loaded
+
+
+def model_figures(profile: str, overrides: dict[str, Any] | None = None) -> list[Path]:
+    """The cost model's figures, with this profile's measured points wherever its run produced them, and the
+    validation figure.
+
+    A gpu-profile run is the incident's deployment, so its points go on the incident's figures; a cpu-profile
+    run is drawn against the model calibrated on this machine's own baseline (never on the incident's axes).
+    """
+
+    loaded = load_profile(profile, overrides=overrides)
+    bench_path = repo_dir("artifacts") / f"03_bench.{loaded.name}" / "bench_report.json"
+    bench = BenchReport.load(bench_path) if bench_path.is_file() else None
+    on_cpu = loaded.device == "cpu"  # a GPU profile rehearsed on CPU too
+    measured = measured_points_from_bench(bench) if bench is not None and not on_cpu else ()
+    figures = dict(incident_figures(measured=measured))
+    figures["validation"] = validation_figure()
+    if bench is not None and on_cpu:
+        figures.update({f"cpu_{kind}": path for kind, path in cpu_profile_figures(bench, _run_profile(loaded)).items()})
+    return list(figures.values())

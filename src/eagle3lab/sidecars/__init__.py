@@ -1,0 +1,37 @@
+"""The contracts between notebooks: one typed, versioned JSON sidecar per notebook run.
+
+Why typed: figures, the report and the next notebook read these files. With free dictionaries a renamed key
+became a silent ``None`` three stages later, and display labels ("seconds to outcome") doubled as data keys.
+Each notebook now writes an instance of its schema; every reader gets the same classes back, or one line naming
+the file and what is wrong with it. Display labels live only in the tables built for people.
+
+The schemas live one module per notebook (``crash_repro``, ``interface_trace``, ``patch_bench``) over
+``base``; ``files`` writes and reads them. This package's namespace is their public face: readers and notebooks
+import from ``eagle3lab.sidecars``.
+
+Writes are atomic (``eagle3lab.atomic``). ``SCHEMA_VERSION`` goes up whenever a field changes meaning; a
+sidecar of another version is refused with the command that rewrites it, never half-read.
+"""
+
+from eagle3lab.sidecars.base import SCHEMA_VERSION, Record, Sidecar
+from eagle3lab.sidecars.crash_repro import (ModelsRecord, FrameRecord, CrashReportRecord, CrashRecord, ControlRecord,
+                                            PreflightCheckRecord, PreflightRecord, MemoryRecord, CrashReproSidecar)
+from eagle3lab.sidecars.interface_trace import (RaiseSite, VerdictRecord, LayerIdTable, AuditCounts, ConformanceRecord,
+                                                FixCheckRecord, SeriesCheckRecord, FixRecord, ReleaseFixesRecord,
+                                                FixesRecord, BisectRecord, TraceTimings, CaptureOrderRecord,
+                                                InterfaceTraceSidecar)
+from eagle3lab.sidecars.patch_bench import (ProbeRecord, ChainStepRecord, SpecArmRecord, LosslessRecord,
+                                            LayerMismatchRecord, CycleComponent, CycleAtBatchSize, PointTimeRecord,
+                                            CycleComponentsRecord, LaunchSample, VariantCost, LaunchSpreadRecord,
+                                            SamplingRecord, DispatchGapRecord, PatchBenchSidecar)
+from eagle3lab.sidecars.files import SCHEMAS, today, sidecar_path, write, read, read_if_present
+
+__all__ = ["SCHEMA_VERSION", "Record", "Sidecar", "ModelsRecord", "FrameRecord", "CrashReportRecord", "CrashRecord",
+           "ControlRecord", "PreflightCheckRecord", "PreflightRecord", "MemoryRecord", "CrashReproSidecar",
+           "RaiseSite", "VerdictRecord", "LayerIdTable", "AuditCounts", "ConformanceRecord", "FixCheckRecord",
+           "SeriesCheckRecord", "FixRecord", "ReleaseFixesRecord", "FixesRecord", "BisectRecord", "TraceTimings",
+           "CaptureOrderRecord", "InterfaceTraceSidecar", "ProbeRecord", "ChainStepRecord", "SpecArmRecord",
+           "LosslessRecord", "LayerMismatchRecord", "CycleComponent", "CycleAtBatchSize", "PointTimeRecord",
+           "CycleComponentsRecord", "LaunchSample", "VariantCost", "LaunchSpreadRecord", "SamplingRecord",
+           "DispatchGapRecord", "PatchBenchSidecar", "SCHEMAS", "today", "sidecar_path", "write", "read",
+           "read_if_present"]

@@ -1,0 +1,78 @@
+"""Where a sidecar lives, and writing and reading one: validated before it replaces anything, refused in one line
+(with the command that rewrites it) when missing, unreadable, of another schema version or off its schema.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Optional, TypeVar
+from pydantic import ValidationError
+from eagle3lab.atomic import write_json_atomic
+from eagle3lab.errors import SidecarError
+from eagle3lab.paths import repo_dir
+from eagle3lab.sidecars.base import SCHEMA_VERSION, Sidecar
+from eagle3lab.sidecars.crash_repro import CrashReproSidecar
+from eagle3lab.sidecars.interface_trace import InterfaceTraceSidecar
+from eagle3lab.sidecars.patch_bench import PatchBenchSidecar
+
+
+S = TypeVar("S", bound=Sidecar)
+
+
+SCHEMAS: tuple[type[Sidecar], ...] = (CrashReproSidecar, InterfaceTraceSidecar, PatchBenchSidecar)
+
+
+def today() -> str:
+    """The UTC date every measured figure is labelled with."""
+    return dt.datetime.now(dt.timezone.utc).date().isoformat()
+
+
+def sidecar_path(notebook: str, profile: str) -> Path:
+    """``artifacts/<notebook>.<profile>.json``."""
+    return repo_dir("artifacts") / f"{notebook}.{profile}.json"
+
+
+def write(sidecar: Sidecar) -> Path:
+    """Validate (a wrong field is a bug in the notebook, caught before anything is replaced), then write."""
+    checked = type(sidecar).model_validate(sidecar.model_dump())
+    return write_json_atomic(sidecar_path(checked.notebook, checked.profile), checked.model_dump(mode="json"))
+
+
+def _rerun_hint(schema: type[Sidecar], profile: str) -> str:
+    number = schema.NOTEBOOK.split("_", 1)[0]
+    return f"rerun it: python -m eagle3lab run --profile {profile} --notebooks {number}"
+
+
+def read(schema: type[S], profile: str, path: Path | None = None) -> S:
+    """The typed sidecar of ``schema``'s notebook for ``profile``; one clear line if it is missing or unusable."""
+    path = Path(path) if path is not None else sidecar_path(schema.NOTEBOOK, profile)
+    hint = _rerun_hint(schema, profile)
+    fields = {"path": path, "notebook": schema.NOTEBOOK, "profile": profile}
+    if not path.is_file():
+        raise SidecarError(f"sidecar {path} is missing (notebook {schema.NOTEBOOK} has not run on '{profile}'); "
+                           f"{hint}", **fields)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SidecarError(f"sidecar {path} is unreadable ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
+                           f"{hint}", **fields) from None
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if version != SCHEMA_VERSION:
+        raise SidecarError(f"sidecar {path} has schema version {version}, this eagle3lab reads {SCHEMA_VERSION}; "
+                           f"{hint}", version=version, expected=SCHEMA_VERSION, **fields)
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise SidecarError(f"sidecar {path} does not match its schema at '{where}': {first['msg']}; "
+                           f"{hint}", location=where, **fields) from None
+
+
+def read_if_present(schema: type[S], profile: str) -> Optional[S]:
+    """Like ``read``, but a sidecar that was never written is ``None`` (a notebook that did not run)."""
+    if not sidecar_path(schema.NOTEBOOK, profile).is_file():
+        return None
+    return read(schema, profile)
