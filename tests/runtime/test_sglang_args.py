@@ -87,7 +87,7 @@ def test_sglang_sizes_memory_below_the_old_0_9_on_96gb_gpus_mocked_gpu(tiny_mode
     """sglang's own sizing, with only the GPU memory it would measure supplied (96 GiB, as on the incident's
     RTX PRO 6000 cards); the tiny Kimi-shaped (multimodal) checkpoints stand in for the real ones' configs."""
     profile = load_profile("blackwell-8x", overrides={"target_model": "tiny", "draft_model": "tiny",
-                                                      "model_num_layers": 4})
+                                                      "model_num_layers": 4, "mem_fraction_static": None})
     models = resolve_models(profile)
     flags = {label: launch_flags(server_spec(profile, models, speculative=spec).argv())
              for label, spec in (("baseline", False), ("eagle3", True))}

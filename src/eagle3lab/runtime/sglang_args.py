@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import json
 import logging
 import os
@@ -21,7 +22,7 @@ import re
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from eagle3lab.childjson import ask_child, emit
 from eagle3lab.errors import EnvironmentProblem
@@ -51,6 +52,10 @@ class ParsedLaunch:
     chosen: dict[str, Any] = field(default_factory=dict)  # sglang's resolved values (after __post_init__)
     warnings: list[str] = field(default_factory=list)  # what sglang logged while resolving them
     seconds: float = 0.0
+    # sglang's own memory arithmetic for this launch (``sizing`` asked): the GPU memory its sizing saw (MiB), the
+    # fraction ``_handle_gpu_memory_settings`` computed before ``adjust_mem_fraction_for_vlm`` scaled it for the
+    # vision tower and after, and the KV cache's bytes per token from ``get_cell_size_per_token``
+    sizing: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,15 +72,21 @@ def launch_flags(argv: Sequence[str]) -> list[str]:
 
 def parse_launches(argvs: Mapping[str, Sequence[str]], env: Mapping[str, str] | None = None, *,
                    validate: bool = True, check: bool = True, python: str = sys.executable,
-                   timeout_s: float = 300.0) -> dict[str, ParsedLaunch]:
+                   timeout_s: float = 300.0, sizing: bool = False,
+                   gpu_memory_mib: float | None = None) -> dict[str, ParsedLaunch]:
     """Each labelled command line through sglang's parser in one child process (the launch's environment).
 
     ``check`` also runs ``ServerArgs.check_server_args()`` on each validated command line: the check sglang's
     engine runs at start-up (``engine.py:1026``) and ``from_cli_args`` never does, which holds, among others,
     the torch 2.9.1 / cuDNN refusal (``server_args.py:5263-5298``). ``env`` must be the launch's own environment,
-    since that refusal reads ``SGLANG_DISABLE_CUDNN_CHECK``."""
+    since that refusal reads ``SGLANG_DISABLE_CUDNN_CHECK``.
+
+    ``sizing`` records sglang's own memory arithmetic for each validated launch (``ParsedLaunch.sizing``).
+    ``gpu_memory_mib`` is the GPU memory sglang's sizing is given instead of asking ``nvidia-smi``
+    (``get_device_memory_capacity``, ``server_args.py:730``): the memory of the GPUs a preflight found, or of GPUs
+    it is told about; None lets sglang ask the machine, which off a GPU falls back to its 0.88."""
     request = json.dumps({"launches": {label: launch_flags(argv) for label, argv in argvs.items()},
-                          "validate": validate, "check": check})
+                          "validate": validate, "check": check, "sizing": sizing, "gpu_memory_mib": gpu_memory_mib})
     answer = ask_child("eagle3lab.runtime.sglang_args", stdin=request, env={**os.environ, **(env or {})},
                        timeout_s=timeout_s, python=python)
     if answer.timed_out:
@@ -186,7 +197,8 @@ def _jsonable(value: Any) -> Any:
         return str(value)
 
 
-def _parse_one(label: str, flags: list[str], validate: bool, check: bool = False) -> ParsedLaunch:
+def _parse_one(label: str, flags: list[str], validate: bool, check: bool = False, sizing: bool = False,
+               gpu_memory_mib: float | None = None) -> ParsedLaunch:
     from sglang.srt.server_args import ServerArgs
 
     started = time.monotonic()
@@ -201,8 +213,10 @@ def _parse_one(label: str, flags: list[str], validate: bool, check: bool = False
     collect = _Collect()
     logging.getLogger().addHandler(collect)
     environ = dict(os.environ)  # __post_init__ exports some settings; the next command line must not see them
+    recorded: dict[str, Any] = {}
     try:
-        args = ServerArgs.from_cli_args(namespace)
+        with _recording_sizing(recorded, gpu_memory_mib):
+            args = ServerArgs.from_cli_args(namespace)
     except Exception as exc:  # noqa: BLE001 -- sglang's own validation error is the result
         message = (str(exc).strip().splitlines() or [""])[0]
         return ParsedLaunch(label, parsed=True, validated=False, error=f"{type(exc).__name__}: {message}",
@@ -213,8 +227,64 @@ def _parse_one(label: str, flags: list[str], validate: bool, check: bool = False
         os.environ.update(environ)
     chosen = {key: _jsonable(getattr(args, key, None)) for key in CHOSEN_KEYS}
     checked, check_error = _full_check(args) if check else (None, None)
+    if sizing:
+        recorded.update(_kv_cell(args))
     return ParsedLaunch(label, parsed=True, validated=True, chosen=chosen, warnings=collect.messages,
-                        seconds=round(time.monotonic() - started, 2), checked=checked, check_error=check_error)
+                        seconds=round(time.monotonic() - started, 2), checked=checked, check_error=check_error,
+                        sizing=recorded if sizing else {})
+
+
+@contextlib.contextmanager
+def _recording_sizing(recorded: dict[str, Any], gpu_memory_mib: float | None) -> Iterator[None]:
+    """Run sglang's ``__post_init__`` as it is, recording what its memory arithmetic saw and chose: the GPU memory
+    (``get_device_memory_capacity``, replaced by ``gpu_memory_mib`` when given) and the fraction before and after
+    ``adjust_mem_fraction_for_vlm`` (``server_args.py:1068-1069``, ``:5483-5519``), the one sglang computed from
+    its reserve for activations, CUDA graphs and the drafter (``:911-1066``) and the one it launches with."""
+    import sglang.srt.server_args as module
+
+    measure, adjust = module.get_device_memory_capacity, module.ServerArgs.adjust_mem_fraction_for_vlm
+
+    def capacity(device: str | None = None) -> float | None:
+        value = gpu_memory_mib if gpu_memory_mib is not None else measure(device)
+        recorded["gpu_memory_mib"] = value
+        return value
+
+    def vlm(self: Any, model_config: Any) -> None:
+        recorded["fraction_before_vlm"] = self.mem_fraction_static
+        adjust(self, model_config)
+        recorded["fraction_after_vlm"] = self.mem_fraction_static
+
+    module.get_device_memory_capacity = capacity  # type: ignore[assignment]
+    module.ServerArgs.adjust_mem_fraction_for_vlm = vlm  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        module.get_device_memory_capacity = measure
+        module.ServerArgs.adjust_mem_fraction_for_vlm = adjust  # type: ignore[method-assign]
+
+
+def _kv_cell(args: Any) -> dict[str, Any]:
+    """The target's KV cache bytes per token as sglang's ``ModelRunnerKVCacheMixin.get_cell_size_per_token``
+    computes them (``model_runner_kv_cache_mixin.py:47-114``), on sglang's own ``ModelConfig`` of the launch; the
+    runner it expects is stood in for by the three attributes the function reads (its cache dtype is the model's
+    dtype when ``--kv-cache-dtype`` is auto, as ``ModelRunner`` sets it)."""
+    import types
+
+    import torch
+    from sglang.srt.configs.model_config import AttentionArch, ModelConfig
+    from sglang.srt.model_executor.model_runner_kv_cache_mixin import ModelRunnerKVCacheMixin
+
+    try:
+        config = ModelConfig.from_server_args(args)
+        kv_dtype = config.dtype if args.kv_cache_dtype == "auto" else getattr(torch, args.kv_cache_dtype, None)
+        runner = types.SimpleNamespace(kv_cache_dtype=kv_dtype, model_config=config,
+                                       use_mla_backend=config.attention_arch == AttentionArch.MLA)
+        layers = config.num_hidden_layers
+        cell = ModelRunnerKVCacheMixin.get_cell_size_per_token(runner, layers)  # type: ignore[arg-type]
+    except Exception as exc:  # noqa: BLE001 -- reported, not raised: the launch itself was validated
+        return {"kv_cell_error": f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"}
+    return {"kv_cell_bytes": int(cell), "kv_layers": int(layers), "kv_dtype": str(kv_dtype).removeprefix("torch."),
+            "mla": bool(runner.use_mla_backend), "context_len": int(config.context_len)}
 
 
 def _full_check(args: Any) -> tuple[bool, str | None]:
@@ -237,7 +307,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 def main() -> int:
     request = json.loads(sys.stdin.read())
     results = {label: _parse_one(label, list(flags), bool(request.get("validate", True)),
-                                 bool(request.get("check", False))).to_dict()
+                                 bool(request.get("check", False)), bool(request.get("sizing", False)),
+                                 request.get("gpu_memory_mib")).to_dict()
                for label, flags in request["launches"].items()}
     emit(results)
     return 0
