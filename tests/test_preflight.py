@@ -22,9 +22,11 @@ from eagle3lab import preflight
 from eagle3lab.runtime.checkpoints import Checkpoint
 from eagle3lab.runtime.gpuinfo import Gpu, GpuInventory
 from eagle3lab.runtime.profiles import load_profile
+from kimi_checkpoint import RTX_PRO_6000_MIB, write_checkpoint
 from timing import patience
 
-CHECKS = ["GPUs", "GPU architecture", "sglang", "target checkpoint", "draft checkpoint", "GPU memory", "free disk",
+CHECKS = ["GPUs", "GPU architecture", "sglang", "target checkpoint", "draft checkpoint", "KV cache (baseline)",
+          "KV cache (EAGLE-3)", "GPU memory", "free disk",
           "server flags (baseline)", "server flags (EAGLE-3)", "sglang check_server_args (baseline)",
           "sglang check_server_args (EAGLE-3)", "drafter aux layers", "first raise", "capture order", "NVIDIA driver", "cuDNN",
           "sgl-kernel", "GPUs idle", "interconnect"]
@@ -125,7 +127,7 @@ def test_blackwell_8x_passes_with_eight_96gb_gpus_mocked_gpu(offline_hub, tiny_m
     for label in ("baseline", "EAGLE-3"):
         check = result.check(f"server flags ({label})")
         assert check.outcome == "ok" and check.data["validated"] is True, check.detail
-        assert "set by sglang" in check.detail
+        assert "set by profile" in check.detail  # one fraction for both arms (preflight/memory.py)
     assert result.check("server flags (EAGLE-3)").data["chosen"]["speculative_algorithm"] == "EAGLE3"
     full = result.check("sglang check_server_args (EAGLE-3)")
     assert full.outcome == "ok" and full.data["stand_in_models"] is False, full.detail
@@ -154,16 +156,6 @@ def test_an_architecture_torch_was_not_built_for_mocked_gpu():
     jit = preflight.check_capability(blackwells(arch=("sm_90", "compute_90")), 8)
     assert jit.outcome == "warn" and "PTX" in jit.detail
     assert preflight.check_capability(blackwells(), 8).detail.startswith("sm_120")
-
-
-def test_weights_that_do_not_fit_the_gpus_mocked_gpu():
-    profile = load_profile("blackwell-8x")
-    big = [Checkpoint("target", "t", "hub", "/x", bytes=int(900e9)), Checkpoint("draft", "d", "hub", "/y", bytes=0)]
-    assert preflight.check_gpu_memory(profile, blackwells(), big).outcome == "fail"
-    fits = [Checkpoint("target", "t", "hub", "/x", bytes=int(547e9)), Checkpoint("draft", "d", "hub", "/y",
-                                                                                 bytes=int(3e9))]
-    check = preflight.check_gpu_memory(profile, blackwells(), fits)
-    assert check.outcome == "ok" and 0.6 < check.data["share"] < 0.8
 
 
 def test_nvlink_is_counted_from_the_topology_matrix():
@@ -253,17 +245,71 @@ def test_a_busy_gpu_fails_the_idle_check_mocked_gpu():
     assert preflight.check_idle(blackwells(), 8).outcome == "ok"
 
 
-def test_weights_within_the_gpu_but_over_sglangs_pool_fail_mocked_gpu(offline_hub):
-    """Weights at 90% of each GPU pass the old check and fail against a 0.85 static pool."""
-    from eagle3lab.runtime.checkpoints import Checkpoint
+def rtx_pro_6000s(count: int = 8) -> GpuInventory:
+    """Eight cards of 97,887 MiB each (the memory.total nvidia-smi reports for an RTX PRO 6000 Blackwell), idle."""
+    inv = blackwells(count)
+    inv.gpus = [Gpu(g.index, g.name, g.capability, RTX_PRO_6000_MIB * 2**20) for g in inv.gpus]
+    inv.used_mib = [0] * count
+    return inv
 
-    per_gpu = int(0.9 * 96 * 2**30)
-    ckpts = [Checkpoint("target", "t", "local", "/t", bytes=per_gpu * 8),
-             Checkpoint("draft", "d", "local", "/d", bytes=0)]
+
+@pytest.fixture(scope="module")
+def kimi_memory(tmp_path_factory, tiny_models):
+    """Preflight's memory rows for blackwell-8x on Kimi-K2.5's published config and index (no shard on disk), as the
+    profile launches it and with mem_fraction_static left to sglang; sglang's parser runs once for both (its child
+    answers are kept by command line)."""
+    from eagle3lab.runtime.deployment import Models
+    from eagle3lab.runtime.sglang_args import parse_launches
+
+    root = write_checkpoint(tmp_path_factory.mktemp("kimi"))
+    models = Models(str(root), tiny_models.draft, trust_remote_code=True)  # only the target is sized
+    answers: dict = {}
+
+    def parse(argvs, env, **kwargs):
+        missing = {k: v for k, v in argvs.items() if tuple(v) not in answers}
+        if missing:
+            got = parse_launches(missing, env, timeout_s=patience(600), **kwargs)
+            answers.update({tuple(missing[k]): got[k] for k in missing})
+        return {k: answers[tuple(v)] for k, v in argvs.items()}
+
     profile = load_profile("blackwell-8x")
-    assert preflight.check_gpu_memory(profile, blackwells(), ckpts).outcome == "ok"
-    check = preflight.check_gpu_memory(profile, blackwells(), ckpts, mem_fraction=0.85)
-    assert check.outcome == "fail" and "mem_fraction_static 0.850" in check.detail
+    named = preflight.check_memory(profile, rtx_pro_6000s(), str(root), models, parse=parse)
+    old = preflight.check_memory(load_profile("blackwell-8x", overrides={"mem_fraction_static": None}),
+                                 rtx_pro_6000s(), str(root), models, parse=parse)
+    return {c.name: c for c in named}, {c.name: c for c in old}
+
+
+def test_preflight_fails_sglangs_default_fraction_for_kimi_k25_mocked_8x_rtx_pro_6000(kimi_memory):
+    _, old = kimi_memory
+    eagle3, baseline, pools = old["KV cache (EAGLE-3)"], old["KV cache (baseline)"], old["GPU memory"]
+    assert eagle3.outcome == "fail" and eagle3.detail.startswith("too small: ")
+    assert "sglang's mem_fraction_static 0.752" in eagle3.detail and "--set mem_fraction_static=0.827" in eagle3.fix
+    assert eagle3.data["arm"]["pool_tokens"] < eagle3.data["min_tokens"]
+    assert pools.outcome == "fail" and "different pools" in pools.detail, "0.752 and 0.771 give unequal pools"
+    for row in old.values():
+        print(f"{row.outcome:5} {row.name}: {row.detail}" + (f" -> {row.fix}" if row.fix else ""))
+
+
+def test_preflight_passes_the_named_fraction_with_one_pool_for_both_arms_mocked_8x_rtx_pro_6000(kimi_memory):
+    named, _ = kimi_memory
+    baseline, eagle3, pools = named["KV cache (baseline)"], named["KV cache (EAGLE-3)"], named["GPU memory"]
+    assert baseline.outcome == eagle3.outcome == pools.outcome == "ok", pools.detail
+    assert baseline.data["arm"]["pool_tokens"] == eagle3.data["arm"]["pool_tokens"] >= eagle3.data["min_tokens"]
+    assert "both arms get the same pool" in pools.detail
+    assert pools.data["fitting_fraction"] == load_profile("blackwell-8x").mem_fraction_static
+    for row in named.values():
+        print(f"{row.outcome:5} {row.name}: {row.detail}")
+
+
+def test_the_memory_rows_are_skipped_without_gpus_or_configs(tmp_path):
+    from eagle3lab.runtime.deployment import Models
+
+    profile = load_profile("blackwell-8x")
+    models = Models("moonshotai/Kimi-K2.5", "AQ-MedAI/Kimi-K25-eagle3")
+    assert {c.outcome for c in preflight.check_memory(profile, None, None, models)} == {"skipped"}
+    rows = preflight.check_memory(profile, rtx_pro_6000s(), str(tmp_path), models,
+                                  parse=lambda *a, **k: pytest.fail("no parse without a config"))
+    assert {c.outcome for c in rows} == {"skipped"} and "--configs-only" in rows[0].detail
 
 
 def test_cudnn_is_skipped_not_passed_when_torch_was_not_asked():

@@ -9,21 +9,22 @@ layers they make sglang capture eagerly and under CUDA graphs, and the interconn
 The ``cpu`` profile (tiny models generated here, no GPU) is passed over. A profile overridden to run on CPU
 (the rehearsal of a GPU profile) skips the GPU checks, and says so in their rows.
 
-One module per kind of check (``hardware``, ``install``, ``flags``, ``layers``) over ``result``; ``runner`` runs them
+One module per kind of check (``hardware``, ``install``, ``flags``, ``layers``, ``memory``) over ``result``; ``runner`` runs them
 in order. This package's namespace is the public face (``preflight.require``, ``preflight.check_driver``).
 """
 
 from eagle3lab.preflight.result import Outcome, SLOW, Check, Preflight, passed_over
-from eagle3lab.preflight.hardware import (check_gpu_count, check_capability, check_gpu_memory, MIN_DRIVER, CUDNN_MIN,
+from eagle3lab.preflight.hardware import (check_gpu_count, check_capability, MIN_DRIVER, CUDNN_MIN,
                                           IDLE_MIB, check_driver, check_cudnn, check_sgl_kernel, check_idle,
                                           check_interconnect)
 from eagle3lab.preflight.install import check_sglang, check_checkpoint, check_disk
 from eagle3lab.preflight.flags import check_server_flags, FULL_CHECK, check_full_server_args
 from eagle3lab.preflight.layers import check_layers, check_capture_order, check_first_raise
+from eagle3lab.preflight.memory import check_memory
 from eagle3lab.preflight.runner import run_preflight, save, require, as_json
 
 __all__ = ["Outcome", "SLOW", "Check", "Preflight", "passed_over", "check_gpu_count", "check_capability",
-           "check_gpu_memory", "MIN_DRIVER", "CUDNN_MIN", "IDLE_MIB", "check_driver", "check_cudnn",
+           "check_memory", "MIN_DRIVER", "CUDNN_MIN", "IDLE_MIB", "check_driver", "check_cudnn",
            "check_sgl_kernel", "check_idle", "check_interconnect", "check_sglang", "check_checkpoint", "check_disk",
            "check_server_flags", "FULL_CHECK", "check_full_server_args", "check_layers", "check_capture_order",
            "check_first_raise", "run_preflight", "save", "require", "as_json"]

@@ -50,36 +50,6 @@ def check_capability(inv: gpuinfo.GpuInventory | None, tp_size: int) -> Check:
                  "install a torch build for this GPU (see pytorch.org)", {"arch_list": inv.torch_arch_list})
 
 
-def check_gpu_memory(profile: Profile, inv: gpuinfo.GpuInventory | None, ckpts: list[Checkpoint],
-                     mem_fraction: float | None = None) -> Check:
-    """Weights per GPU against sglang's static pool, ``mem_fraction_static`` x GPU memory (the fraction sglang
-    resolves for this launch; the weights and the KV cache share that pool)."""
-    name = "GPU memory"
-    if inv is None or inv.count < profile.tp_size or not inv.gpus:
-        return Check(name, "skipped", "needs the GPUs")
-    if not all(c.present for c in ckpts):
-        return Check(name, "skipped", "needs both checkpoints on disk (their size)")
-    weights = sum(c.bytes for c in ckpts)
-    per_gpu = weights / profile.tp_size
-    smallest = min(g.memory_bytes for g in inv.gpus[:profile.tp_size])
-    share = per_gpu / smallest
-    detail = (f"weights {weights / 1e9:.1f} GB / tp_size {profile.tp_size} = {per_gpu / 2**30:.1f} GiB per GPU, "
-              f"{share:.0%} of {smallest / 2**30:.1f} GiB (checkpoint file sizes; the rest holds KV cache, "
-              "activations and CUDA graphs)")
-    data = {"weights_bytes": weights, "per_gpu_bytes": per_gpu, "gpu_memory_bytes": smallest, "share": share,
-            "mem_fraction_static": mem_fraction}
-    if share >= 1:
-        return Check(name, "fail", "the weights do not fit: " + detail, "raise tp_size or use larger GPUs", data)
-    if mem_fraction is not None and share >= mem_fraction:
-        return Check(name, "fail", f"the weights do not fit sglang's static pool: {share:.0%} of the GPU against "
-                                   f"mem_fraction_static {mem_fraction:.3f} (" + detail + ")",
-                     "raise tp_size, use larger GPUs, or raise mem_fraction_static (--set mem_fraction_static=...)",
-                     data)
-    if mem_fraction is not None:
-        detail += f"; sglang's static pool is {mem_fraction:.3f} of the GPU, {mem_fraction - share:.0%} left for KV"
-    return Check(name, "ok", detail, data=data)
-
-
 # CUDA toolkit -> the oldest Linux driver that runs it (NVIDIA CUDA Toolkit release notes, table "CUDA Toolkit and
 # Corresponding Driver Versions": https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html)
 MIN_DRIVER = {"12.4": "550.54.14", "12.6": "560.28.03", "12.8": "570.26", "12.9": "575.51.03"}

@@ -142,11 +142,3 @@ def check_first_raise(profile: Profile, result: Preflight, inv: gpuinfo.GpuInven
                                f"{'yes' if first.get('certain') else 'no'}), decided from moe_runner_backend "
                                f"{chosen.get('moe_runner_backend')} on sm_{capability[0]}{capability[1]}"
                  if capability else f"unpatched, sglang {src.version} raises first at {first['where']}", data=data)
-
-
-def mem_fraction(result: Preflight) -> float | None:
-    """The smaller ``mem_fraction_static`` sglang resolved for the two launches (server flags rows), if any."""
-    values = [c.data.get("chosen", {}).get("mem_fraction_static") for c in result.checks
-              if c.name.startswith(SLOW) and c.data.get("validated")]
-    values = [v for v in values if isinstance(v, (int, float))]
-    return min(values) if values else None

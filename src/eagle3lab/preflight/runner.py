@@ -13,10 +13,11 @@ from eagle3lab.runtime import deployment, gpuinfo
 from eagle3lab.runtime.profiles import Profile
 from eagle3lab.preflight.result import Check, Preflight, SLOW, passed_over
 from eagle3lab.preflight.hardware import (check_capability, check_cudnn, check_driver, check_gpu_count,
-                                          check_gpu_memory, check_idle, check_interconnect, check_sgl_kernel)
+                                          check_idle, check_interconnect, check_sgl_kernel)
 from eagle3lab.preflight.install import check_checkpoint, check_disk, check_sglang
 from eagle3lab.preflight.flags import FULL_CHECK, check_full_server_args, check_server_flags
-from eagle3lab.preflight.layers import mem_fraction, check_capture_order, check_first_raise, check_layers
+from eagle3lab.preflight.layers import check_capture_order, check_first_raise, check_layers
+from eagle3lab.preflight.memory import KV, MEMORY, check_memory
 
 
 def run_preflight(profile: Profile, *, quick: bool = False,
@@ -37,7 +38,8 @@ def run_preflight(profile: Profile, *, quick: bool = False,
     result.checks += [check_disk([target, draft])]
     models = deployment.Models(target.path or target.source, draft.path or draft.source,
                                trust_remote_code=profile.trust_remote_code)
-    if quick and result.failures:
+    skip_slow = quick and bool(result.failures)
+    if skip_slow:
         result.checks += [Check(f"{SLOW} ({label})", "skipped", "not run: an earlier check failed",
                                 f"python -m eagle3lab preflight --profile {profile.name} runs every check")
                           for label in ("baseline", "EAGLE-3")]
@@ -48,7 +50,10 @@ def run_preflight(profile: Profile, *, quick: bool = False,
         result.checks += check_server_flags(profile, models, validate=target.present and draft.present,
                                             gpus=inv.count if inv else 0)
         result.checks += check_full_server_args(profile, models, target.present and draft.present)
-    result.checks.insert(memory_at, check_gpu_memory(profile, inv, [target, draft], mem_fraction(result)))
+    memory = ([Check(name, "skipped", "not run: an earlier check failed") for name in
+               (f"{KV} (baseline)", f"{KV} (EAGLE-3)", MEMORY)] if skip_slow else
+              check_memory(profile, inv, target.path, models))
+    result.checks[memory_at:memory_at] = memory
     result.checks += [check_layers(profile), check_first_raise(profile, result, inv), check_capture_order(profile),
                       check_driver(inv),
                       check_cudnn(profile, inv), check_sgl_kernel(inv, profile.tp_size),

@@ -1,7 +1,7 @@
 """Kimi-K2.5's checkpoint without its 595 GB: the published config.json and the index its tensor list makes.
 
-``data/kimi-k2.5/tensors.yaml`` is every tensor of the checkpoint (name patterns, shapes, dtypes, as its shards'
-headers give them); ``data/kimi-k2.5/config.json`` is its config.json (the published one's fields; ``auto_map``
+``runtime/data/kimi-k2.5/tensors.yaml`` is every tensor of the checkpoint (name patterns, shapes, dtypes, as its shards'
+headers give them); ``runtime/data/kimi-k2.5/config.json`` is its config.json (the published one's fields; ``auto_map``
 left out, so sglang's own ``KimiK25Config`` reads it without Moonshot's remote code). ``write_checkpoint`` lays
 them out as a fetched snapshot that has only its configs: config.json and model.safetensors.index.json, no shard.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-DATA = Path(__file__).parent / "data" / "kimi-k2.5"
+DATA = Path(__file__).parent / "runtime" / "data" / "kimi-k2.5"
 DTYPE_BYTES = {"bfloat16": 2, "int32": 4, "float32": 4}
 RTX_PRO_6000_MIB = 97887  # memory.total nvidia-smi reports for an RTX PRO 6000 Blackwell (the issue's figure)
 
