@@ -20,6 +20,7 @@ from eagle3lab.runtime.envinfo import environment_table
 from eagle3lab.sidecars import (SCHEMAS, CrashReproSidecar, InterfaceTraceSidecar, PatchBenchSidecar,
                                 read_if_present)
 from eagle3lab.report import incident
+from eagle3lab.report.evidence_table import render as evidence_table
 from eagle3lab.report.sentences import gib, layer_claim, public_rows, shift_sentence
 from eagle3lab.report.contexts import (crash_context, eagle3_missing_note, fix_context, incident_context,
                                        model_context, trace_context, premise_context)
@@ -101,6 +102,7 @@ def render_bound(sources: ReportSources) -> tuple[str, provenance.Binder]:
     trace = trace_context(sources.trace)
     fix, bench = fix_context(s03)
     binder = provenance.Binder(sources.tree())
+    evidence = evidence_table(binder, sources.incident["evidence"]) if "evidence" in sources.incident else ""
     model = model_context(sources.model, sources.figures, eagle3_missing_note(s03), binder)
     incident = incident_context(sources.incident)
     premise = premise_context(incident, trace, fix)
@@ -119,5 +121,5 @@ def render_bound(sources: ReportSources) -> tuple[str, provenance.Binder]:
               f"{s01.date if s01 else sources.generated}",
         incident=incident, crash=crash, control=control, trace=trace, fix=fix, bench=bench, model=model,
         diagnostics=s03.diagnostics if s03 else [], premise=premise, public=public,
-        summary=summary)
+        summary=summary, evidence=evidence)
     return text, binder

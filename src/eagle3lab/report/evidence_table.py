@@ -76,12 +76,14 @@ def _row(b: Binder, prefix: str, i: int, row: dict[str, Any]) -> str:
         speedup = f"{row['speedup_text']} (published)"
     else:
         speedup = "--" if row["speedup"] is None else f"{b.num(k + '.speedup', '.2f')}x (computed)"
-    return b.sentence(f"evidence-row-{row['key']}", "| " + " | ".join([
+    text = "| " + " | ".join([
         f"[{row['what']}]({row['url']})", f"{row['engine']} ({row['engine_version']})", str(row["hardware"]),
         _cell(b, k + ".tp", row["tp"], "d"), _cell(b, k + ".dcp", row.get("dcp"), "d"),
         _cell(b, k + ".concurrency", row["concurrency"], "d"), str(row["context"] or "--"), acceptance,
         _cell(b, k + ".no_spec_tok_s", row["no_spec_tok_s"], "g"), _cell(b, k + ".spec_tok_s", row["spec_tok_s"], "g"),
-        speedup]) + " |")
+        speedup]) + " |"
+    # a row that prints no evidence number (text only) has nothing to bind
+    return b.sentence(f"evidence-row-{row['key']}", text) if b.pending else text
 
 
 def _gains(flag: bool) -> str:
@@ -97,6 +99,10 @@ def _agrees(flag: bool) -> str:
     return "agrees with" if flag else "differs from"
 
 
+# the verdict rules, by the names the bound sentences record (merged into ``sentences.RULES`` for re-checking)
+RULES = {"evidence_gains": _gains, "evidence_one_verdict": _one_verdict, "evidence_agrees": _agrees}
+
+
 def render(b: Binder, evidence: dict[str, Any], prefix: str = "incident.evidence") -> str:
     """The table (every row bound) and the two implication sentences, as markdown."""
     one, peak = f"{prefix}.one_stream", f"{prefix}.peak"
@@ -105,17 +111,17 @@ def render(b: Binder, evidence: dict[str, Any], prefix: str = "incident.evidence
     rows = "\n".join(_row(b, prefix, i, row) for i, row in enumerate(evidence["rows"]))
     one_stream = b.sentence("evidence-one-stream", (
         f"**One stream.** On the incident's hardware the public Kimi-K2.6 EAGLE-3 sweep (vLLM, TP 8, no context "
-        f"parallelism, context 0) {b.rule('gains', _gains, one + '.gains')} at one stream: "
+        f"parallelism, context 0) {b.rule('evidence_gains', _gains, one + '.gains')} at one stream: "
         f"{b.num(one + '.cell.speedup', '.2f')}x at acceptance rate {b.num(one + '.cell.acceptance_rate', '.3f')} "
         f"**[reported]**; the same ratio on the engineer's {b.num(one + '.incident_tok_s', '.1f')} tok/s would be "
         f"about {b.num(one + '.implied_tok_s', '.1f')} tok/s **[modelled: the public ratio applied to the reported "
-        f"rate]**, so the reported \"no gain\" at one stream {b.rule('one_verdict', _one_verdict, one + '.gains')} "
+        f"rate]**, so the reported \"no gain\" at one stream {b.rule('evidence_one_verdict', _one_verdict, one + '.gains')} "
         f"(conditions: another engine, Kimi-K2.6 and another drafter)."))
     at_peak = b.sentence("evidence-peak", (
         f"**At the peak.** The same sweep's best plain rate, {b.num(peak + '.cell.no_spec_tok_s', '.1f')} tok/s at "
         f"{b.num(peak + '.cell.concurrency', 'd')} streams, is within {b.num(peak + '.plain_gap_pct', '.1f')}% of "
         f"the engineer's {b.num(peak + '.incident_tok_s', ',.0f')} tok/s, and there EAGLE-3 gives "
         f"{b.num(peak + '.cell.speedup', '.2f')}x ({b.num(peak + '.cell.spec_tok_s', '.1f')} tok/s) **[reported]**: "
-        f"the reported \"no gain\" at the peak {b.rule('agrees', _agrees, peak + '.about_no_gain')} the public "
+        f"the reported \"no gain\" at the peak {b.rule('evidence_agrees', _agrees, peak + '.about_no_gain')} the public "
         f"measurement on this hardware."))
     return "\n".join([header, rows, "", one_stream, "", at_peak, ""])
