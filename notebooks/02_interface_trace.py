@@ -147,8 +147,9 @@ show.table(conf_newest["unresolved"], ["entry", "file", "kind", "reason"])
 # %% [markdown]
 # ## 7b. The second EAGLE-3 defect: CUDA graphs captured before the drafter's layer ids are set
 # Read from each release's syntax tree: a graph runner that calls `set_eagle3_layers_to_capture()` with no ids
-# before it captures records the model's default layers; the runner sets the drafter's ids (+1) only after
-# `init_device_graphs()`, for eager forwards. Shown for this release and the newest with the Kimi drafter's ids
+# before it captures records the model's default layers; the runner sets the drafter's ids only after
+# `init_device_graphs()`, for eager forwards, through the model's own hook (0.5.9 adds 1 to every id; from 0.5.13
+# only when the first id is 1, sglang PR #25454). Shown for this release and the newest with the Kimi drafter's ids
 # (as the engineer's write-up quotes the AQ-MedAI/Kimi-K25-eagle3 config) on 61 layers, and for each profile's
 # own drafter; the first release with the order fixed is bisected. Upstream fix: sglang PR #22836.
 
@@ -158,6 +159,14 @@ print(tracebook.capture_order_text(capture_order))
 
 # %%
 show.table(tracebook.capture_order_rows(capture_order))
+
+# %% [markdown]
+# Every release from this one on, the layers each path captures (a capture index `c` is the input of layer `c`,
+# the output of layer `c - 1`), runs of releases that capture alike merged, from the release record shipped in the
+# package.
+
+# %%
+show.table(tracebook.release_table_rows(capture_order))
 
 # %% [markdown]
 # ## 8. Generated fixes for every lacking wrapper, and their checks

@@ -70,8 +70,14 @@ def test_notebook_02_record_types_into_the_sidecar_field(release_059):
     assert typed.first_fixed == "0.5.11" and typed.drafter_ids == [2, 30, 58] and typed.depth == 61
     rows = tracebook.capture_order_rows(record)
     assert [(r["release"], r["CUDA-graph replays capture"], r["eager forwards capture"]) for r in rows] == \
-        [("0.5.9", [2, 30, 58], [3, 31, 59]), ("0.5.23", [3, 31, 59], [3, 31, 59])]
-    assert "write-up" in typed.ids_source and "cuda_graph_runner.py:365" in tracebook.capture_order_text(record)
+        [("0.5.9", [2, 30, 58], [3, 31, 59]), ("0.5.23", [2, 30, 58], [2, 30, 58])]
+    spans = [(r["releases"], r["drafter"], r["CUDA-graph replays capture"], r["eager forwards capture"])
+             for r in tracebook.release_table_rows(record) if r["drafter"].startswith("AQ-MedAI")]
+    assert spans[0] == ("0.5.9 - 0.5.10.post1", "AQ-MedAI/Kimi-K25-eagle3 on Kimi-K2.5", [2, 30, 58], [3, 31, 59])
+    assert record["milestones"]["both"] == "0.5.23"  # of the releases asked for, the first with both fixes
+    text = tracebook.capture_order_text(record)
+    assert "write-up" in typed.ids_source and "cuda_graph_runner.py:365" in text
+    assert "deepseek_v2.py:2963 DeepseekV2ForCausalLM.set_eagle3_layers_to_capture" in text
 
 
 def test_gpu_1x_profile_generates_a_drafter_whose_ids_equal_the_graph_default(release_059):

@@ -10,7 +10,7 @@ import pytest
 from packaging.version import Version
 
 from eagle3lab.package.location import installed_version
-from eagle3lab.trace import audit, capture_order, release_record, sources
+from eagle3lab.trace import audit, capture_order, release_layers, release_record, sources
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +24,10 @@ def test_the_shipped_record_holds_this_codes_row_of_every_release_it_names(recor
     assert record_about["made_by"] == release_record.RECORD_COMMAND and len(releases) >= 20
     rows = release_record.recorded(release_record.BISECT_ROW, releases, audit.KIMI_ENTRY)
     defects = release_record.recorded(release_record.CAPTURE_ORDER, releases)
+    captures = release_record.recorded(release_record.CAPTURE_RULE, releases)
     from_installed = [v for v in releases if Version(v) >= Version(installed_version())]
-    stale = sorted(set(releases) - set(rows)) + sorted(set(from_installed) - set(defects))
+    stale = (sorted(set(releases) - set(rows)) + sorted(set(from_installed) - set(defects))
+             + sorted(set(from_installed) - set(captures)))
     assert not stale, (f"the release record is stale (the trace code changed) for {stale}: rerun "
                        f"`{release_record.RECORD_COMMAND}`")
     assert [rows[v]["version"] for v in releases] == releases
@@ -88,3 +90,16 @@ def test_a_recorded_row_is_what_tracing_the_release_gives(record_about):
     assert audit.bisect_row(newest, audit.KIMI_ENTRY) == recorded
     defect = release_record.recorded(release_record.CAPTURE_ORDER, [newest])[newest]
     assert capture_order.trace_capture_order(sources.open_source(newest)).defect == defect
+    captured = release_record.recorded(release_record.CAPTURE_RULE, [newest])[newest]
+    assert release_layers.trace_release(sources.open_source(newest)).to_row() == captured
+
+
+def test_the_per_release_table_is_computed_from_the_record_without_opening_a_wheel(record_about):
+    def not_opened(version):
+        raise AssertionError(f"opened sglang {version} although the record holds it")
+
+    from_installed = [v for v in record_about["releases"] if Version(v) >= Version(installed_version())]
+    captures = release_layers.release_captures(from_installed, not_opened)
+    assert all(c.from_record for c in captures)
+    marks = release_layers.milestones(captures)
+    assert marks["order_fixed"] == "0.5.11" and marks["convention_rule"] == marks["both"] == "0.5.13"

@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional, TypeVar
 from packaging.version import Version
 
 from eagle3lab.package import wheels
-from eagle3lab.trace import audit, capture_order, contract, release_record, sources
+from eagle3lab.trace import audit, capture_order, contract, release_layers, release_record, sources
 from eagle3lab.report.plots import trace as plots_trace
 from eagle3lab.paths import repo_dir
 from eagle3lab.trace.startup import StartupProfile
@@ -169,6 +169,8 @@ def write_release_rows(versions: list[str], entry: str = audit.KIMI_ENTRY) -> Pa
     ordered = versions_from(sources.open_source().version, versions)
     defects = {v: capture_order.trace_capture_order(sources.open_source(v)).defect for v in ordered}
     entries.update(release_record.entries_for(release_record.CAPTURE_ORDER, defects))
+    captures = release_layers.release_captures(ordered, sources.open_source, known={})
+    entries.update(release_record.entries_for(release_record.CAPTURE_RULE, {c.release: c.to_row() for c in captures}))
     return release_record.write(entries, versions)
 
 
@@ -217,20 +219,27 @@ def lacking_rows(conf: dict[str, Any]) -> list[dict[str, Any]]:
 def capture_order_record(src: sources.SglangSource, newest: sources.SglangSource, versions: list[str],
                          setups: list[Any]) -> dict[str, Any]:
     """The capture-order defect for the traced and the newest release: graph vs eager capture layers for the Kimi
-    drafter's ids (and each profile's own drafter), and the first release whose order is fixed (bisected)."""
+    drafter's ids (and each profile's own drafter), the first release whose order is fixed (bisected), and every
+    release's captured layers from the traced one on (``trace.release_layers``, from the shipped record)."""
     orders = [capture_order.trace_capture_order(s) for s in (src, newest)]
     layers = [o.layers(KIMI_DEPTH, KIMI_DRAFTER_IDS) | {"drafter": "Kimi-K2.5 + AQ-MedAI/Kimi-K25-eagle3"}
               for o in orders]
+    cases = [release_layers.KIMI_CASE, release_layers.SPECFORGE_CASE]
     for setup in setups:
         if setup.usable and setup.depth:
             layers += [o.layers(setup.depth, setup.aux_layer_ids) | {"drafter": f"profile {setup.deployment}"}
                        for o in orders]
+            cases.append((f"profile {setup.deployment}", setup.depth, tuple(setup.aux_layer_ids)))
     bisected = versions_from(src.version, versions)
     bisect = capture_order.bisect_fix(bisected, sources.open_source,
                                       release_record.recorded(release_record.CAPTURE_ORDER, bisected))
+    captures = release_layers.release_captures(bisected, sources.open_source)
     return {"drafter_ids": list(KIMI_DRAFTER_IDS), "depth": KIMI_DEPTH, "ids_source": KIMI_IDS_SOURCE,
             "releases": [o.to_dict() for o in orders], "layers": layers, "first_fixed": bisect["first_fixed"],
-            "fix_pr": capture_order.FIX_PR, "bisect_rows": bisect["rows"]}
+            "fix_pr": capture_order.FIX_PR, "bisect_rows": bisect["rows"],
+            "release_table": release_layers.case_rows(captures, cases),
+            "milestones": release_layers.milestones(captures),
+            "release_table_from_record": sum(c.from_record for c in captures)}
 
 
 def versions_from(first: str, versions: list[str]) -> list[str]:
@@ -247,5 +256,22 @@ def capture_order_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
 
 def capture_order_text(record: dict[str, Any]) -> str:
     lines = [line for r in record["releases"] for line in r["evidence"]]
-    return "\n".join(lines + [f"first release with the order fixed (bisected): {record['first_fixed']} "
-                               f"(upstream fix: {record['fix_pr']}); Kimi ids from {record['ids_source']}"])
+    lines.append(f"first release with the order fixed (bisected): {record['first_fixed']} "
+                 f"(upstream fix: {record['fix_pr']}); Kimi ids from {record['ids_source']}")
+    marks = record.get("milestones")
+    if marks:
+        lines.append(f"first release whose hook adds 1 only when the first id is 1: {marks['convention_rule']} "
+                     f"({marks['convention_pr']}); first with both: {marks['both']}")
+    return "\n".join(lines)
+
+
+def release_table_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """Notebook 02's per-release table: each run of releases that capture alike, each drafter's two paths."""
+    rows = []
+    for span in record.get("release_table", []):
+        for what, cell in span["cells"].items():
+            rows.append({"releases": span["releases"], "order defect": span["order_defect"], "ids given": span["rule"],
+                         "drafter": what, "depth": cell["depth"], "drafter ids": cell["ids"],
+                         "CUDA-graph replays capture": cell["cuda_graph_layers"],
+                         "eager forwards capture": cell["eager_layers"]})
+    return rows

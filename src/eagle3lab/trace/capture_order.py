@@ -4,9 +4,13 @@ In sglang 0.5.9 ``CudaGraphRunner.__init__`` calls ``model.set_eagle3_layers_to_
 (``model_executor/cuda_graph_runner.py:365``) just before it captures the graphs, so the graphs record the model's
 default layers (``[2, n // 2, n - 3]`` in ``DeepseekV2ForCausalLM``); only afterwards does ``ModelRunner`` call it
 with the drafter's ``eagle_aux_hidden_state_layer_ids`` (``model_runner.py:621-624``), which eager forwards use
-(id + 1). A drafter whose ids differ from the default reads other layers in graph-replayed decode and verify than
-in eager prefill. Upstream moved the call before graph capture and removed the no-argument calls in sglang PR
-#22836 (https://github.com/sgl-project/sglang/pull/22836, merged 2026-04-15).
+(through the hook's own arithmetic: id + 1 in 0.5.9). A drafter whose ids, so mapped, differ from the default reads
+other layers in graph-replayed verify than in eager prefill. Upstream moved the call before graph capture and
+removed the no-argument calls in sglang PR #22836 (https://github.com/sgl-project/sglang/pull/22836, merged
+2026-04-15; first release 0.5.11).
+
+What each path captures is the release's own hook body applied to the ids (``trace.capture_rule``): the +1 is not
+a constant (0.5.13 on adds it only when the first id is 1, sglang PR #25454).
 
 Everything here is read from a release's syntax tree (``trace.sources.open_source``): every call of the hook
 under ``srt/model_executor``, whether a no-argument call sits in a graph runner's constructor before its capture,
@@ -23,6 +27,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from eagle3lab.errors import SourceError
+from eagle3lab.trace import capture_rule
+from eagle3lab.trace.capture_rule import HookRule
 from eagle3lab.trace.sources import SglangSource
 
 HOOK = "set_eagle3_layers_to_capture"
@@ -30,6 +36,7 @@ RUNNER_DIR = "srt/model_executor"
 DEFAULT_MODEL_FILE = "srt/models/deepseek_v2.py"  # Kimi-K2.5's language model is DeepseekV3 (DeepseekV2 code)
 GRAPH_INIT = ("init_device_graphs", "init_cuda_graphs")
 FIX_PR = "https://github.com/sgl-project/sglang/pull/22836"
+CONVENTION_PR = capture_rule.PR_25454
 
 
 @dataclass
@@ -56,6 +63,7 @@ class CaptureOrder:
     calls: list[HookCall] = field(default_factory=list)
     default_expr: Optional[str] = None  # the model's default list, as written
     default_site: Optional[str] = None
+    rule: Optional[HookRule] = None  # the Kimi family's hook body in this release (what ids become)
 
     @property
     def graph_resets(self) -> list[HookCall]:
@@ -71,19 +79,13 @@ class CaptureOrder:
         return bool(self.graph_resets) and any(c.after_graph_init for c in self.ids_calls)
 
     def default_layers(self, depth: int) -> Optional[list[int]]:
-        if self.default_expr is None:
-            return None
-        return list(eval(compile(ast.parse(self.default_expr, mode="eval"), "<default>", "eval"),  # noqa: S307
-                         {"__builtins__": {}}, {"num_layers": depth}))
+        """What the hook sets when called with no ids (the graph runner's call in a release with the defect)."""
+        return self.rule.captured(depth, None) if self.rule else None
 
     def layers(self, depth: int, ids: Optional[Sequence[int]]) -> dict[str, Any]:
-        """Graph-replayed and eager capture layers for a drafter's ids on a ``depth``-layer target."""
-        default = self.default_layers(depth)
-        eager = [i + 1 for i in ids] if ids is not None else default
-        graphs = default if self.defect else eager
-        return {"release": self.release, "depth": depth, "drafter_ids": list(ids) if ids is not None else None,
-                "cuda_graph_layers": graphs, "eager_layers": eager, "mismatch": graphs != eager,
-                "defect": self.defect}
+        """Graph-replayed and eager capture layers for a drafter's ids on a ``depth``-layer target
+        (``captured_layers``)."""
+        return captured_layers(self.release, self.defect, self.rule, depth, ids)
 
     def evidence(self) -> list[str]:
         out = [f"sglang {self.release}:"]
@@ -94,8 +96,12 @@ class CaptureOrder:
             out.append(f"  {c.where} {c.function}: {HOOK}() {kind}{note}")
         if self.default_site:
             out.append(f"  default layers: {self.default_expr} ({self.default_site})")
-        out.append("  verdict: " + ("graphs capture the defaults, eager forwards the drafter's ids + 1" if self.defect
-                                    else "no graph-runner reset before capture: graphs and eager forwards agree"))
+        rule = self.rule.rule() if self.rule else "no hook"
+        if self.rule:
+            out.append(f"  ids given: {rule} ({self.rule.where} {self.rule.family}.{HOOK})")
+        out.append("  verdict: " + (f"graphs capture the defaults, eager forwards the drafter's ids ({rule})"
+                                    if self.defect else
+                                    "no graph-runner reset before capture: graphs and eager forwards agree"))
         if not self.defect and self.ids_calls and not any(c.after_graph_init is not None for c in self.ids_calls):
             out.append("  (the ids call is outside the runner's start-up function; order read by absence of resets)")
         return out
@@ -103,7 +109,23 @@ class CaptureOrder:
     def to_dict(self) -> dict[str, Any]:
         return {"release": self.release, "defect": self.defect, "default_expr": self.default_expr,
                 "default_site": self.default_site, "fix_pr": FIX_PR,
+                "rule": self.rule.rule() if self.rule else None, "rule_site": self.rule.where if self.rule else None,
                 "calls": [{**asdict(c), "where": c.where} for c in self.calls], "evidence": self.evidence()}
+
+
+def captured_layers(release: str, defect: bool, rule: Optional[HookRule], depth: int,
+                    ids: Optional[Sequence[int]]) -> dict[str, Any]:
+    """The capture indices (input of layer ``c``, so the output of layer ``c - 1``) graph replays and eager forwards
+    use: eager forwards get the release's hook applied to the ids; graph replays the same, or the hook's no-ids
+    default where the graph runner resets the layers before it captures (``defect``)."""
+    if rule is None:
+        raise SourceError(f"sglang {release} has no {capture_rule.KIMI_FAMILY}.{HOOK} to apply", version=release,
+                          problem="no_hook")
+    eager = rule.captured(depth, ids)
+    graphs = rule.captured(depth, None) if defect else eager
+    return {"release": release, "depth": depth, "drafter_ids": list(ids) if ids is not None else None,
+            "cuda_graph_layers": graphs, "eager_layers": eager, "mismatch": graphs != eager, "defect": defect,
+            "rule": rule.rule(), "rule_site": rule.where}
 
 
 def _functions(tree: ast.Module) -> list[tuple[str, ast.FunctionDef]]:
@@ -143,6 +165,7 @@ def trace_capture_order(src: SglangSource) -> CaptureOrder:
                 result.calls.append(entry)
     result.calls.sort(key=lambda c: (c.path, c.line))
     result.default_expr, result.default_site = _default(src)
+    result.rule = capture_rule.kimi_rule(src)
     return result
 
 

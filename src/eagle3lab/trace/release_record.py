@@ -1,11 +1,11 @@
 """Per-release trace results shipped with the package, so a fresh machine does not fetch and parse every release.
 
 Why: notebook 02's bisect audits every sglang release from 0.5.6 on (25 wheels: 137 s on a cold 2-core machine,
-most of it parsing), and its capture-order bisect opens several more, yet each row depends only on the release (a
-published wheel never changes) and on this package's trace code. The record holds the rows this code computed,
-keyed by both, with when they were traced: a row found there is not traced again and is labelled so. Any change
-to the trace code changes every key, so a stale record is never read; it is traced again release by release, and
-a test names the command that rewrites the record.
+most of it parsing), its capture-order bisect opens several more, and its per-release table of captured layers reads
+the hook of every release, yet each row depends only on the release (a published wheel never changes) and on this
+package's trace code. The record holds the rows this code computed, keyed by both, with when they were traced: a
+row found there is not traced again and is labelled so. Any change to the trace code changes every key, so a stale
+record is never read; it is traced again release by release, and a test names the command that rewrites the record.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from eagle3lab import resultcache
 RECORD = resultcache.PACKAGE_ROOT / "trace" / "data" / "release_rows.json"
 RECORD_COMMAND = "python -m eagle3lab upstream-fixes --record"
 BISECT_ROW, CAPTURE_ORDER = "audit bisect row", "capture-order defect"
+CAPTURE_RULE = "capture layers"  # the order defect and the Kimi family's hook body (trace.release_layers)
 
 
 @lru_cache(maxsize=1)
