@@ -8,11 +8,15 @@ PYTHON  ?= python3.11
 VENV    ?= .venv
 PROFILE ?= cpu
 SET     ?=
+# PROFILE and SET reach the commands through the environment: the shell splits SET on blanks with globbing off and
+# never evaluates it, so a value from a CI input (SET="port=1;rm -rf ~") stays one argument (`make set-args` shows them).
+export PROFILE SET
+SET_ARGS = set -f; set --; for s in $$SET; do set -- "$$@" --set "$$s"; done;
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.eagle3lab-installed
 VENV_GB ?= 12
 
-.PHONY: setup run report test test-fast lint-imports browser lab notebooks clean
+.PHONY: setup run report test test-fast lint-imports browser lab notebooks clean canary set-args
 
 $(STAMP): requirements.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or pass PYTHON=..."; exit 1; }
@@ -29,12 +33,15 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $@
 
 setup: $(STAMP)
-	$(PY) -m eagle3lab setup --profile $(PROFILE) $(foreach s,$(SET),--set $(s))
+	@$(SET_ARGS) set -x; $(PY) -m eagle3lab setup --profile "$$PROFILE" "$$@"
+
+set-args:
+	@$(SET_ARGS) printf '%s\n' "$$@"
 
 # The drafter is trained during the run, beside notebooks 01-02 (which do not serve it), not before them.
 run: $(STAMP)
-	$(PY) -m eagle3lab setup --profile $(PROFILE) --skip-drafter $(foreach s,$(SET),--set $(s))
-	$(PY) -m eagle3lab report --profile $(PROFILE) --hide-code $(foreach s,$(SET),--set $(s))
+	@$(SET_ARGS) set -x; $(PY) -m eagle3lab setup --profile "$$PROFILE" --skip-drafter "$$@"
+	@$(SET_ARGS) set -x; $(PY) -m eagle3lab report --profile "$$PROFILE" --hide-code "$$@"
 
 # Two phases. First the tests that start no server and download nothing, on PYTEST_WORKERS pytest-xdist workers
 # (default 2): they share no state (each patch test works on its own copy of sglang, each fault test in its own
@@ -50,9 +57,9 @@ PYTEST_WORKERS ?= 2
 SGLANG_TEST_WORKERS ?= 2
 DRAFTER_LOG ?= $(VENV)/drafter-setup.log
 test: $(STAMP) browser lint-imports
-	$(PY) -m eagle3lab setup --profile $(PROFILE) --skip-drafter $(foreach s,$(SET),--set $(s))
-	@status=0; \
-	$(PY) -m eagle3lab setup --profile $(PROFILE) $(foreach s,$(SET),--set $(s)) >$(DRAFTER_LOG) 2>&1 & drafter=$$!; \
+	@$(SET_ARGS) set -x; $(PY) -m eagle3lab setup --profile "$$PROFILE" --skip-drafter "$$@"
+	@$(SET_ARGS) status=0; \
+	$(PY) -m eagle3lab setup --profile "$$PROFILE" "$$@" >$(DRAFTER_LOG) 2>&1 & drafter=$$!; \
 	trap 'kill $$drafter 2>/dev/null' EXIT; \
 	$(PY) -m pytest -ra --durations=15 -n $(PYTEST_WORKERS) -m "not server and not notebook and not network" || status=$$?; \
 	wait $$drafter || { status=$$?; echo "error: the drafter's set-up failed (its output: $(DRAFTER_LOG)):"; }; \
@@ -80,6 +87,27 @@ lab: setup
 
 notebooks:
 	$(VENV)/bin/jupytext --to ipynb notebooks/*.py
+
+# The release canary: the static audit and preflight-model over every EAGLE-3-capable wrapper of the newest sglang
+# release (and RELEASES="sglang==0.5.9 ..."), each against the release before it, from the wheels' source; exit 1 with
+# one line per wrapper that regressed. Its own small venv: it reads wheels as zips and imports no torch and no engine,
+# only the packages below, at requirements.txt's pins (the CI job runs the same target).
+CANARY_VENV ?= .venv-canary
+CANARY_PY := $(CANARY_VENV)/bin/python
+CANARY_STAMP := $(CANARY_VENV)/.eagle3lab-installed
+CANARY_PACKAGES := packaging unidiff PyYAML pydantic requests tqdm psutil
+RELEASES ?=
+export RELEASES
+
+$(CANARY_STAMP): requirements.txt pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or pass PYTHON=..."; exit 1; }
+	@test -x $(CANARY_PY) || $(PYTHON) -m venv $(CANARY_VENV)
+	$(CANARY_PY) -m pip install --quiet $$(for p in $(CANARY_PACKAGES); do grep -i "^$$p==" requirements.txt; done)
+	$(CANARY_PY) -m pip install --quiet --no-deps -e .
+	touch $@
+
+canary: $(CANARY_STAMP)
+	$(CANARY_PY) -m eagle3lab canary --newest --releases "$$RELEASES"
 
 clean:
 	rm -rf reports artifacts

@@ -46,6 +46,8 @@ BAD_ARGUMENTS = {
     "upstream-fixes": (["--sglang", "latest-please"], "latest-please"),
     "predict": (["--config", "kimi-k2.5", "--hardware", "b200", "--tp", "8", "--steps", "3", "--topk", "1",
                  "--draft-tokens", "4", "--accept", "2.5", "--context", "2048", "--batch", "one,two"], "one,two"),
+    "canary": (["--from-record", "--release", "not-a-version"], "not-a-version"),
+    "ci-summary": (["--profile", "no-such-profile"], "no-such-profile"),
     "doctor": (["--launch", "--speculative-algorithm EAGLE3", "--server-log", "/no/such/server.log"],
                "/no/such/server.log"),
 }

@@ -36,6 +36,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "upstream-fixes": ("upstream_fixes", "generate and check a delegation patch for every wrapper a release's "
                                          "audit finds lacking"),
     "predict": ("predict", "cost model: plain vs EAGLE-3 throughput per batch size"),
+    "ci-summary": ("ci_summary", "the run's verdicts as a markdown table, for a CI job's summary"),
+    "canary": ("canary", "does a new engine release break EAGLE-3 for a model you serve? (every wrapper, from the "
+                         "wheels' source; make canary)"),
     "doctor": ("doctor", "why does EAGLE-3 give no speedup on my deployment? (launch command, server log, "
                          "bench_serving output)"),
 }
