@@ -91,7 +91,9 @@ notebooks:
 # The release canary: the static audit and preflight-model over every EAGLE-3-capable wrapper of the newest sglang
 # release (and RELEASES="sglang==0.5.9 ..."), each against the release before it, from the wheels' source; exit 1 with
 # one line per wrapper that regressed. Its own small venv: it reads wheels as zips and imports no torch and no engine,
-# only the packages below, at requirements.txt's pins (the CI job runs the same target).
+# only the packages below, at requirements.txt's pins (the CI job runs the same target); torch and transformers are
+# there without their dependencies and never imported: the audit reads their source (torch.nn.Module's members, the
+# transformers classes some wrappers build on).
 CANARY_VENV ?= .venv-canary
 CANARY_PY := $(CANARY_VENV)/bin/python
 CANARY_STAMP := $(CANARY_VENV)/.eagle3lab-installed
@@ -103,7 +105,7 @@ $(CANARY_STAMP): requirements.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or pass PYTHON=..."; exit 1; }
 	@test -x $(CANARY_PY) || $(PYTHON) -m venv $(CANARY_VENV)
 	$(CANARY_PY) -m pip install --quiet $$(for p in $(CANARY_PACKAGES); do grep -i "^$$p==" requirements.txt; done)
-	$(CANARY_PY) -m pip install --quiet --no-deps -e .
+	$(CANARY_PY) -m pip install --quiet --no-deps $$(grep -E '^(torch|transformers)==' requirements.txt) -e .
 	touch $@
 
 canary: $(CANARY_STAMP)

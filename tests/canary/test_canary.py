@@ -137,3 +137,16 @@ def test_the_canary_imports_no_engine_and_no_torch():
             "print(sorted(m for m in ('torch', 'sglang', 'transformers', 'vllm', 'numpy') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=patience(60))
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_without_the_sources_the_audit_reads_the_canary_says_so_instead_of_failing_every_class(monkeypatch):
+    from eagle3lab.canary import sglang_engine
+    from eagle3lab.errors import SourceError
+
+    monkeypatch.setattr(sglang_engine, "torch_module_members", frozenset)
+    with pytest.raises(SourceError, match="the source of torch is not installed here") as err:
+        sglang_engine.open_release("0.5.10")
+    assert err.value.problem == "sources_not_installed"
+    monkeypatch.setattr(sglang_engine, "SOURCES_READ", ("torch", "transformers", "no_such_package_here"))
+    with pytest.raises(SourceError, match="the source of no_such_package_here is not installed"):
+        sglang_engine.open_release("0.5.10")

@@ -8,6 +8,7 @@ each class its verdict through sglang's own registry rules, where start-up raise
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from typing import Any, Optional, Sequence
 
@@ -17,7 +18,7 @@ from eagle3lab.fix.preflight_model import preflight
 from eagle3lab.package import wheels
 from eagle3lab.trace import audit, release_record
 from eagle3lab.trace.facts import release_facts
-from eagle3lab.trace.resolve import Resolver
+from eagle3lab.trace.resolve import Resolver, torch_module_members
 from eagle3lab.trace.sources import SglangSource, open_source
 
 NAME = "sglang"
@@ -116,8 +117,25 @@ def wrappers(src: SglangSource) -> list[str]:
     return [row["entry"] for row in audit.conformance(src)["rows"]]
 
 
+# Packages whose installed source the audit reads, never imports: torch.nn.Module's members (``resolve``), and the
+# transformers classes some wrappers build on (``modindex``'s external modules).
+SOURCES_READ = ("torch", "transformers")
+
+
+def check_sources_read() -> None:
+    """Without those sources every class would seem to lack ``modules``, ``named_modules``, ..., and wrappers built on
+    transformers would be undecided: one line instead of wrong rows."""
+    absent = [name for name in SOURCES_READ if importlib.util.find_spec(name) is None]
+    if absent or not torch_module_members():
+        names = ", ".join(absent or ["torch"])
+        raise SourceError(f"the source of {names} is not installed here, and the audit reads it (it never imports "
+                          "it); install it without its dependencies (pip install --no-deps NAME==VERSION at the pins "
+                          "of requirements.txt) and rerun", problem="sources_not_installed", packages=absent)
+
+
 def open_release(version: str) -> SglangSource:
     """The release's source, from its wheel (fetched once into the cache; a corrupt one is one line)."""
+    check_sources_read()
     return open_source(wheels.check_version(version))
 
 
