@@ -122,8 +122,8 @@ def summary(result: CanaryResult) -> str:
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     verdict = (f"{len(result.regressions)} regression(s)" if result.regressions else "no regression")
     head = [f"## EAGLE-3 release canary: {verdict}", "",
-            f"The static audit and preflight-model over each release's own source, {stamp}: nothing installed, "
-            "nothing launched.", "", ""]
+            f"The static audit and preflight-model, {stamp}: nothing installed, nothing launched; each table says "
+            "what its release was read from.", "", ""]
     body = [markdown(c) for c in result.comparisons]
     tail = [f"- {note}" for note in result.notes]
     return "\n".join(head) + "\n".join(body) + ("\n" + "\n".join(tail) + "\n" if tail else "")
