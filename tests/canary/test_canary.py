@@ -57,6 +57,19 @@ def test_from_the_release_record_0_5_10_passes_and_says_kimi_k25_was_fixed(tmp_p
     assert any(line.startswith("fixed: sglang 0.5.10 Kimi-K2.5") for line in got["changes"])
 
 
+def test_from_the_release_record_0_5_13_reports_pr_25454s_layer_id_rule_without_failing(tmp_path):
+    """sglang 0.5.13 changed how Kimi-K2.5's family turns a drafter's ids into captured layers: a change a team must
+    see (whether it fixes or breaks their drafter depends on its training convention), not a regression."""
+    done = canary("--engine", "sglang", "--from-record", "--release", "0.5.13", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    got = json.loads((tmp_path / "sglang-0.5.13.json").read_text())
+    kimi = {row["architecture"]: row for row in got["rows"]}[KIMI]
+    assert kimi["layer_ids"].startswith("+1 only when the first id is 1") and got["previous"] == "0.5.12.post1"
+    assert [line for line in got["changes"] if line.startswith("layer ids changed:")] == [
+        f"layer ids changed: sglang 0.5.13 Kimi-K2.5 ({KIMI}): {kimi['layer_ids']} (was every id + 1 in 0.5.12.post1); "
+        "check the drafter's training convention"]
+
+
 def rows_of(release: str, *rows: Row) -> ReleaseRows:
     return ReleaseRows("sglang", release, "test rows", list(rows))
 

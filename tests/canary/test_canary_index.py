@@ -25,7 +25,7 @@ def test_from_the_package_index_0_5_9_fails_on_kimi_k25_and_0_5_10_passes(tmp_pa
     kimi_nine = {row["architecture"]: row for row in nine["rows"]}[KIMI]
     kimi_ten = {row["architecture"]: row for row in ten["rows"]}[KIMI]
     assert kimi_nine["verdict"] == FAIL and kimi_nine["first_raise"] == "cuda_graph_runner.py:365 (gpu)"
-    assert kimi_nine["fix"] == "patches/kimi_k25-eagle3-delegation.patch" and kimi_nine["layer_ids"] == "ids + 1"
+    assert kimi_nine["fix"] == "patches/kimi_k25-eagle3-delegation.patch" and kimi_nine["layer_ids"] == "every id + 1"
     assert any(line.startswith("regressed: sglang 0.5.9 Kimi-K2.5 (") for line in nine["regressions"])
     assert kimi_ten["verdict"] == PASS and ten["ok"] and ten["previous"] == "0.5.9"
     # every wrapper the static audit finds is a row, beside the models the canary names

@@ -16,7 +16,7 @@ from eagle3lab.canary.rows import ABSENT, FAIL, PASS, UNDECIDED, ReleaseRows, Ro
 from eagle3lab.errors import SourceError
 from eagle3lab.fix.preflight_model import preflight
 from eagle3lab.package import wheels
-from eagle3lab.trace import audit, release_record
+from eagle3lab.trace import audit, capture_rule, release_layers, release_record
 from eagle3lab.trace.facts import release_facts
 from eagle3lab.trace.resolve import Resolver, torch_module_members
 from eagle3lab.trace.sources import SglangSource, open_source
@@ -35,12 +35,6 @@ WATCHED: dict[str, str] = {
 }
 MODEL_OF = {arch: model for model, arch in WATCHED.items()}
 
-# Two drafters' ids on a 61-layer target: the incident's drafter ([2, 30, 58]) and one whose first id is 1 (SpecForge's
-# "output of layer i" drafters), which sglang PR #25454 (https://github.com/sgl-project/sglang/pull/25454) treats apart.
-PROBE_DEPTH = 61
-PROBE_IDS = ([2, 30, 58], [1, 30, 58])
-
-
 def releases() -> list[str]:
     """Every sglang release on the package index, oldest first."""
     return wheels.list_releases()
@@ -54,36 +48,18 @@ def recorded_releases() -> list[str]:
     return list(about.get("releases", [])) if isinstance(about, dict) else []
 
 
-def _captured(written: dict[str, Any]) -> Optional[list[int]]:
-    lists = [v for k, v in written.items() if "capture" in k and isinstance(v, list)]
-    return lists[0] if lists else None
-
-
-def layer_id_convention(res: Resolver, architecture: str) -> str:
-    """How this release turns a drafter's ``eagle_aux_hidden_state_layer_ids`` into the layers the class captures,
-    read by running the release's own ``set_eagle3_layers_to_capture`` (the one the class reaches, through its inner
-    model) on a probe with two id sets.
-
-    The canary's extension point for the layer-id column: issue 37's per-release conventions in
-    ``trace.capture_order`` replace this probe when they land (it reads eager forwards only, not CUDA-graph order).
-    """
-    _, func = audit._hook_function(res, res.find(architecture))  # noqa: SLF001 - the audit's own hook resolution
-    if func is None:
-        return "not read: no set_eagle3_layers_to_capture reached"
+def layer_id_convention(res: Resolver, rules: dict[str, capture_rule.HookRule], architecture: str) -> str:
+    """How this release turns a drafter's ``eagle_aux_hidden_state_layer_ids`` into the layers the class captures:
+    the rule of the ``set_eagle3_layers_to_capture`` the class reaches (its own, or its inner model's once delegated),
+    evaluated from the release's hook body by ``trace.capture_rule``."""
+    owner, _ = audit._hook_function(res, res.find(architecture))  # noqa: SLF001 - the audit's own hook resolution
+    rule = rules.get(owner.rsplit(".", 1)[-1]) if owner else None
+    if rule is None:
+        return "not read: no hook that sets the layers"
     try:
-        got = [_captured(audit.run_hook(func, PROBE_DEPTH, list(ids))) for ids in PROBE_IDS]
-    except Exception as exc:  # the hook may use names a probe cannot stand in for (get_pp_group, ...)
-        return f"not read ({type(exc).__name__}: {str(exc).splitlines()[0]})"
-    plus = [[i + 1 for i in ids] for ids in PROBE_IDS]
-    if got == list(PROBE_IDS):
-        return "ids as given"
-    if got == plus:
-        return "ids + 1"
-    if got == [PROBE_IDS[0], plus[1]]:
-        return "ids + 1 only when the first id is 1"
-    if got == [None, None]:
-        return "not read: the hook sets no layer list itself"
-    return "other: " + "; ".join(f"{ids} -> {g}" for ids, g in zip(PROBE_IDS, got))
+        return rule.rule()
+    except SourceError as err:
+        return f"not read ({err.fields.get('problem') or err.problem})"
 
 
 def _first_raise(answer: dict[str, Any]) -> str:
@@ -97,7 +73,7 @@ def _first_raise(answer: dict[str, Any]) -> str:
     return ""
 
 
-def row_of(src: SglangSource, res: Resolver, architecture: str) -> Row:
+def row_of(src: SglangSource, res: Resolver, rules: dict[str, capture_rule.HookRule], architecture: str) -> Row:
     """One class of one release: ``preflight-model``'s verdict, the audit's kind, the layer-id convention."""
     model = MODEL_OF.get(architecture, architecture)
     watched = architecture in MODEL_OF
@@ -107,7 +83,7 @@ def row_of(src: SglangSource, res: Resolver, architecture: str) -> Row:
     verdict = {True: FAIL, None: UNDECIDED, False: PASS}[answer["will_crash"]]
     missing = answer["missing"] or sorted(answer["unresolved"])
     patch = answer.get("patch") or {}
-    return Row(architecture, model, verdict, missing=missing, layer_ids=layer_id_convention(res, architecture),
+    return Row(architecture, model, verdict, missing=missing, layer_ids=layer_id_convention(res, rules, architecture),
                watched=watched, kind=answer["kind"], first_raise=_first_raise(answer) if verdict == FAIL else "",
                fix=patch.get("path"))
 
@@ -147,8 +123,9 @@ def candidates(srcs: Sequence[SglangSource]) -> list[str]:
 
 def rows(src: SglangSource, architectures: Sequence[str]) -> ReleaseRows:
     """The rows of one release over the given classes (absent ones included)."""
-    res = Resolver(src)
-    return ReleaseRows(NAME, src.version, f"wheel {src.origin_label}", [row_of(src, res, a) for a in architectures])
+    res, rules = Resolver(src), capture_rule.hook_rules(src)
+    return ReleaseRows(NAME, src.version, f"wheel {src.origin_label}",
+                       [row_of(src, res, rules, a) for a in architectures])
 
 
 def recorded_rows(version: str) -> ReleaseRows:
@@ -170,4 +147,14 @@ def recorded_rows(version: str) -> ReleaseRows:
     arch = audit.KIMI_ENTRY
     return ReleaseRows(NAME, version, f"the release record ({release_record.RECORD.name})",
                        [Row(arch, MODEL_OF[arch], verdict, missing=list(row.get("missing", [])),
-                            layer_ids="not in the record", watched=True, kind=audit.WRAPPER if row["present"] else "")])
+                            layer_ids=recorded_layer_ids(version) if row["present"] else "-", watched=True,
+                            kind=audit.WRAPPER if row["present"] else "")])
+
+
+def recorded_layer_ids(version: str) -> str:
+    """The incident's family's layer-id rule, from the hook body the release record keeps for the release."""
+    row = release_record.recorded(release_record.CAPTURE_RULE, [version]).get(version)
+    if row is None:
+        return "not in the record"
+    rule = release_layers.ReleaseCapture.from_row(version, row).rule
+    return rule.rule() if rule is not None else "not read: no hook that sets the layers"
