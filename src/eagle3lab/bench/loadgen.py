@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -219,6 +220,8 @@ async def run_phase(
     queue: asyncio.Queue[tuple[int, Prompt]] = asyncio.Queue()
     for item in enumerate(prompts):
         queue.put_nowait(item)
+    arrivals = arrival_times(len(prompts), config.request_rate, f"{config.seed}:{phase}:{concurrency}")
+    started = time.perf_counter()
     records: list[RequestRecord] = []
     unreachable = asyncio.Event()
     died: list[str] = []
@@ -229,6 +232,8 @@ async def run_phase(
                 index, prompt = queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
+            if arrivals is not None:  # open loop: wait for this request's arrival
+                await asyncio.sleep(max(0.0, started + arrivals[index] - time.perf_counter()))
             record = RequestRecord(request_id=f"c{concurrency}-{phase}-{index:05d}", concurrency=concurrency,
                                    phase=phase, ok=False, t_scheduled=time.perf_counter(), prompt_index=index)
             try:
@@ -261,6 +266,19 @@ async def run_phase(
                 watcher.cancel()
     return PhaseOutcome(records=records, not_sent=queue.qsize(), client_cpu_s=time.process_time() - cpu0,
                         server_lost=unreachable.is_set(), server_died=died[0] if died else None)
+
+
+def arrival_times(count: int, rate: float | None, seed: str) -> list[float] | None:
+    """Seconds after the phase starts at which each request arrives: a Poisson process at ``rate`` requests/s
+    (exponential gaps from a seeded generator, so every arm gets the same arrivals); None for a closed loop."""
+    if rate is None:
+        return None
+    rng = random.Random(f"eagle3lab:arrivals:{seed}")
+    out, now = [], 0.0
+    for _ in range(count):
+        out.append(now)
+        now += rng.expovariate(rate)
+    return out
 
 
 def _on_death(done: "asyncio.Future[str]", died: list[str], unreachable: asyncio.Event,

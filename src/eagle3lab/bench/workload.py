@@ -35,7 +35,9 @@ class SweepConfig:
     # measured requests per point grow with concurrency: max(num_prompts, prompts_per_concurrency * c), so a point
     # at concurrency c keeps its slots busy for several rounds and concurrency 1 does not dominate the run
     prompts_per_concurrency: int | None = None
-    prompt_kind: Literal["ids", "text", "chat"] = "ids"  # chat: bundled questions in the model's chat template
+    # ids: random token ids; text: those decoded to text; chat: bundled questions in the model's chat template;
+    # sharegpt: the first human turn of each conversation of a ShareGPT-format JSON file (dataset_path), as text
+    prompt_kind: Literal["ids", "text", "chat", "sharegpt"] = "ids"
     vocab_size: int = 1024
     token_id_low: int = TOKEN_ID_LOW  # skip the lowest ids, where tokenizers keep their special tokens
     # random ids stay below this (the first special id above token_id_low, e.g. Kimi's reserved ids from 163584);
@@ -54,6 +56,10 @@ class SweepConfig:
     # the measured prompts of a point start this far into the "measure" stream: interleaved blocks
     # (bench.interleave) split one point's prompts between them, each block on the next ones
     measure_offset: int = 0
+    dataset_path: str | None = None  # the ShareGPT-format JSON file of prompt_kind "sharegpt"
+    # requests per second arriving as a Poisson process (seeded), at most ``concurrency`` in flight; None: closed
+    # loop (each of ``concurrency`` workers sends its next request as soon as its last one finished)
+    request_rate: float | None = None
 
     def __post_init__(self) -> None:
         if not self.concurrency or any((not isinstance(c, int)) or c < 1 for c in self.concurrency):
@@ -68,9 +74,16 @@ class SweepConfig:
                 f"token ids are drawn from [{self.token_id_low}, {self.vocab_size}); "
                 "set token_id_low below vocab_size", key="token_id_low", value=self.token_id_low
             )
-        if self.prompt_kind not in ("ids", "text", "chat"):
-            raise BenchError(f"prompt_kind must be 'ids', 'text' or 'chat', got {self.prompt_kind!r}", key="prompt_kind",
-                             value=self.prompt_kind)
+        if self.prompt_kind not in ("ids", "text", "chat", "sharegpt"):
+            raise BenchError(f"prompt_kind must be 'ids', 'text', 'chat' or 'sharegpt', got {self.prompt_kind!r}",
+                             key="prompt_kind", value=self.prompt_kind)
+        if self.prompt_kind == "sharegpt" and not self.dataset_path:
+            raise BenchError("sharegpt prompts need dataset_path (a ShareGPT-format JSON file)", key="dataset_path")
+        if self.request_rate is not None and (isinstance(self.request_rate, bool) or
+                                              not isinstance(self.request_rate, (int, float)) or
+                                              not self.request_rate > 0):
+            raise BenchError(f"request_rate must be > 0 requests/s or None, got {self.request_rate!r}",
+                             key="request_rate", value=self.request_rate)
         if self.prompt_kind in ("text", "chat") and not self.tokenizer_dir:
             raise BenchError(f"{self.prompt_kind} prompts need tokenizer_dir (the model directory) for its tokenizer",
                              key="tokenizer_dir")
@@ -192,9 +205,41 @@ def _as_text(config: SweepConfig, ids: list[list[int]]) -> list[str]:
     return [tokenizer.decode(row, skip_special_tokens=True) for row in ids]
 
 
+def sharegpt_questions(path: str | Path) -> list[str]:
+    """The first human turn of every conversation in a ShareGPT-format JSON file (a list of ``{"conversations":
+    [{"from": "human", "value": ...}, ...]}``, the format sglang's and vLLM's serving benchmarks read)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise BenchError(f"cannot read the ShareGPT file {path} ({type(exc).__name__}); give a JSON list of "
+                         "conversations", path=Path(path), problem="unreadable") from None
+    out = []
+    for item in data if isinstance(data, list) else []:
+        turns = item.get("conversations") if isinstance(item, dict) else None
+        first = next((t.get("value") for t in turns or [] if isinstance(t, dict)
+                      and t.get("from") in ("human", "user") and isinstance(t.get("value"), str) and t["value"]),
+                     None)
+        if first:
+            out.append(first)
+    if not out:
+        raise BenchError(f"the ShareGPT file {path} holds no conversation with a human turn", path=Path(path),
+                         problem="empty")
+    return out
+
+
+def _sharegpt_prompts(config: SweepConfig, stream: str, count: int) -> list[str]:
+    """``count`` first human turns, in an order shuffled per stream (repeated when the file has fewer)."""
+    questions = sharegpt_questions(str(config.dataset_path))
+    order = list(range(len(questions)))
+    random.Random(f"eagle3lab:{config.seed}:sharegpt:{stream}").shuffle(order)
+    return [questions[order[i % len(order)]] for i in range(count)]
+
+
 def make_prompts(config: SweepConfig, stream: str = "measure", count: int | None = None) -> list[Prompt]:
     """``count`` prompts (default ``num_prompts``) of ``input_len`` tokens from the named random stream."""
     count = config.num_prompts if count is None else count
+    if config.prompt_kind == "sharegpt":
+        return _sharegpt_prompts(config, stream, count)  # type: ignore[return-value]
     if config.prompt_kind == "chat":
         return _chat_prompts(config, stream, count)  # type: ignore[return-value]
     ids = _token_ids(config, stream, count)

@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ci-summary": ("ci_summary", "the run's verdicts as a markdown table, for a CI job's summary"),
     "canary": ("canary", "does a new engine release break EAGLE-3 for a model you serve? (every wrapper, from the "
                          "wheels' source; make canary)"),
+    "bench": ("bench", "measure a running server (--base-url), or EAGLE-3 against a plain server (--baseline-url)"),
     "doctor": ("doctor", "why does EAGLE-3 give no speedup on my deployment? (launch command, server log, "
                          "bench_serving output)"),
 }

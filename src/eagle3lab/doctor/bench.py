@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from eagle3lab.bench.diagnostics.evidence import BenchFigures
-from eagle3lab.doctor.readers import serving, sglang_scripts, specforge, tables
+from eagle3lab.doctor.readers import own, serving, sglang_scripts, specforge, tables
 from eagle3lab.doctor.readers.text import Reading, Row, bounded, looks_binary
 
 Reader = Callable[[str, str], Reading]
-SPECIFIC: tuple[Reader, ...] = (serving._text_blocks, serving._json_rows, *specforge.READERS,
+SPECIFIC: tuple[Reader, ...] = (*own.READERS, serving._text_blocks, serving._json_rows, *specforge.READERS,
                                 *sglang_scripts.READERS)
 
 

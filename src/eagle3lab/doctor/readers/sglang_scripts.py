@@ -12,7 +12,8 @@
   ``Output throughput: 812.360 token/s`` then ``Acceptance length: 3.120``).
 
 send_one prints an acceptance of exactly 1 both without speculation and when nothing was accepted; such a row is
-read as the baseline, and the note says why."""
+read as the baseline. send_one sends its prompt as raw text (``"Human: ... Assistant:"``, no chat template), so
+its rows say the chat template was not applied: a drafter trained on chat-formatted data sees other prompts."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ ACC_SPEED = re.compile(rf"(?:Turn (\d+) - )?acc_length={_TOKEN},?\s+(?:[^\n]*\n)
 FINISH = re.compile(rf"Finish (?:i=\d+: )?batch_size={_TOKEN}, steps={_TOKEN}, topk={_TOKEN}, "
                     rf"num_draft_tokens={_TOKEN}, speed={_TOKEN} token/s")
 QUESTIONS = re.compile(rf"#questions: {_TOKEN},[^\n]*?Throughput: {_TOKEN} token/s, Acceptance length: {_TOKEN}")
-GSM8K = re.compile(rf"^Output throughput: {_TOKEN} token/s[ \t]*\r?\n(?:[^\n]*\n)?Acceptance length: {_TOKEN}",
+# also SpecForge's older benchmarks/run_*.py, which print "Accept length:" (sgl-project/SpecForge#164 as posted)
+GSM8K = re.compile(rf"^Output throughput: {_TOKEN} token/s[ \t]*\r?\n(?:[^\n]*\n)?Accept(?:ance)? length: {_TOKEN}",
                    re.MULTILINE)
 SINGLE = "one request (single stream)"
 
@@ -54,8 +56,8 @@ def send_one_table(text: str, label: str) -> Reading:
             skipped.append(_skip(label, "send_one table", row.group(0)))
             continue
         fig = BenchFigures(arm=_arm(accept), concurrency=1, completed=1, output_tok_s=speed,
-                           accept_length=accept if _arm(accept) == "speculative" else None,
-                           mean_output_len=tokens, source=f"{label}: send_one table ({SINGLE})")
+                           accept_length=accept if _arm(accept) == "speculative" else None, chat_template=False,
+                           mean_output_len=tokens, source=f"{label}: send_one table ({SINGLE}, raw-text prompt)")
         rows.append(Row(fig))
     return Reading(rows, "sglang.test.send_one table", skipped)
 
@@ -69,8 +71,8 @@ def acc_speed(text: str, label: str) -> Reading:
             continue
         turn = f" turn {m.group(1)}" if m.group(1) else ""
         fig = BenchFigures(arm=_arm(accept), concurrency=1, output_tok_s=speed,
-                           accept_length=accept if accept > 1.0 else None,
-                           source=f"{label}: send_one acc_length/speed{turn} ({SINGLE})")
+                           accept_length=accept if accept > 1.0 else None, chat_template=False if not turn else None,
+                           source=f"{label}: send_one acc_length/speed{turn} ({SINGLE}, raw-text prompt)")
         rows.append(Row(fig))
     return Reading(rows, "send_one acc_length/speed lines", skipped)
 

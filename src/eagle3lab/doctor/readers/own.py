@@ -1,0 +1,50 @@
+"""``eagle3lab bench``'s own result (``bench.remote.RESULT_FILE``): one entry per arm and concurrency under
+``points``, the workload's temperature, dataset and chat-template setting, and for an A/B the bootstrap interval
+of each concurrency's speedup (kept in the note)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+from eagle3lab.bench.diagnostics.evidence import BenchFigures
+from eagle3lab.bench.remote import TOOL
+from eagle3lab.doctor.readers.text import Reading, Row, as_float, as_int
+
+
+def _row(point: Any, workload: dict[str, Any], label: str, n: int) -> Row | None:
+    if not isinstance(point, dict) or point.get("arm") not in ("speculative", "baseline"):
+        return None
+    fig = BenchFigures(arm=point["arm"], concurrency=as_int(point.get("concurrency")) or None,
+                       num_prompts=as_int(point.get("num_prompts")), completed=as_int(point.get("completed")),
+                       failed=as_int(point.get("failed")), output_tok_s=as_float(point.get("output_tok_s")),
+                       mean_input_len=as_float(point.get("mean_input_len")),
+                       mean_output_len=as_float(point.get("mean_output_len")),
+                       accept_length=as_float(point.get("accept_length")) if point["arm"] == "speculative" else None,
+                       dataset=str(workload.get("dataset")) if workload.get("dataset") else None,
+                       chat_template=workload.get("chat_template") if isinstance(workload.get("chat_template"), bool)
+                       else None, temperature=as_float(workload.get("temperature")),
+                       source=f"{label}: {TOOL} point {n} ({point.get('server', '?')})")
+    return Row(fig)
+
+
+def result_file(text: str, label: str) -> Reading:
+    try:
+        data = json.loads(text) if text.lstrip().startswith("{") else None
+    except (ValueError, RecursionError):
+        data = None
+    if not isinstance(data, dict) or data.get("tool") != TOOL:
+        return Reading([], f"{TOOL} JSON")
+    workload = data.get("workload") if isinstance(data.get("workload"), dict) else {}
+    points = data.get("points") if isinstance(data.get("points"), list) else []
+    rows = [r for n, p in enumerate(points, 1) if (r := _row(p, workload, label, n)) is not None]
+    skipped = [f"{label}: {TOOL}: {len(points) - len(rows)} point(s) not readable"] if len(rows) < len(points) else []
+    for sample in data.get("interleaved") or []:
+        if isinstance(sample, dict) and as_float(sample.get("speedup_low")) is not None:
+            skipped.append(f"{label}: {TOOL} A/B at concurrency {sample.get('concurrency')}: speedup "
+                           f"{as_float(sample.get('speedup')):.2f}x, 95% interval over rounds "
+                           f"[{as_float(sample.get('speedup_low')):.2f}, {as_float(sample.get('speedup_high')):.2f}]")
+    return Reading(rows, f"{TOOL} JSON", skipped)
+
+
+READERS: tuple[Callable[[str, str], Reading], ...] = (result_file,)
