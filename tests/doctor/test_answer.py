@@ -79,3 +79,44 @@ def test_a_logs_running_requests_give_the_cost_model_its_batch():
     assert not any(n.startswith("a GPU is given") for n in result.notes)
     low = next(f for f in result.findings if f.cause == "low_acceptance")
     assert low.threshold_provenance == "modelled" and "batch 32" in low.evidence
+
+
+GRAPH_LOG = ("[2026-01-01 00:00:01 TP0] Decode batch, #running-req: 8, #token: 9000, token usage: 0.10, accept len: "
+             "1.90, accept rate: 0.47, cuda graph: True, gen throughput (token/s): 900.00, #queue-req: 0\n"
+             "[2026-01-01 00:00:02 TP0] Decode batch, #running-req: 32, #token: 30000, token usage: 0.30, accept len: "
+             "1.85, accept rate: 0.46, cuda graph: False, gen throughput (token/s): 1500.00, #queue-req: 0\n") * 3
+CHAIN_16 = ("python -m sglang.launch_server --model-path meta-llama/Llama-3.3-70B-Instruct --speculative-algorithm "
+            "EAGLE3 --speculative-draft-model-path d --speculative-num-steps 3 --speculative-eagle-topk 1 "
+            "--speculative-num-draft-tokens 4 --cuda-graph-max-bs 16 --tp 8")
+
+
+def test_graphs_off_above_the_captured_sizes_is_one_cause_not_two():
+    """The issue's own case: 'cuda graph: False' only at 32 running requests, above --cuda-graph-max-bs 16."""
+    result = doctor(DoctorInput(launch=CHAIN_16, server_log=GRAPH_LOG))
+    found = {f.cause: f for f in result.findings}
+    assert found["cuda_graph_bs_below_concurrency"].applies == YES
+    graphs = found["no_cuda_graph"]
+    assert graphs.applies == "no" and "cuda_graph_bs_below_concurrency" in graphs.evidence
+    launch_flags = ("--disable-cuda-graph",)
+    for f in result.findings:
+        if f.applies == YES:
+            assert not any(flag in f.fix and flag not in CHAIN_16 for flag in launch_flags), f
+
+
+def test_sglangs_defaults_stand_in_for_flags_no_launch_names():
+    """The done-when command: no launch, so steps/topk/draft tokens are the installed sglang's defaults for the
+    target (traced from its source); a tree at 32 streams is then a finding with its modelled gain."""
+    result = doctor(argv_inputs(DONE_WHEN))
+    tree = next(f for f in result.findings if f.cause == "draft_tokens_too_many_for_batch")
+    assert tree.applies == YES and "32 x 8 = 256 tokens" in tree.evidence
+    ranked = next(r for r in result.ranking if r.cause == "draft_tokens_too_many_for_batch")
+    assert ranked.gain is not None and ranked.gain > 0 and result.ranking[0].cause == ranked.cause
+
+
+def test_the_launchs_environment_decides_the_overlap_scheduler():
+    env = "SGLANG_ENABLE_SPEC_V2=1 " + CHAIN_16
+    found = {f.cause: f for f in doctor(DoctorInput(launch=env)).findings}
+    assert found["overlap_scheduler_off"].applies == "no" and "SGLANG_ENABLE_SPEC_V2=1" in \
+        found["overlap_scheduler_off"].evidence
+    found = {f.cause: f for f in doctor(DoctorInput(launch=CHAIN_16)).findings}
+    assert found["overlap_scheduler_off"].applies == UNKNOWN

@@ -151,14 +151,17 @@ def _flags(ev: Evidence, rows: list[Row], given: DoctorInput, notes: list[str]) 
     if row is not None:
         notes.append(f"speculative flags from the benchmark ({row.figures.source}): "
                      + ", ".join(f"{k}={row.flags[k]}" for k in SPEC_KEYS))
-        return {k: row.flags[k] for k in SPEC_KEYS}, row.figures.source
+        ev.flag_defaults = {k: row.flags[k] for k in SPEC_KEYS}
+        ev.flag_defaults_where = f"benchmark output ({row.figures.source})"
+        return dict(ev.flag_defaults), row.figures.source
     archs = (given.target_config or {}).get("architectures") or []
     if archs and not any(isinstance(found[k], int) for k in SPEC_KEYS):
         algorithm = str(ev.arg("speculative_algorithm")[0] or "EAGLE3").upper()
         default, where = sglang_default_flags(str(archs[0]), algorithm)
         notes.append(where)
         if default is not None:
-            return dict(zip(SPEC_KEYS, default)), where
+            ev.flag_defaults, ev.flag_defaults_where = dict(zip(SPEC_KEYS, default)), where
+            return dict(ev.flag_defaults), where
     return found, ev.arg(SPEC_KEYS[0])[1]
 
 
@@ -194,6 +197,7 @@ def build(given: DoctorInput) -> Built:
                 said.extend(command.notes)
         if parsed.speculative is not None:
             ev.launch, ev.launch_note = parsed.speculative.args, parsed.speculative.parser
+            ev.launch_env = parsed.speculative.env or None
         if parsed.baseline is not None:
             ev.baseline_launch = parsed.baseline.args
             if ev.launch is None and parsed.baseline.args:

@@ -122,6 +122,11 @@ class Evidence:
     layer_table: Any = None
     model: Optional[ModelFigures] = None
     device: Optional[str] = None  # "cpu" for the project's cpu profile
+    # speculative flags no launch or log names: the engine's own defaults for this target (read from its source by
+    # the caller, e.g. doctor), consulted last by ``arg``; and the environment the speculative launch sets
+    flag_defaults: Optional[Mapping[str, Any]] = None
+    flag_defaults_where: str = ""
+    launch_env: Optional[Mapping[str, str]] = None
 
     def arg(self, key: str) -> tuple[Any, str]:
         """A speculative server argument and where it was read: resolved (log / server info) before the launch."""
@@ -129,4 +134,6 @@ class Evidence:
             return self.server_args[key], "server_args (resolved)"
         if self.launch and self.launch.get(key) is not None:
             return self.launch[key], "launch command"
+        if self.flag_defaults and self.flag_defaults.get(key) is not None:
+            return self.flag_defaults[key], self.flag_defaults_where or "engine default"
         return None, ""

@@ -4,9 +4,11 @@ tokens for the batch, the algorithm flag, the drafter's context window, sampling
 
 from __future__ import annotations
 
+from typing import Optional, Sequence
+
 from eagle3lab.bench.diagnostics.evidence import Evidence, Finding, NO, UNKNOWN, YES
 from eagle3lab.bench.diagnostics.logs import (MIXED_OFF, OVERLAP_OFF, RADIX_OFF, RESET_CAP, SPEC_V2_ON, VLLM_TRUNCATED,
-                                              check_info, first_line, decode_lines, log_accept_lengths, running_limit)
+                                              DecodeLine, check_info, first_line, decode_lines, log_accept_lengths, running_limit)
 from eagle3lab.bench.diagnostics.readings import make_finding, max_batch, arg_provenance, spec_flags, text_config
 from eagle3lab.bench.diagnostics.drafter_rules import drafter_kind
 
@@ -185,9 +187,13 @@ def rule_overlap(ev: Evidence) -> Finding:
     v2 = first_line(SPEC_V2_ON, ev.spec_log)
     key = "disable_overlap_schedule"
     line = first_line(OVERLAP_OFF, ev.spec_log)
+    env_v2 = str((ev.launch_env or {}).get("SGLANG_ENABLE_SPEC_V2", "")).lower() in ("1", "true", "yes")
     if spec is None and not line and not v2:
         if ev.launch and ev.launch.get(key):
             return make_finding(cause, YES, "the launch passes --disable-overlap-schedule", fix, "launch flag")
+        if env_v2:
+            return make_finding(cause, NO, "the launch sets SGLANG_ENABLE_SPEC_V2=1: sglang keeps the overlap "
+                                           "scheduler on under speculation", fix, "launch flag")
         return make_finding(cause, UNKNOWN, "needs the server log (server_args or sglang's 'Overlap scheduler is disabled' "
                                   "line)", fix)
     spec_off = bool(spec.get(key)) if spec and key in spec else line is not None
@@ -209,10 +215,26 @@ def rule_overlap(ev: Evidence) -> Finding:
     return make_finding(cause, NO, f"server_args {key}=False", fix, "server log")
 
 
+def _graphs_off_only_above_capture(ev: Evidence, eager: Sequence[DecodeLine],
+                                   with_graph: Sequence[DecodeLine]) -> Optional[str]:
+    """Why the eager decode lines are the captured-sizes cause rather than graphs off: every one of them runs more
+    requests than the largest batch that replayed a graph (or than --cuda-graph-max-bs); None when not so."""
+    if not eager:
+        return None
+    max_bs = ev.arg("cuda_graph_max_bs")[0]
+    limit = max(d.running for d in with_graph) if with_graph else (int(max_bs) if isinstance(max_bs, int) else None)
+    if limit is None or min(d.running for d in eager) <= limit:
+        return None
+    return (f"graphs are off only in the decode lines above the captured batch sizes (#running-req > {limit}): "
+            "that is cuda_graph_bs_below_concurrency, not graphs turned off")
+
+
 def rule_no_cuda_graph(ev: Evidence) -> Finding:
     cause = "no_cuda_graph"
-    fix = "drop --disable-cuda-graph (or fix what forced it); speculation launches far more kernels per token"
     disabled, where = ev.arg("disable_cuda_graph")
+    fix = ("drop --disable-cuda-graph (or fix what forced it); speculation launches far more kernels per token"
+           if disabled is True else "find what turned graphs off (the server log's capture errors, an attention "
+           "backend without graph support); speculation launches far more kernels per token")
     base_disabled = (ev.baseline_server_args or ev.baseline_launch or {}).get("disable_cuda_graph")
     spec_lines = [d for d in decode_lines(ev.spec_log) if d.graph is not None]
     base_lines = [d for d in decode_lines(ev.baseline_log) if d.graph is not None]
@@ -225,6 +247,9 @@ def rule_no_cuda_graph(ev: Evidence) -> Finding:
     if spec_lines:
         eager = [d for d in spec_lines if not d.graph]
         base_eager = [d for d in base_lines if not d.graph]
+        above = _graphs_off_only_above_capture(ev, eager, [d for d in spec_lines if d.graph])
+        if above:
+            return make_finding(cause, NO, above, fix, "server log")
         text = f"{len(eager)} of {len(spec_lines)} speculative decode lines without graphs"
         if eager:
             text += f" (e.g. {eager[0].text})"

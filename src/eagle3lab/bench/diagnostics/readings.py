@@ -14,8 +14,13 @@ def make_finding(cause: str, applies: str, evidence: str, fix: str = "", provena
 
 
 def arg_provenance(where: str) -> str:
-    """The provenance of a value ``Evidence.arg`` read: the resolved server arguments (a log) or the launch."""
-    return "server log" if "server_args" in where else "launch flag"
+    """The provenance of a value ``Evidence.arg`` read: the resolved server arguments (a log), the launch, or the
+    engine's default traced from its source."""
+    if "server_args" in where:
+        return "server log"
+    if "default" in where:
+        return "traced"
+    return "benchmark" if "benchmark" in where else "launch flag"
 
 
 def max_batch(ev: Evidence) -> tuple[Optional[int], str]:
