@@ -24,6 +24,9 @@ from eagle3lab.doctor.model import deployment
 from eagle3lab.errors import PerfModelError
 
 
+MODELLED_NOW = "(modelled as deployed)"  # the key of the model's own speedup among the gains
+
+
 @dataclass
 class Ranked:
     """One cause in the ranked answer."""
@@ -80,6 +83,7 @@ def _counterfactuals(built: Built, dep: Deployment, accept: float) -> dict[str, 
                                                  f"speculation vs {now:.2f}x with all {batch}")
     out["low_acceptance"] = (max(0.0, 1.0 - now), f"modelled: {now:.2f}x at the served acceptance {accept:.2f}; "
                                                   "what is missing below 1x")
+    out[MODELLED_NOW] = (now, f"modelled speedup as deployed, at the served acceptance {accept:.2f}")
     return out
 
 
@@ -134,10 +138,12 @@ def _decide(f: Finding, ev: Evidence, built: Built) -> str:
     return choices.get(f.cause, lambda: "")()
 
 
-def rank(findings: list[Finding], built: Built, given: DoctorInput) -> tuple[list[Ranked], str]:
+def rank(findings: list[Finding], built: Built, given: DoctorInput) -> tuple[list[Ranked], Optional[float]]:
     """Applying causes first, the modelled ones by gain (largest first), then the unmodelled ones; then each
-    unknown with the evidence that decides it; the causes that do not apply last."""
+    unknown with the evidence that decides it; the causes that do not apply last. Also the model's own speedup as
+    deployed (None where nothing was modelled)."""
     gains, why = modelled_gains(built, given)
+    now = gains.pop(MODELLED_NOW, (None, ""))[0]
     order = {c: i for i, c in enumerate(CAUSES)}
     ranked = []
     for f in findings:
@@ -149,4 +155,4 @@ def rank(findings: list[Finding], built: Built, given: DoctorInput) -> tuple[lis
     applies_first = {YES: 0, UNKNOWN: 1}
     ranked.sort(key=lambda r: (applies_first.get(r.applies, 2), r.gain is None, -(r.gain or 0.0),
                                order.get(r.cause, 99)))
-    return ranked, why
+    return ranked, now

@@ -28,6 +28,7 @@ class DoctorResult:
     notes: list[str] = field(default_factory=list)
     ranking: list[Ranked] = field(default_factory=list)
     measured: Optional[Measured] = None
+    modelled_speedup: Optional[float] = None  # the cost model's speedup as deployed, at the served acceptance
     read: list[str] = field(default_factory=list)
     unread: list[str] = field(default_factory=list)
 
@@ -37,6 +38,7 @@ class DoctorResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"measured": None if self.measured is None else vars(self.measured),
+                "modelled_speedup": self.modelled_speedup,
                 "ranking": [r.to_dict() for r in self.ranking],
                 "findings": [f.to_dict() for f in self.findings], "read": self.read, "unread": self.unread,
                 "notes": self.notes}
@@ -51,8 +53,8 @@ def build_evidence(given: DoctorInput) -> tuple[Any, list[str]]:
 def doctor(given: DoctorInput) -> DoctorResult:
     built: Built = build(given)
     findings = diagnose(built.evidence)
-    ranking, _ = rank(findings, built, given)
-    return DoctorResult(findings, built.notes, ranking, built.measured, built.read, built.unread)
+    ranking, modelled = rank(findings, built, given)
+    return DoctorResult(findings, built.notes, ranking, built.measured, modelled, built.read, built.unread)
 
 
 def _read(path: Optional[str], what: str) -> Optional[str]:
@@ -146,7 +148,13 @@ def headline(result: DoctorResult) -> list[str]:
                 "or --speedup)"]
     at = f" at concurrency {m.concurrency}" if m.concurrency else ""
     verdict = "slower than without speculation" if m.speedup < 1 else "faster than without speculation"
-    return [f"measured speedup: {m.speedup:.2f}x{at}, {verdict} ({m.where})"]
+    lines = [f"measured speedup: {m.speedup:.2f}x{at}, {verdict} ({m.where})"]
+    if result.modelled_speedup is not None:
+        gap = result.modelled_speedup - m.speedup
+        lines.append(f"modelled speedup as deployed: {result.modelled_speedup:.2f}x at the served acceptance"
+                     + (f"; {gap:.2f}x of the measured shortfall is beyond what the model holds (graphs, caps, the "
+                        "benchmark: see the unknown causes)" if gap > 0.05 else ""))
+    return lines
 
 
 def format_table(result: DoctorResult, width: int = 110) -> str:
