@@ -122,8 +122,9 @@ def run_pair(spec_url: str, base_url: str, config: SweepConfig, out_dir: Path, r
     if is_speculative(base_info):
         raise BenchError(f"--baseline-url {base_url} serves with speculative decoding; give a plain server",
                          key="baseline_url", problem="speculative")
-    blocks = {c: interleave.block_configs(dataclasses.replace(config, concurrency=[c]), c, rounds, prompts)
-              for c in config.concurrency}
+    blocks: dict[int, Sequence[SweepConfig]] = {
+        c: interleave.block_configs(dataclasses.replace(config, concurrency=[c]), c, rounds, prompts)
+        for c in config.concurrency}
     urls = {interleave.BASELINE: base_url, interleave.EAGLE3: spec_url}
     kinds = {interleave.BASELINE: ARM_KIND_BASELINE, interleave.EAGLE3: ARM_KIND_EAGLE3}
     measured: dict[tuple[str, int], list[ArmResult]] = {(a, c): [] for a in urls for c in blocks}

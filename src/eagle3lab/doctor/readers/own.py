@@ -35,8 +35,9 @@ def result_file(text: str, label: str) -> Reading:
         data = None
     if not isinstance(data, dict) or data.get("tool") != TOOL:
         return Reading([], f"{TOOL} JSON")
-    workload = data.get("workload") if isinstance(data.get("workload"), dict) else {}
-    points = data.get("points") if isinstance(data.get("points"), list) else []
+    found_workload, found_points = data.get("workload"), data.get("points")
+    workload: dict[str, Any] = found_workload if isinstance(found_workload, dict) else {}
+    points: list[Any] = found_points if isinstance(found_points, list) else []
     rows = [r for n, p in enumerate(points, 1) if (r := _row(p, workload, label, n)) is not None]
     skipped = [f"{label}: {TOOL}: {len(points) - len(rows)} point(s) not readable"] if len(rows) < len(points) else []
     for sample in data.get("interleaved") or []:
