@@ -50,6 +50,7 @@ BAD_ARGUMENTS = {
     "ci-summary": (["--profile", "no-such-profile"], "no-such-profile"),
     "doctor": (["--launch", "--speculative-algorithm EAGLE3", "--server-log", "/no/such/server.log"],
                "/no/such/server.log"),
+    "bench": (["--base-url", "http://127.0.0.1:9", "--concurrency", "one,two"], "one,two"),
 }
 
 

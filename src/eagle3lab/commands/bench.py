@@ -76,6 +76,9 @@ def config_from_args(args: argparse.Namespace, info: dict[str, Any]) -> SweepCon
 def run(args: argparse.Namespace) -> None:
     if args.rounds < 1 or args.num_prompts < 1:
         raise BenchError("--rounds and --num-prompts need values >= 1")
+    _levels(args.concurrency)  # bad arguments are refused before any server is asked
+    if args.dataset == "sharegpt" and not args.dataset_path:
+        raise BenchError("--dataset sharegpt needs --dataset-path (a ShareGPT-format JSON file)")
     info = remote.server_info(args.base_url)
     config = config_from_args(args, info)
     out = Path(args.out)
