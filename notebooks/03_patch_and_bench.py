@@ -37,7 +37,7 @@ from eagle3lab.report.plots import model as model_plots
 from eagle3lab.report.incident_model import incident_report
 from eagle3lab.report.plots.bench import draw_bench_figures
 from eagle3lab.report.plots.cycle import draw_cycle_figure, draw_server_time_figure
-from eagle3lab.bench import cycle, launch_spread, server_time
+from eagle3lab.bench import cycle, host, launch_spread, server_time
 from eagle3lab.report.figures import model_figures
 
 nbparams.begin(globals())
@@ -196,7 +196,8 @@ if bench:
     experiments = [partial.add_arm(patchbench.run_experiment_arm(plan, P, models, config, bench_dir, logs_dir,
                                                                  patch, shims))
                    for plan in plans[1:]] if eagle3.measured_points() else []
-    report = BenchReport.create(P.name, [baseline, eagle3, *experiments], crosscheck.to_dict() if crosscheck else None)
+    report = BenchReport.create(P.name, [baseline, eagle3, *experiments], crosscheck.to_dict() if crosscheck else None,
+                                copy_bandwidth=host.copy_bandwidth())  # the cost model's CPU calibration reads it
     show.table(point_rows(report.arms))
     patchbench.save_complete_report(report, bench_dir)  # fails the notebook if an arm stalled or died
 

@@ -9,7 +9,6 @@ from conftest import synthetic_arm
 from eagle3lab.report import run_model
 from eagle3lab.notebook.patch_and_bench import diagnose_run, run_break_even_or_none
 from eagle3lab.bench.sweep import BenchReport
-from eagle3lab.costmodel import presets
 from eagle3lab.bench.diagnostics.control_arm import control_cycles, measured_break_even
 from eagle3lab.runtime.profiles import load_profile
 
@@ -19,8 +18,12 @@ RULE = "low_acceptance"
 @pytest.fixture
 def cpu(tmp_path, monkeypatch):
     monkeypatch.setenv("EAGLE3LAB_ARTIFACTS_DIR", str(tmp_path))  # no notebook-02 sidecar: only the bench evidence
-    monkeypatch.setattr(presets, "measure_copy_bandwidth", lambda *a, **k: 5e9)  # the same deployment every call
     return load_profile("cpu")
+
+
+def recorded_run(arms):
+    """A benchmark record as notebook 03 writes it: the host's copy bandwidth measured during the run."""
+    return BenchReport.create("cpu", arms, copy_bandwidth=5e9)
 
 
 def _findings(cpu, report, tmp_path, offline=None):
@@ -28,7 +31,7 @@ def _findings(cpu, report, tmp_path, offline=None):
 
 
 def test_without_a_control_arm_the_modelled_break_even_judges(cpu, tmp_path):
-    report = BenchReport.create("cpu", [synthetic_arm("baseline", (1, 4), 0.02),
+    report = recorded_run([synthetic_arm("baseline", (1, 4), 0.02),
                                         synthetic_arm("eagle3", (1, 4), 0.03, 3)])
     break_even, where = run_model.run_break_even(cpu, report)
     finding = _findings(cpu, report, tmp_path)[RULE]
@@ -39,7 +42,7 @@ def test_without_a_control_arm_the_modelled_break_even_judges(cpu, tmp_path):
 
 def test_a_control_arm_measures_the_break_even_and_a_slowdown_says_yes(cpu, tmp_path):
     # control: acceptance 1.0 at 0.06 s per token vs the plain 0.02 s step -> one cycle = 3 plain steps
-    report = BenchReport.create("cpu", [synthetic_arm("baseline", (1, 4), 0.02),
+    report = recorded_run([synthetic_arm("baseline", (1, 4), 0.02),
                                         synthetic_arm("eagle3", (1, 4), 0.03, 4),
                                         synthetic_arm("eagle3-untrained", (1,), 0.06, 9, kind="eagle3_control")])
     rows = control_cycles(report)
@@ -55,7 +58,7 @@ def test_a_control_arm_measures_the_break_even_and_a_slowdown_says_yes(cpu, tmp_
 
 
 def test_prompt_rule_uses_the_drafters_offline_acceptance(cpu, tmp_path):
-    report = BenchReport.create("cpu", [synthetic_arm("baseline", (1,), 0.02),
+    report = recorded_run([synthetic_arm("baseline", (1,), 0.02),
                                         synthetic_arm("eagle3", (1,), 0.03, 4)])
     near = {"aligned": {"mean_accept_length": 9 / 4, "requests": 16}}
     far = {"aligned": {"mean_accept_length": 4.0, "requests": 16}}
@@ -65,7 +68,7 @@ def test_prompt_rule_uses_the_drafters_offline_acceptance(cpu, tmp_path):
 
 
 def test_without_a_calibration_point_the_rule_says_unknown_and_why(cpu, tmp_path):
-    report = BenchReport.create("cpu", [synthetic_arm("baseline", (2,), 0.02),
+    report = recorded_run([synthetic_arm("baseline", (2,), 0.02),
                                         synthetic_arm("eagle3", (2,), 0.03, 8)])
     value, why = run_break_even_or_none(cpu, report)
     assert value is None and "concurrency 1" in why
@@ -91,7 +94,7 @@ def test_the_cycle_table_measures_the_break_even_before_the_control_arm():
 def test_with_a_cycle_table_the_served_arms_own_cycle_judges_not_the_control_arm(cpu, tmp_path):
     """A control arm whose cycle is slow (another drafter, or a loaded machine) must not overrule the headline arm's
     own measured cycle: with the cycle table the acceptance 2.25 against 1.5 plain steps per cycle is no cause."""
-    report = BenchReport.create("cpu", [synthetic_arm("baseline", (1, 4), 0.02),
+    report = recorded_run([synthetic_arm("baseline", (1, 4), 0.02),
                                         synthetic_arm("eagle3", (1, 4), 0.03, 4),
                                         synthetic_arm("eagle3-untrained", (1,), 0.5, 9, kind="eagle3_control")])
     table = {"cycle_in_plain_steps": 1.5, "cycle_ms": 30.0, "plain_step_ms": 20.0, "batch_size": 1,

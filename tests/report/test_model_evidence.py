@@ -145,26 +145,20 @@ def test_run_check_says_why_an_impossible_acceptance_is_not_predicted(cpu):
     assert row["accept_length"] == 9 and "predicted_speedup" not in row and "acceptance length must be in" in row["note"]
 
 
-@pytest.fixture
-def fixed_bandwidth(monkeypatch):
-    from eagle3lab.costmodel import presets
-
-    monkeypatch.setattr(presets, "measure_copy_bandwidth", lambda *a, **k: BANDWIDTH)  # no 0.5 GB probe per call
-
-
-def test_run_check_missing_says_why(tmp_path, fixed_bandwidth):
+def test_run_check_missing_says_why(tmp_path):
     assert model_evidence._run_check("cpu", None) == (None, "notebook 03 ran no benchmark on this profile")
     check, why = model_evidence._run_check("cpu", str(tmp_path / "bench_report.json"))
     assert check is None and "bench_report.json of notebook 03 is missing" in why
-    path = BenchReport.create("cpu", [synthetic_arm("baseline", (2,), 0.02)]).save(tmp_path / "bench_report.json")
+    path = BenchReport.create("cpu", [synthetic_arm("baseline", (2,), 0.02)], copy_bandwidth=BANDWIDTH).save(
+        tmp_path / "bench_report.json")
     check, why = model_evidence._run_check("cpu", str(path))
     assert check is None and "concurrency 1" in why
     check, why = model_evidence._run_check("cpu", str(path), {"name": "cpu", "no_such_key": 1})
     assert check is None and "rerun notebook 03" in why
 
 
-def test_run_check_uses_the_profile_values_notebook_03_ran_with(tmp_path, cpu, fixed_bandwidth):
-    report = BenchReport.create("cpu", [synthetic_arm("baseline", (1, 2), 0.02)])
+def test_run_check_uses_the_profile_values_notebook_03_ran_with(tmp_path, cpu):
+    report = BenchReport.create("cpu", [synthetic_arm("baseline", (1, 2), 0.02)], copy_bandwidth=BANDWIDTH)
     path = report.save(tmp_path / "bench_report.json")
     ran_with = cpu.model_copy(update={"bench_input_len": 200}).model_dump(mode="json")
     check, why = model_evidence._run_check("cpu", str(path), ran_with)

@@ -25,6 +25,7 @@ from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
 
 from eagle3lab.bench import cpuload
+from eagle3lab.bench.host import COPY_BANDWIDTH_KEY
 from eagle3lab.runtime import procwatch
 from eagle3lab.errors import BenchError
 from eagle3lab.progress import progress_bar
@@ -405,8 +406,14 @@ class BenchReport:
     cross_check: dict[str, Any] | None = None
 
     @classmethod
-    def create(cls, profile: str, arms: list[ArmResult], cross_check: dict[str, Any] | None = None) -> "BenchReport":
-        machine = {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()}
+    def create(cls, profile: str, arms: list[ArmResult], cross_check: dict[str, Any] | None = None,
+               copy_bandwidth: float | None = None) -> "BenchReport":
+        """``copy_bandwidth``: this host's memory copy bandwidth measured during the run (``bench.host``), kept so
+        that the cost model is calibrated with the run's own numbers, never with a probe taken later."""
+        machine: dict[str, Any] = {"platform": platform.platform(), "python": platform.python_version(),
+                                   "cpus": os.cpu_count()}
+        if copy_bandwidth is not None:
+            machine[COPY_BANDWIDTH_KEY] = copy_bandwidth
         return cls(profile, datetime.now(timezone.utc).date().isoformat(), machine, arms, cross_check)
 
     def to_dict(self) -> dict[str, Any]:

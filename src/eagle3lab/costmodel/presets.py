@@ -134,28 +134,13 @@ def speculative_flags(steps: int, topk: int, draft_tokens: int, draft_model_path
 
 
 # ------------------------------------------------------------------------------------------- the cpu profile
-def measure_copy_bandwidth(nbytes: int = 256 * 1024**2, repeats: int = 3) -> float:
-    """Bytes/s of a large numpy copy on this machine (read + write counted), best of ``repeats``."""
-    if nbytes < 1024 or repeats < 1:
-        raise PerfModelError(f"bandwidth probe: need nbytes >= 1024 and repeats >= 1, got {nbytes}, {repeats}")
-    src = np.ones(nbytes // 8, dtype=np.float64)
-    dst = np.empty_like(src)
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        np.copyto(dst, src)
-        best = min(best, time.perf_counter() - start)
-    return 2 * src.nbytes / max(best, 1e-9)
-
-
-def cpu_hardware(mem_bandwidth: Optional[float] = None) -> Hardware:
-    """This machine as the cost model sees it: measured copy bandwidth, no tensor cores, no interconnect."""
-    bw = mem_bandwidth if mem_bandwidth is not None else measure_copy_bandwidth()
-    measured = ("measured: numpy copy bandwidth on this machine (presets.measure_copy_bandwidth)"
-                if mem_bandwidth is None else "given")
-    return Hardware(name="this machine (cpu)", mem_bandwidth=bw, memory_bytes=24 * 1024**3, peak_bf16_flops=5e10,
-                    peak_fp8_flops=None, interconnect="none", link_bandwidth=1.0, allreduce_latency_s=1e-9,
-                    sources={"mem_bandwidth": measured, "memory_bytes": "24 GiB RAM of this machine",
+def cpu_hardware(mem_bandwidth: float, bandwidth_source: str = "given") -> Hardware:
+    """This machine as the cost model sees it: its copy bandwidth as measured during a run (``bench.host``: never
+    probed here, when a figure is drawn), no tensor cores, no interconnect."""
+    return Hardware(name="this machine (cpu)", mem_bandwidth=mem_bandwidth, memory_bytes=24 * 1024**3,
+                    peak_bf16_flops=5e10, peak_fp8_flops=None, interconnect="none", link_bandwidth=1.0,
+                    allreduce_latency_s=1e-9,
+                    sources={"mem_bandwidth": bandwidth_source, "memory_bytes": "24 GiB RAM of this machine",
                              "peak_bf16_flops": "assumption: about 50 GFLOP/s BF16 on two cores",
                              "peak_fp8_flops": "no FP8 units", "link_bandwidth": "TP 1: unused",
                              "allreduce_latency_s": "TP 1: unused"})

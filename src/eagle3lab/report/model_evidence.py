@@ -284,6 +284,8 @@ def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None,
     """
 
     dep, calibrated = run_deployment(profile, report, mem_bandwidth)
+    if getattr(profile, "device", "cpu") == "cpu":
+        mem_bandwidth = dep.hardware.mem_bandwidth  # the run's own, for the interleaved launch's calibration too
     spec = SpeculativeSpec.from_profile(profile, profile.draft_model)
     points = measured_points_from_bench(report, rate="decode")
     splits = _splits(point_times, {arm.name: arm.kind for arm in report.arms})
