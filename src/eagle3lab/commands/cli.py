@@ -32,6 +32,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                "without launching"),
     "fetch-models": ("fetch_models", "download (or resume) a profile's checkpoints before any launch"),
     "patch": ("patch", "check / apply / verify / revert a patch on the installed sglang, or restore the release"),
+    "audit": ("audit", "which classes of an sglang or vLLM release implement EAGLE-3, and which wrappers lack what "
+                       "their inner model has"),
     "preflight-model": ("preflight_model", "will an EAGLE-3 launch of this model crash on this sglang release?"),
     "upstream-fixes": ("upstream_fixes", "generate and check a delegation patch for every wrapper a release's "
                                          "audit finds lacking"),

@@ -60,11 +60,12 @@ class ClassRef:
         return f"{self.module}.{self.name}"
 
 
-def module_name(path: str) -> str:
+def module_name(path: str, package: str = PKG) -> str:
+    """The dotted module of a package-relative path (``srt/models/x.py`` -> ``sglang.srt.models.x``)."""
     parts = path[:-3].split("/")
     if parts[-1] == "__init__":
         parts = parts[:-1]
-    return ".".join([PKG, *parts])
+    return ".".join([package, *parts])
 
 
 def _absolute(mod: Module, node: ast.ImportFrom) -> str:
@@ -206,11 +207,12 @@ def _external_class_file(top: str, name: str) -> Optional[str]:
 
 
 class ModuleIndex:
-    """All modules of a release under ``srt/``; parses lazily and once."""
+    """All modules of a release under ``under`` (sglang's ``srt/``; ``""`` for all); parses lazily and once."""
 
     def __init__(self, src: SglangSource, under: str = "srt") -> None:
         self.src = src
-        self.by_name: dict[str, str] = {module_name(p): p for p in src.files(under)}
+        self.package = src.package
+        self.by_name: dict[str, str] = {module_name(p, self.package): p for p in src.files(under)}
         self._mods: dict[str, Optional[Module]] = {}
         self._mro: dict[str, list[ClassRef]] = {}
 
@@ -220,15 +222,15 @@ class ModuleIndex:
             path = self.by_name.get(name)
             if path:
                 tree = self.src.tree(path)
-                self._mods[name] = _scan(path, tree) if tree is not None else None
-            elif name.split(".")[0] not in OPAQUE_PACKAGES | {PKG}:
+                self._mods[name] = _scan(path, tree, name) if tree is not None else None
+            elif name.split(".")[0] not in OPAQUE_PACKAGES | {self.package}:
                 self._mods[name] = _external_module(name)
             else:
                 self._mods[name] = None
         return self._mods[name]
 
     def module_of_path(self, path: str) -> Optional[Module]:
-        return self.module(module_name(path))
+        return self.module(module_name(path, self.package))
 
     def resolve(self, module: str, name: str, depth: int = 0) -> ClassRef:
         """The class a name means inside ``module`` (dotted names resolve their last part via the first)."""

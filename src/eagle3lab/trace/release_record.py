@@ -20,11 +20,15 @@ RECORD = resultcache.PACKAGE_ROOT / "trace" / "data" / "release_rows.json"
 RECORD_COMMAND = "python -m eagle3lab upstream-fixes --record"
 BISECT_ROW, CAPTURE_ORDER = "audit bisect row", "capture-order defect"
 CAPTURE_RULE = "capture layers"  # the order defect and the Kimi family's hook body (trace.release_layers)
+# The trace code of the other engine and of the engine-neutral view, which sglang's rows never run.
+NOT_SGLANG = ("trace/vllm/", "trace/engine_audit.py")
 
 
 @lru_cache(maxsize=1)
 def _trace_code() -> str:
-    return resultcache.code_hash(("trace",))
+    files = sorted(p.relative_to(resultcache.PACKAGE_ROOT).as_posix()
+                   for p in (resultcache.PACKAGE_ROOT / "trace").rglob("*.py"))
+    return resultcache.code_hash([f for f in files if not f.startswith(NOT_SGLANG)])
 
 
 def row_key(kind: str, version: str, *args: str) -> str:

@@ -1,8 +1,10 @@
-"""sglang source code of the installed package or of any release, without installing it.
+"""An engine's source code (sglang's installed package or any release; any vLLM release), without installing it.
 
 The trace must work for any sglang release, not only the one in the venv, so a release is read straight out
 of its wheel (a zip) fetched once with ``pip download --no-deps`` into the eagle3lab cache. Every path is
-sglang-relative (``srt/models/kimi_k25.py``) so the analysis never cares where the text came from.
+package-relative (``srt/models/kimi_k25.py``) so the analysis never cares where the text came from. vLLM's
+releases are read the same way, from a zip of their Python sources (``package.ranged_wheel``), with ``package``
+"vllm".
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ class Skipped:
 
 @dataclass
 class SglangSource:
-    """Text of one sglang release, addressed by sglang-relative paths (``srt/models/x.py``)."""
+    """Text of one release of an engine (sglang unless ``package`` says otherwise), addressed by package-relative
+    paths (``srt/models/x.py``; vLLM's ``model_executor/models/x.py``)."""
 
     version: str
     origin: str
@@ -41,6 +44,7 @@ class SglangSource:
     skipped: list[Skipped] = field(default_factory=list)
     _trees: dict[str, Optional[ast.Module]] = field(default_factory=dict, repr=False)
     modified: list[str] = field(default_factory=list)
+    package: str = PACKAGE  # the top-level package the paths are relative to
 
     def files(self, under: str = "", suffix: str = ".py") -> list[str]:
         """Sorted paths below ``under`` ending with ``suffix``."""
@@ -60,7 +64,8 @@ class SglangSource:
     def text(self, path: str) -> str:
         """Decoded text; a UTF-8 byte-order mark is dropped (``utf-8-sig``), since ``ast`` rejects it in str."""
         if path not in self._texts:
-            raise SourceError(f"{path} is not in sglang {self.version} ({self.origin}); check the path with .files()",
+            raise SourceError(f"{path} is not in {self.package} {self.version} ({self.origin}); check the path with "
+                              ".files()",
                               version=self.version, file=path, problem="missing_file")
         return self._texts[path].decode("utf-8-sig")
 
@@ -83,7 +88,7 @@ class SglangSource:
             self.skipped.append(entry)
 
 
-def _collect(entries: Iterable[tuple[str, bytes]]) -> tuple[dict[str, bytes], list[Skipped]]:
+def _collect(entries: Iterable[tuple[str, bytes]], compiled_under: str = "srt/") -> tuple[dict[str, bytes], list[Skipped]]:
     """Keep Python sources; note compiled modules, which carry no source to analyse."""
     texts: dict[str, bytes] = {}
     skipped: list[Skipped] = []
@@ -95,7 +100,7 @@ def _collect(entries: Iterable[tuple[str, bytes]]) -> tuple[dict[str, bytes], li
                 skipped.append(Skipped(rel, "not valid UTF-8"))
                 continue
             texts[rel] = data
-        elif rel.endswith((".so", ".pyd")) and rel.startswith("srt/"):
+        elif rel.endswith((".so", ".pyd")) and rel.startswith(compiled_under):
             skipped.append(Skipped(rel, "compiled extension module, no Python source"))
     return texts, skipped
 
@@ -117,22 +122,23 @@ def installed_source() -> SglangSource:
     return src
 
 
-def wheel_source(wheel: Path, version: str) -> SglangSource:
-    """Read a wheel as a zip (only what the analysis needs); a corrupt file is reported, never half-read."""
+def wheel_source(wheel: Path, version: str, package: str = PACKAGE) -> SglangSource:
+    """Read a wheel (or a zip of a wheel's sources) as a zip, only what the analysis needs; a corrupt file is
+    reported, never half-read."""
     try:
         with zipfile.ZipFile(wheel) as zf:
-            names = [n for n in zf.namelist() if n.startswith(PACKAGE + "/") and not n.endswith("/")]
+            names = [n for n in zf.namelist() if n.startswith(package + "/") and not n.endswith("/")]
             entries = [
-                (name[len(PACKAGE) + 1 :], zf.read(name) if name.endswith(".py") else b"") for name in names
+                (name[len(package) + 1 :], zf.read(name) if name.endswith(".py") else b"") for name in names
             ]  # ZipFile.read checks each member's CRC
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
         raise SourceError(f"wheel {wheel} is corrupt ({exc}); delete it and rerun to download again", path=wheel,
                           version=version, problem="corrupt") from None
     if not entries:
-        raise SourceError(f"wheel {wheel} holds no '{PACKAGE}/' package; delete it and rerun to download again",
+        raise SourceError(f"wheel {wheel} holds no '{package}/' package; delete it and rerun to download again",
                           path=wheel, version=version, problem="no_package")
-    texts, skipped = _collect(entries)
-    return SglangSource(version, str(wheel), texts, skipped)
+    texts, skipped = _collect(entries, "srt/" if package == PACKAGE else "")
+    return SglangSource(version, str(wheel), texts, skipped, package=package)
 
 
 @lru_cache(maxsize=4)
