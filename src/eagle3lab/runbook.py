@@ -39,6 +39,9 @@ from eagle3lab.runtime.tinymodel.drafter_training import needs_trained_drafter, 
 
 KERNEL_NAME = "eagle3lab"
 NOTEBOOKS = ("01_crash_repro", "02_interface_trace", "03_patch_and_bench")
+# Run on request only (`run --notebooks 04`, `make run-vllm`; its own test in `make test`), not by `make run`: the
+# report shows its section when its sidecar is there.
+EXTRA_NOTEBOOKS = ("04_vllm_same_class",)
 INTERRUPT_GRACE_S = 60.0  # time the kernel gets to stop its servers and revert its patches
 
 
@@ -47,7 +50,7 @@ def notebook_path(name: str) -> Path:
     given = Path(name)
     if given.suffix == ".ipynb" and given.is_file():
         return given.resolve()
-    matches = [nb for nb in NOTEBOOKS if nb == name or nb.split("_", 1)[0] == name]
+    matches = [nb for nb in NOTEBOOKS + EXTRA_NOTEBOOKS if nb == name or nb.split("_", 1)[0] == name]
     path = REPO_ROOT / "notebooks" / f"{matches[0] if matches else name}.ipynb"
     if not path.is_file():
         raise Eagle3LabError(f"notebook '{name}' not found at {path}; known: {', '.join(NOTEBOOKS)}", path=path,

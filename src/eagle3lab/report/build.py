@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 import jinja2
-from eagle3lab.report import model_evidence, provenance, validation_section
+from eagle3lab.report import model_evidence, provenance, validation_section, vllm_section
 from eagle3lab.report.model_evidence import ModelEvidence
 from eagle3lab.runtime.envinfo import environment_table
 from eagle3lab.sidecars import (SCHEMAS, CrashReproSidecar, InterfaceTraceSidecar, PatchBenchSidecar,
-                                read_if_present)
+                                VllmSameClassSidecar, read_if_present)
 from eagle3lab.report import incident
 from eagle3lab.report.evidence_table import render as evidence_table
 from eagle3lab.report.sentences import gib, layer_claim, public_rows, shift_sentence
@@ -44,10 +44,12 @@ class ReportSources:
     model: ModelEvidence
     incident: dict[str, Any]
     figures: list[str] = field(default_factory=list)
+    vllm: Optional[VllmSameClassSidecar] = None
 
     def evidence(self) -> "provenance.Evidence":
         return provenance.Evidence.of(self.generated, self.environment, self.crash, self.trace, self.patch,
-                                      self.model.to_dict(), self.incident, self.figures, self.in_display_units())
+                                      self.model.to_dict(), self.incident, self.figures, self.in_display_units(),
+                                      self.vllm)
 
     def in_display_units(self) -> dict[str, float]:
         """The evidence's raw values the renderer converts before printing (bytes shown as GiB, the validation's
@@ -64,7 +66,8 @@ class ReportSources:
         return {"generated": self.generated, "environment": self.environment,
                 "crash": plain(self.crash) if self.crash else None, "trace": plain(self.trace) if self.trace else None,
                 "patch": plain(self.patch) if self.patch else None, "model": self.model.to_dict(),
-                "incident": self.incident, "figures": self.figures}
+                "incident": self.incident, "figures": self.figures,
+                "vllm": plain(self.vllm) if self.vllm else None}
 
     @staticmethod
     def structural() -> set[str]:
@@ -86,7 +89,8 @@ def gather_sources(profile: str = "cpu", figures: Sequence[Path] = (),
                                       s03.interleaved_sweep if s03 else ())
     return ReportSources(profile=profile, generated=model.computed_on,
                          environment=s01.environment if s01 else environment_table(), crash=s01, trace=s02,
-                         patch=s03, model=model, incident=incident.facts(), figures=[Path(f).name for f in figures])
+                         patch=s03, model=model, incident=incident.facts(), figures=[Path(f).name for f in figures],
+                         vllm=read_if_present(VllmSameClassSidecar, profile))
 
 
 def render(sources: ReportSources) -> str:
@@ -121,5 +125,5 @@ def render_bound(sources: ReportSources) -> tuple[str, provenance.Binder]:
               f"{s01.date if s01 else sources.generated}",
         incident=incident, crash=crash, control=control, trace=trace, fix=fix, bench=bench, model=model,
         diagnostics=s03.diagnostics if s03 else [], premise=premise, public=public,
-        summary=summary, evidence=evidence)
+        summary=summary, evidence=evidence, vllm=vllm_section.context(sources.vllm))
     return text, binder

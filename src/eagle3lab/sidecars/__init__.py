@@ -24,6 +24,7 @@ from eagle3lab.sidecars.patch_bench import (ProbeRecord, ChainStepRecord, SpecAr
                                             LayerMismatchRecord, CycleComponent, CycleAtBatchSize, PointTimeRecord,
                                             CycleComponentsRecord, LaunchSample, VariantCost, LaunchSpreadRecord,
                                             SamplingRecord, DispatchGapRecord, PatchBenchSidecar)
+from eagle3lab.sidecars.vllm_same_class import VllmReleaseAudit, VllmCpuRun, VllmSameClassSidecar
 from eagle3lab.sidecars.files import SCHEMAS, today, sidecar_path, write, read, read_if_present
 
 __all__ = ["SCHEMA_VERSION", "Record", "Sidecar", "ModelsRecord", "FrameRecord", "CrashReportRecord", "CrashRecord",
@@ -33,5 +34,5 @@ __all__ = ["SCHEMA_VERSION", "Record", "Sidecar", "ModelsRecord", "FrameRecord",
            "CaptureOrderRecord", "InterfaceTraceSidecar", "ProbeRecord", "ChainStepRecord", "SpecArmRecord",
            "LosslessRecord", "LayerMismatchRecord", "CycleComponent", "CycleAtBatchSize", "PointTimeRecord",
            "CycleComponentsRecord", "LaunchSample", "VariantCost", "LaunchSpreadRecord", "SamplingRecord",
-           "DispatchGapRecord", "PatchBenchSidecar", "SCHEMAS", "today", "sidecar_path", "write", "read",
+           "DispatchGapRecord", "PatchBenchSidecar", "VllmReleaseAudit", "VllmCpuRun", "VllmSameClassSidecar", "SCHEMAS", "today", "sidecar_path", "write", "read",
            "read_if_present"]

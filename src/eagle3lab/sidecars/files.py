@@ -16,12 +16,14 @@ from eagle3lab.sidecars.base import SCHEMA_VERSION, Sidecar
 from eagle3lab.sidecars.crash_repro import CrashReproSidecar
 from eagle3lab.sidecars.interface_trace import InterfaceTraceSidecar
 from eagle3lab.sidecars.patch_bench import PatchBenchSidecar
+from eagle3lab.sidecars.vllm_same_class import VllmSameClassSidecar
 
 
 S = TypeVar("S", bound=Sidecar)
 
 
-SCHEMAS: tuple[type[Sidecar], ...] = (CrashReproSidecar, InterfaceTraceSidecar, PatchBenchSidecar)
+SCHEMAS: tuple[type[Sidecar], ...] = (CrashReproSidecar, InterfaceTraceSidecar, PatchBenchSidecar,
+                                      VllmSameClassSidecar)
 
 
 def today() -> str:
