@@ -52,12 +52,13 @@ def test_table_names_break_even_and_what_it_means(capsys):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"hardware": "a100"}, "unknown hardware 'a100'; known: a100-sxm, b200, h100-sxm, h200, rtx-pro-6000-blackwell"),
+    ({"hardware": "a100"}, "unknown hardware 'a100'; known: a100-sxm, b200, gb200, h100-sxm, h200, mi300x, mi325x, "
+                           "mi355x, rtx-pro-6000-blackwell"),
     ({"batch": "1,x"}, "--batch expects comma-separated integers"),
     ({"batch": "0"}, "batch sizes >= 1"),
     ({"tp": "two"}, "argument --tp: invalid int value"),
     ({"accept": "9"}, "acceptance length must be in [1, 4]"),
-    ({"config": "/no/such/config.json"}, "neither a config.json"),
+    ({"config": "/no/such/config.json"}, "is not a config.json (or a folder holding one), a stored config"),
     ({"engine": "tgi"}, "argument --engine: invalid choice"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, change, message):

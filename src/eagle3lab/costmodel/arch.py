@@ -1,7 +1,7 @@
 """What a model is, for the cost model: weight and KV-cache bytes one GPU holds and reads under tensor parallelism.
 
-Built from a Hugging Face ``config.json`` (Llama, Qwen2/3, Qwen2/3-MoE, gpt-oss, GLM-4.x MoE, Llama-4, MiniMax-M2,
-DeepSeek-V2/V3; a Kimi-K2.5 config is read through its DeepSeek-V3-shaped ``text_config``) or as the EAGLE-3
+Built from a Hugging Face ``config.json`` (Llama, Qwen2/3, Qwen2/3-MoE, gpt-oss, GLM-4.x MoE, GLM-4.7-Flash, Llama-4,
+MiniMax-M2, DeepSeek-V2/V3; a Kimi-K2.5 config is read through its DeepSeek-V3-shaped ``text_config``) or as the EAGLE-3
 drafter that sglang pairs with a target.
 
 Tensor parallelism follows sglang's layouts: attention heads and MLP widths are split across the TP group; a GQA
@@ -47,6 +47,14 @@ class MoE:
     expert_intermediate: int
     shared_intermediate: int  # total width of the shared expert(s); 0 if none
     layers: int
+    # routing concentration: tokens spread as if over this many equally likely experts (0: all n_experts, the
+    # uniform bound); fitted only from a user's measured plain-decode curve (costmodel.curve)
+    effective_experts: float = 0.0
+
+    def distinct(self, tokens: float) -> float:
+        """Expected distinct experts ``tokens`` tokens touch in one layer (never more than n_experts)."""
+        pool = self.effective_experts or self.n_experts
+        return min(float(self.n_experts), expected_distinct_experts(tokens, pool, self.top_k))
 
 
 @dataclass(frozen=True)
@@ -249,7 +257,7 @@ class ModelArch:
         return n + self.lm_head_params(1) + self.fc_params()
 
 
-def expected_distinct_experts(tokens: float, n_experts: int, top_k: int) -> float:
+def expected_distinct_experts(tokens: float, n_experts: float, top_k: int) -> float:
     """Expected distinct experts a MoE layer touches for ``tokens`` tokens routed uniformly and independently.
 
     Each expert is missed by one token with probability 1 - k/E, so by all T tokens with (1 - k/E)^T. Real routers
@@ -267,7 +275,9 @@ DENSE_ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen
 MOE_ARCHS = {"Qwen2MoeForCausalLM": "qwen2_moe", "Qwen3MoeForCausalLM": "qwen3_moe",
              "GptOssForCausalLM": "gpt_oss", "Glm4MoeForCausalLM": "glm4_moe", "Llama4ForCausalLM": "llama4",
              "MiniMaxM2ForCausalLM": "minimax_m2"}
-MLA_ARCHS = {"DeepseekV3ForCausalLM": "deepseek_v3", "DeepseekV2ForCausalLM": "deepseek_v2"}
+# DeepSeek-style MLA + routed experts; GLM-4.7-Flash (Glm4MoeLiteForCausalLM) uses the same keys and layout
+MLA_ARCHS = {"DeepseekV3ForCausalLM": "deepseek_v3", "DeepseekV2ForCausalLM": "deepseek_v2",
+             "Glm4MoeLiteForCausalLM": "glm4_moe_lite"}
 # multimodal wrappers whose text_config holds the decoder: (inner architecture, where the quantisation config is)
 WRAPPER_ARCHS = {"KimiK25ForConditionalGeneration": "DeepseekV3ForCausalLM",
                  "Llama4ForConditionalGeneration": "Llama4ForCausalLM"}

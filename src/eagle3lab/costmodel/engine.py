@@ -17,16 +17,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields, replace
-from typing import Mapping
+from typing import Any, Mapping
 
 from eagle3lab.errors import PerfModelError
 
 _SGLANG_SRC = "sglang 0.5.9 python/sglang/srt"
+_VLLM_CUSTOM_AR = ("vLLM vllm/distributed/device_communicators/custom_all_reduce.py: custom all-reduce on NVLink, "
+                   "disabled on more than two PCIe-only GPUs ('not supported on more than two PCIe-only GPUs')")
 # the engine's orchestration between the counted passes: fitted on development sources and frozen by the
 # validation protocol, or measured (0 until then, so they need no source of their own)
 ORCHESTRATION = ("spec_cycle_extra_s", "spec_step_extra_s", "spec_tp_extra_s")
 # terms that are 0 unless measured on the run's own host (they need a source only when set)
 MEASURED_ONLY = ("pass_per_request_layer_s",)
+CUSTOM_ALLREDUCE_LINKS = ("none", "nvlink", "nvlink+pcie")
+
+
+def custom_allreduce_on(engine: "Engine", interconnect: str) -> bool:
+    """Whether the engine runs its one-shot custom all-reduce on this link kind (AMD's Infinity Fabric curves are the
+    library path's, which on ROCm already carries the one-shot kernels: costmodel/data/collectives.yaml)."""
+    return interconnect in engine.custom_allreduce.split("+")
 
 
 @dataclass(frozen=True)
@@ -62,11 +71,19 @@ class Engine:
     # host work inside a forward pass per running request per layer (a backend that loops over the batch's sequences
     # in Python, such as sglang's torch_native attention); 0 for batched GPU kernels; measured, never fitted
     pass_per_request_layer_s: float = 0.0
+    # collectives (costmodel.collectives): the link kinds the engine's one-shot custom all-reduce runs on ("none",
+    # "nvlink", "nvlink+pcie"), its size cut-off, and a row count at or under which it runs whatever the size
+    custom_allreduce: str = "nvlink"
+    custom_allreduce_max_bytes: float = 8 * 1024**2
+    custom_allreduce_any_size_rows: int = 0
+    # attention backend: the verify pass reads a request's KV cache once per query token (a decode kernel that
+    # treats each query token as its own request, vLLM's TRITON_MLA) rather than once per request
+    verify_kv_per_query: bool = False
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            if f.name in ("name", "sources", "extend_tokens") or f.type in ("bool", bool):
+            if f.name in ("name", "sources", "extend_tokens", "custom_allreduce") or f.type in ("bool", bool):
                 continue
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value < 0:
@@ -74,12 +91,15 @@ class Engine:
             if not str(self.sources.get(f.name, "")).strip() and f.name not in ORCHESTRATION and \
                     not (f.name in MEASURED_ONLY and value == 0):
                 raise PerfModelError(f"engine '{self.name}': {f.name} has no source; add one to sources")
+        if self.custom_allreduce not in CUSTOM_ALLREDUCE_LINKS:
+            raise PerfModelError(f"engine '{self.name}': custom_allreduce must be one of "
+                                 f"{', '.join(CUSTOM_ALLREDUCE_LINKS)}, got {self.custom_allreduce!r}")
         if not 0 < self.bandwidth_efficiency <= 1 or not 0 < self.flops_efficiency <= 1:
             raise PerfModelError(f"engine '{self.name}': efficiencies must be in (0, 1]",
                                  parameter="bandwidth_efficiency" if not 0 < self.bandwidth_efficiency <= 1
                                  else "flops_efficiency", problem="out_of_range")
 
-    def with_(self, source: str, **changes: float) -> "Engine":
+    def with_(self, source: str, **changes: Any) -> "Engine":
         """The same engine with some numbers replaced; ``source`` says where the new numbers come from."""
         unknown = set(changes) - {f.name for f in fields(self)}
         if unknown:
@@ -114,9 +134,12 @@ COMMON_SOURCES = {
     "cpu_per_request_s": "physical: per request per step the Python scheduler appends tokens, checks stop "
                          "conditions and streams output, about 10 us",
     "cpu_forward_prep_s": "physical: building one forward batch and its attention metadata in Python, about 0.3 ms",
+    "custom_allreduce_max_bytes": "sglang 0.5.9 srt/distributed/device_communicators/custom_all_reduce.py and vLLM's "
+                                  "CustomAllreduce: max_size 8 MiB; larger messages take NCCL",
+    "custom_allreduce_any_size_rows": "none: both engines choose by message size only",
 }
 
-COMMON = dict(bandwidth_efficiency=0.85, flops_efficiency=0.70, tile_tokens=64.0, link_efficiency=0.80,
+COMMON: dict[str, Any] = dict(bandwidth_efficiency=0.85, flops_efficiency=0.70, tile_tokens=64.0, link_efficiency=0.80,
               kernel_overhead_s=3e-6, kernels_per_dense_layer=12, kernels_per_moe_layer=17,
               extra_kernels_per_mla_layer=5, kernels_per_pass=8, kernels_per_draft_step=5, kernels_per_verify=14,
               cpu_step_s=0.2e-3, cpu_per_request_s=10e-6, cpu_forward_prep_s=0.3e-3)
@@ -136,7 +159,11 @@ def sglang_engine() -> Engine:
                  "extend_tokens": f"{_SGLANG_SRC}/speculative/eagle_worker.py forward_draft_extend_after_decode: "
                                   "num_tokens_per_req = speculative_num_steps + 1",
                  "spec_max_running_requests": f"{_SGLANG_SRC}/server_args.py: EAGLE/EAGLE3 without "
-                                              "--max-running-requests resets it to 48"})
+                                              "--max-running-requests resets it to 48",
+                 "custom_allreduce": f"{_SGLANG_SRC}/distributed/device_communicators/custom_all_reduce.py: custom "
+                                     "all-reduce on NVLink; disabled on more than two PCIe-only GPUs (NCCL)",
+                 "verify_kv_per_query": "sglang 0.5.9 FlashInfer/FA3/FlashMLA/triton backends run the verify's "
+                                        "query tokens of a request against its KV cache in one kernel: read once"})
 
 
 def vllm_engine() -> Engine:
@@ -151,7 +178,23 @@ def vllm_engine() -> Engine:
                  "spec_cpu_preps": "vLLM V1 EagleProposer: target inputs and drafter inputs are prepared per step",
                  "extend_tokens": "vLLM V1 EagleProposer: the first draft pass runs over the verified tokens "
                                   "(up to k + 1 per request), then k - 1 one-token passes",
-                 "spec_max_running_requests": "vLLM: no request cap specific to speculative decoding"})
+                 "spec_max_running_requests": "vLLM: no request cap specific to speculative decoding",
+                 "custom_allreduce": _VLLM_CUSTOM_AR,
+                 "verify_kv_per_query": "vLLM FLASH_ATTN/FlashInfer/FlashMLA: a request's query tokens read its KV "
+                                        "cache once (TRITON_MLA reads it per query: deployment option)"})
+
+
+def vllm_async_engine() -> Engine:
+    """vLLM from 0.19: async scheduling on by default and zero-bubble with EAGLE speculation, so the scheduler's CPU
+    work hides under the GPU passes in both arms (the rtx6kpro Kimi-K2.6 sweeps ran a May-2026 build of it)."""
+    base = vllm_engine()
+    return replace(base, name="vllm-0.19", overlap_baseline=True, overlap_spec=True, sources={
+        **base.sources,
+        "overlap_baseline": "vLLM async scheduling, on by default for EAGLE/EAGLE3 once its post-init auto-enable "
+                            "ran (https://github.com/vllm-project/vllm/pull/39206, 2026-04)",
+        "overlap_spec": "vLLM zero-bubble async scheduling + spec decoding, first in v0.19 "
+                        "(https://github.com/vllm-project/vllm/pull/32951): the CPU prepares the next step while "
+                        "the GPU runs, optimistically assuming every draft token accepted"})
 
 
 def sglang_spec_v2_engine() -> Engine:
@@ -167,7 +210,8 @@ def sglang_spec_v2_engine() -> Engine:
                         "https://github.com/sgl-project/sglang/pull/11398 (host time per cycle that spec v2 hides)"})
 
 
-ENGINES = {"sglang-0.5": sglang_engine, "sglang-0.5-spec-v2": sglang_spec_v2_engine, "vllm-0.10": vllm_engine}
+ENGINES = {"sglang-0.5": sglang_engine, "sglang-0.5-spec-v2": sglang_spec_v2_engine, "vllm-0.10": vllm_engine,
+           "vllm-0.19": vllm_async_engine}
 
 
 def engine_preset(name: str) -> Engine:

@@ -8,9 +8,10 @@ kernels fall into classes that each meet their own roofline, then run one after 
   T / (T + n_1/2) grows with T. A MoE layer reads only the experts its tokens route to, and each expert's GEMM
   runs over the few tokens routed to it (T * k / distinct experts rows), so small batches waste more compute.
 - attention: max(KV bytes / bandwidth, attention FLOPs / tensor-core rate); the KV cache of a request is read once
-  per pass whatever the number of query tokens, and the MMA rows are the query heads sharing a KV head.
+  per pass whatever the number of query tokens (or once per query token on a backend that runs each as its own
+  request, ``Engine.verify_kv_per_query``), and the MMA rows are the query heads sharing a KV head.
 - activations: residual stream and MLP intermediates written and read between kernels (linear in T).
-- all-reduces: two per layer under TP (latency plus ring traffic).
+- all-reduces: two per layer under TP, timed on the link's measured curves (``collectives``).
 - sampling: fp32 logits written, normalised and reduced over the vocabulary, per token that gets logits.
 - launches: kernels per layer and per pass times the kernel overhead (the calibrated fixed cost).
 """
@@ -20,8 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from eagle3lab.errors import PerfModelError
-from eagle3lab.costmodel.arch import ModelArch, expected_distinct_experts
-from eagle3lab.costmodel.engine import Engine
+from eagle3lab.costmodel.arch import ModelArch
+from eagle3lab.costmodel.collectives import CollectiveTime, allgather, allreduce
+from eagle3lab.costmodel.engine import Engine, custom_allreduce_on
 from eagle3lab.costmodel.hardware import Hardware
 
 # Activation traffic per layer per token, in vectors of the stated width (written or read once each):
@@ -129,7 +131,7 @@ def forward_cost(arch: ModelArch, hw: Hardware, tp: int, engine: Engine, p: Pass
         m = arch.moe
         always_on = m.layers * (arch.router_params() + arch.shared_expert_params(tp))
         gemms.append((always_on * s.linear, 2 * always_on * (T + n_half), s.linear))
-        distinct = expected_distinct_experts(T, m.n_experts, m.top_k)
+        distinct = m.distinct(T)
         expert = arch.expert_params(tp)
         gemms.append((m.layers * distinct * expert * s.expert,
                       2 * m.layers * expert * (T * m.top_k + distinct * n_half), s.expert))
@@ -151,7 +153,9 @@ def forward_cost(arch: ModelArch, hw: Hardware, tp: int, engine: Engine, p: Pass
 
     context = arch.effective_context(p.context)  # sliding-window layers read at most their window
     # read each request's cache once (sliding-window layers only their window), write the new tokens' keys/values
-    kv_bytes = p.requests * arch.kv_read_bytes(tp, p.context) + T * arch.kv_bytes_per_token(tp)
+    # a backend that runs each query token as its own request (engine.verify_kv_per_query) reads the cache per token
+    reads = p.tokens_per_request if engine.verify_kv_per_query else 1.0
+    kv_bytes = p.requests * reads * arch.kv_read_bytes(tp, p.context) + T * arch.kv_bytes_per_token(tp)
     pairs = p.requests * p.tokens_per_request * (context + (p.tokens_per_request + 1) / 2)
     attn_flops = pairs * arch.attention_flops_per_pair(tp)
     rows = p.tokens_per_request * arch.queries_per_kv_head(tp)
@@ -167,15 +171,14 @@ def forward_cost(arch: ModelArch, hw: Hardware, tp: int, engine: Engine, p: Pass
     activations = T * per_token_layer * s.activation / bw
 
     all_reduce = 0.0
-    if tp > 1:
-        link = hw.link_bandwidth * engine.link_efficiency
-        per_ar = hw.allreduce_latency_s + 2 * (tp - 1) / tp * T * arch.hidden * s.activation / link
-        all_reduce = (2 * L + 1) * per_ar  # after attention and after the MLP of every layer, plus the embedding
+    if tp > 1:  # after attention and after the MLP of every layer, plus the vocab-parallel embedding
+        all_reduce = (2 * L + 1) * allreduce_time(hw, engine, tp, T * arch.hidden * s.activation, T).seconds
 
     logit_bytes = logit_tokens * arch.head_vocab * LOGIT_BYTES
     sampling = LOGIT_PASSES * logit_bytes / bw
     if tp > 1 and logit_tokens:  # vocab-parallel logits gathered to every rank
-        sampling += hw.allreduce_latency_s + (tp - 1) / tp * logit_bytes / (hw.link_bandwidth * engine.link_efficiency)
+        sampling += allgather(hw.collectives, hw.interconnect, hw.link_bandwidth, hw.allreduce_latency_s, tp,
+                              logit_bytes).seconds
 
     return PassCost(tokens=T, weight_bytes=weight_bytes, kv_bytes=kv_bytes, gemm_flops=gemm_flops,
                     attention_flops=attn_flops, distinct_experts=distinct, weights=weights, gemm_compute=gemm_compute,
@@ -183,6 +186,13 @@ def forward_cost(arch: ModelArch, hw: Hardware, tp: int, engine: Engine, p: Pass
                     all_reduce=all_reduce, sampling=sampling,
                     launch=kernel_count(arch, engine) * engine.kernel_overhead_s,
                     per_request_host=p.requests * L * engine.pass_per_request_layer_s)
+
+
+def allreduce_time(hw: Hardware, engine: Engine, tp: int, nbytes: float, rows: float) -> CollectiveTime:
+    """One all-reduce of ``nbytes`` (``rows`` tokens) on this hardware's link under this engine's selector."""
+    return allreduce(hw.collectives, hw.interconnect, hw.link_bandwidth, hw.allreduce_latency_s, tp, nbytes,
+                     custom_allreduce_on(engine, hw.interconnect), engine.custom_allreduce_max_bytes,
+                     engine.custom_allreduce_any_size_rows, rows)
 
 
 def gemm_efficiency(tokens: float, engine: Engine) -> float:

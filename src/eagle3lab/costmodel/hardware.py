@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields, replace
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
 from eagle3lab.errors import PerfModelError
 
 GB = 1e9
 TB = 1e12
+INTERCONNECTS = ("nvlink", "pcie", "xgmi", "none")
 
 
 @dataclass(frozen=True)
@@ -26,14 +27,17 @@ class Hardware:
     memory_bytes: float
     peak_bf16_flops: float  # dense (no sparsity) tensor-core FLOP/s
     peak_fp8_flops: Optional[float]  # dense FP8 tensor-core FLOP/s; None where FP8 GEMMs are not used
-    interconnect: str  # "nvlink" or "pcie"
+    interconnect: str  # "nvlink", "pcie", "xgmi" (AMD Infinity Fabric) or "none"
     link_bandwidth: float  # bytes/s per direction per GPU into the TP group
-    allreduce_latency_s: float  # one small all-reduce across the group (latency term)
+    allreduce_latency_s: float  # one small all-reduce through the library path (NCCL/RCCL) across the group
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+    # the measured collective curves of this exact link (data/collectives.yaml); None: the link kind's reference
+    # curves scaled by this GPU's datasheet link bandwidth (costmodel.collectives)
+    collectives: Optional[str] = None
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            if f.name in ("name", "sources", "interconnect"):
+            if f.name in ("name", "sources", "interconnect", "collectives"):
                 continue
             value = getattr(self, f.name)
             if value is None and f.name == "peak_fp8_flops":
@@ -42,8 +46,10 @@ class Hardware:
                 raise PerfModelError(f"hardware '{self.name}': {f.name} must be a positive number, got {value!r}")
             if not str(self.sources.get(f.name, "")).strip():
                 raise PerfModelError(f"hardware '{self.name}': {f.name} has no source; add one to sources")
-        if self.interconnect not in ("nvlink", "pcie", "none"):
-            raise PerfModelError(f"hardware '{self.name}': interconnect must be nvlink, pcie or none")
+        if self.interconnect not in INTERCONNECTS:
+            raise PerfModelError(f"hardware '{self.name}': interconnect must be one of {', '.join(INTERCONNECTS)}, "
+                                 f"got {self.interconnect!r}", parameter="interconnect", value=self.interconnect,
+                                 problem="unknown")
 
     def gemm_peak_flops(self, weight_bytes_per_param: float) -> float:
         """Tensor-core rate a weight GEMM runs at: FP8 for 1-byte (W8A8) weights where the GPU has it, else BF16
@@ -52,7 +58,7 @@ class Hardware:
             return self.peak_fp8_flops
         return self.peak_bf16_flops
 
-    def with_(self, source: str, **changes: float) -> "Hardware":
+    def with_(self, source: str, **changes: Any) -> "Hardware":
         """The same hardware with some numbers replaced; ``source`` says where the new numbers come from."""
         unknown = set(changes) - {f.name for f in fields(self)}
         if unknown:

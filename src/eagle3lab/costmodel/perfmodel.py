@@ -16,8 +16,11 @@ num_draft_tokens and verify_tokens), so the model and the server read the specul
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
+
+from eagle3lab.errors import PerfModelError
 
 from eagle3lab.costmodel.arch import (  # noqa: F401  (re-exported)
     DRAFTERS,
@@ -58,6 +61,11 @@ from eagle3lab.costmodel.predict import (  # noqa: F401
     calibrate_spec_extra,
     predict,
 )
+from eagle3lab.costmodel.curve import calibrate_curve, parse_curve
+from eagle3lab.costmodel.freeze import current_engine
+from eagle3lab.costmodel.gpus import is_spec
+from eagle3lab.costmodel.hub import resolve_config
+from eagle3lab.costmodel.understood import condition_notes, describe
 from eagle3lab.costmodel.validation import (  # noqa: F401
     context_sensitivity,
     frozen_engine,
@@ -71,45 +79,74 @@ from eagle3lab.costmodel.validation import (  # noqa: F401
 
 from eagle3lab.costmodel.presets import hardware_preset, load_config, speculative_flags
 
+KV_DTYPES = {"bf16": 2.0, "bfloat16": 2.0, "fp16": 2.0, "auto": 2.0, "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0}
+
+
+def with_kv_dtype(arch: ModelArch, kv_cache_dtype: Optional[str]) -> ModelArch:
+    """The model with its KV cache stored in ``kv_cache_dtype`` (the launch's --kv-cache-dtype); None: as read."""
+    if kv_cache_dtype is None:
+        return arch
+    key = kv_cache_dtype.lower()
+    if key not in KV_DTYPES:
+        raise PerfModelError(f"--kv-cache-dtype must be one of {', '.join(KV_DTYPES)}, got '{kv_cache_dtype}'",
+                             parameter="kv_cache_dtype", value=kv_cache_dtype, problem="unknown")
+    return replace(arch, storage=replace(arch.storage, kv=KV_DTYPES[key]))
+
+
 def predict_from_config(config: str | Path | dict, hardware: str | Hardware, tp: int, steps: int, topk: int,
                         draft_tokens: int, accept_length: float, context: float, batches: Sequence[int],
                         baseline_tok_s: Optional[float] = None, engine: str | Engine = "sglang-0.5",
-                        draft_vocab: Optional[int] = None, draft_config: str | Path | dict | None = None) -> Prediction:
-    """Plain and EAGLE-3 throughput per batch size for a model given by its config.json, on a named GPU (or any
-    ``Hardware``, such as this machine's ``presets.cpu_hardware()``).
+                        draft_vocab: Optional[int] = None, draft_config: str | Path | dict | None = None,
+                        baseline_curve: Optional[str] = None, kv_cache_dtype: Optional[str] = None,
+                        engine_options: Optional[Mapping[str, Any]] = None, dcp: int = 1) -> Prediction:
+    """Plain and EAGLE-3 throughput per batch size for a model given by its config.json, a stored config name or a
+    hub id (``hub.resolve_config``), on a GPU preset, datasheet numbers (``gpus.parse_gpu_spec``) or any
+    ``Hardware``, with the engine's frozen constants (``freeze.current_engine``) and the launch's options.
 
-    ``baseline_tok_s``, a measured single-stream plain rate, calibrates the fixed per-step overhead and nothing
-    else; without it the engine's default constants stand. This is the one call for checking the model against a
-    measured run: calibrate on its plain single-stream rate, compare the predicted speedups with the measured ones.
+    Calibration: ``baseline_tok_s`` (one measured single-stream plain rate) fits the per-step overhead;
+    ``baseline_curve`` ("1:63.6,128:2370") fits it at the smallest batch and, at the largest, the router concentration
+    of a MoE target or the achieved bandwidth (``curve.calibrate_curve``). Without either the engine's defaults stand.
+    The prediction echoes what was understood and notes where the point lies outside the compared conditions.
     """
 
     if isinstance(config, dict):
         cfg, source, name = config, "config dict", None
     else:
-        cfg, source = load_config(config)
-        path = Path(config)
-        name = (path.parent.name if path.name == "config.json" else path.stem) if path.is_file() else \
-            path.name if path.is_dir() else str(config)
-    target = model_from_config(cfg, name, source)
+        cfg, source, name = resolve_config(config)
+    target = with_kv_dtype(model_from_config(cfg, name, source), kv_cache_dtype)
     if draft_config is not None:
         dcfg, dsource = (draft_config, "draft config dict") if isinstance(draft_config, dict) else \
             load_config(draft_config)
         drafter = drafter_from_config(dcfg, dsource)
     else:
         drafter = eagle3_drafter(target, draft_vocab) if draft_vocab else eagle3_drafter(target)
+    preset = None if isinstance(hardware, Hardware) or is_spec(hardware) else hardware
     hw = hardware if isinstance(hardware, Hardware) else hardware_preset(hardware)
-    # a named engine carries the orchestration per cycle and per draft step fitted on development sources and
-    # frozen by the validation protocol (data/spec_validation.yaml); an Engine object is taken as given
-    eng = engine if isinstance(engine, Engine) else frozen_engine(engine, load_dataset().protocol.current)
+    # a named engine carries the frozen orchestration (data/constants.yaml); an Engine object is taken as given
+    eng = engine if isinstance(engine, Engine) else current_engine(engine)
+    if engine_options:
+        eng = eng.with_("the launch's options (predict)", **engine_options)
     dep = Deployment(target, drafter, hw, tp, eng, context)
-    calibration = "none: default engine constants (no measured single-stream rate given)"
+    calibration = "none: default engine constants (no measured plain rate given)"
+    if baseline_tok_s is not None and baseline_curve is not None:
+        raise PerfModelError("give either --baseline-tok-s or --baseline-curve, not both", parameter="baseline_curve",
+                             problem="conflict")
     if baseline_tok_s is not None:
         dep = calibrate_baseline(dep, baseline_tok_s, "--baseline-tok-s")
         calibration = f"kernel overhead fitted to the measured single-stream rate {baseline_tok_s:g} tok/s"
+    if baseline_curve is not None:
+        fitted = calibrate_curve(dep, parse_curve(baseline_curve), "--baseline-curve")
+        dep, calibration = fitted.deployment, fitted.description
     spec = speculative_flags(steps, topk, draft_tokens)
     if eng.spec_cycle_extra_s or eng.spec_step_extra_s or eng.spec_tp_extra_s:
         calibration += (f"; orchestration {eng.spec_cycle_extra_s * 1e3:.2f} ms per cycle + "
                         f"{eng.spec_step_extra_s * 1e3:.2f} ms per draft step + "
                         f"{eng.spec_tp_extra_s * 1e3:.2f} ms per cycle per TP rank beyond the first "
-                        f"({eng.sources['spec_cycle_extra_s']})")
-    return predict(dep, spec, accept_length, batches, calibration)
+                        f"({eng.sources.get('spec_tp_extra_s') or eng.sources.get('spec_cycle_extra_s')})")
+    prediction = predict(dep, spec, accept_length, batches, calibration)
+    notes = condition_notes(hw, tp, batches, dcp, preset)
+    if eng.spec_tp_extra_s and tp > 4:
+        notes.append(f"the per-TP-rank orchestration ({eng.spec_tp_extra_s * 1e3:.2f} ms per rank beyond the first) "
+                     f"was fitted on TP 1, 2 and 4 points and one TP-8 point; at TP {tp} it rests on that one point")
+    return replace(prediction, understood=tuple(describe(dep.target, drafter, hw, tp, dep.engine)),
+                   notes=prediction.notes + tuple(notes))

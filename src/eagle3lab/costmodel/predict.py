@@ -130,6 +130,7 @@ class Prediction:
     calibration: str
     points: tuple[PredictedPoint, ...]
     notes: tuple[str, ...] = field(default=())
+    understood: tuple[str, ...] = field(default=())  # what the inputs were read as (costmodel.understood)
 
     @property
     def break_even_single_stream(self) -> float:
@@ -139,6 +140,7 @@ class Prediction:
         data = asdict(self)
         data["points"] = [asdict(p) for p in self.points]
         data["notes"] = list(self.notes)
+        data["understood"] = list(self.understood)
         return data
 
 

@@ -9,7 +9,7 @@ from eagle3lab.errors import PerfModelError
 from eagle3lab.costmodel.arch import drafter_from_config, eagle3_drafter, model_from_config
 from eagle3lab.costmodel.hardware import Hardware
 from eagle3lab.costmodel.cycle import Deployment, break_even_accept_length, max_accept_length, plain_step, spec_cycle
-from eagle3lab.costmodel.validation import frozen_engine, load_dataset
+from eagle3lab.costmodel.freeze import current_engine, load_constants
 from eagle3lab.bench.diagnostics.evidence import ModelFigures
 from eagle3lab.costmodel.presets import hardware_preset, speculative_flags
 
@@ -34,9 +34,8 @@ def deployment(hardware: Hardware | str, gpus: int, target_config: Mapping[str, 
             drafter = drafter_from_config(drafter_config, "--drafter-config")
         except PerfModelError:
             pass  # an incomplete drafter config: the EAGLE-3 layout built for the target stands in
-    # the validated engine: sglang's constants plus the orchestration between passes frozen by the protocol
-    protocol = load_dataset().protocol
-    return Deployment(target, drafter, hw, gpus, frozen_engine("sglang-0.5", protocol.current if protocol else None), context)
+    # the engine predict uses: sglang's constants plus the frozen orchestration (costmodel/data/constants.yaml)
+    return Deployment(target, drafter, hw, gpus, current_engine("sglang-0.5"), context)
 
 
 def model_figures(hardware: Hardware | str, gpus: int, target_config: Mapping[str, Any],
@@ -46,8 +45,7 @@ def model_figures(hardware: Hardware | str, gpus: int, target_config: Mapping[st
     model cannot be built from what was given."""
     try:
         dep = deployment(hardware, gpus, target_config, drafter_config, context)
-        protocol = load_dataset().protocol
-        hw, frozen = dep.hardware, protocol.current if protocol else None
+        hw, frozen = dep.hardware, load_constants().freeze
         spec = speculative_flags(steps, topk, draft_tokens)
         cycle = spec_cycle(dep, spec, batch)
         plain = plain_step(dep, batch)
@@ -64,8 +62,8 @@ def model_figures(hardware: Hardware | str, gpus: int, target_config: Mapping[st
             verify_distinct_experts=cycle.verify.distinct_experts or None,
             plain_distinct_experts=plain.target.distinct_experts or None, max_accept=max_accept_length(spec),
             where=f"cost model, {gpus}x {hw.name}, batch {batch}, context {context:g} ({context_where}), "
-                  f"sglang engine constants with the orchestration fitted on development sources"
-                  f"{f' and frozen {frozen.date}' if frozen else ''}")
+                  f"sglang engine constants with the orchestration fitted on seen sources and frozen {frozen.date} "
+                  f"({frozen.id})")
         return figures, figures.where
     except (PerfModelError, KeyError, TypeError, ValueError) as exc:
         return None, f"no cost model: {type(exc).__name__}: {exc}"

@@ -201,12 +201,11 @@ def context_matching_reported_peak(low: float = 128, high: float = 16384) -> Opt
     target = incident.PEAK.value
     if not _baseline_peak_at(low)[0] >= target >= _baseline_peak_at(high)[0]:
         return None
-    for _ in range(40):  # the peak falls as the context grows: bisect to one token
-        if high - low <= 1:
-            break
-        mid = (low + high) / 2
-        low, high = (mid, high) if _baseline_peak_at(mid)[0] >= target else (low, mid)
-    context = float(math.floor(low))
+    lo, hi = int(math.ceil(low)), int(math.floor(high))
+    while hi - lo > 1:  # the peak falls as the context grows: bisect over whole tokens
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if _baseline_peak_at(mid)[0] >= target else (lo, mid)
+    context = float(lo)
     dep, spec = incident_deployment("rtx-pro-6000-blackwell", context), incident_spec()
     capped = predict_capacity_limited(dep, spec, incident.MEM_FRACTION.value, (2.0, 3.0, 4.0))
     uncapped = predict_capacity_limited(dep, spec, incident.MEM_FRACTION.value, (2.0, 3.0, 4.0),

@@ -20,7 +20,7 @@ from eagle3lab.costmodel.validation.schema import (DATASET, GOAL_MAPE_PCT, TREND
                                                    FIRST_BATCH_CALIBRATION, CALIBRATION_AT_BOUND, SPLITS,
                                                    HELD_OUT_SETS, SHAPE_ONLY, PUBLISHED, Flags, BaselineOnly,
                                                    CalibrateFrom, Series, Source, PublicCheck, Frozen, HeldOutSet,
-                                                   Protocol, Dataset, load_dataset)
+                                                   Protocol, Dataset, PastEvaluation, load_dataset)
 from eagle3lab.costmodel.validation.evaluate import (ValidationPoint, SeriesResult, SourceResult, trend, trend_steps,
                                                      frozen_engine, validate)
 from eagle3lab.costmodel.validation.fit import (ORCHESTRATION_FIELDS, FIRST_FREEZE_FIELDS, development_only,
@@ -29,7 +29,8 @@ from eagle3lab.costmodel.validation.tables import (validation_points, validation
                                                    OUT_OF_SAMPLE, OUT_OF_SAMPLE_2, OUT_OF_SAMPLE_3,
                                                    OUT_OF_SAMPLE_ROLES, FIT_QUALITY, FIT_QUALITY_FIRST,
                                                    SHAPE_ONLY_ROLE, group_role, step_sweeps, set_conditions,
-                                                   validation_report, trend_table, context_sensitivity)
+                                                   validation_report, trend_table, context_sensitivity,
+                                                   current_report, SEEN_ROLE, SET_LABELS)
 
 __all__ = ["DATASET", "GOAL_MAPE_PCT", "TREND_TOLERANCE", "CALIBRATIONS", "FIRST_BATCH_CALIBRATION",
            "CALIBRATION_AT_BOUND", "SPLITS", "HELD_OUT_SETS", "SHAPE_ONLY", "PUBLISHED", "Flags", "BaselineOnly",
@@ -38,4 +39,5 @@ __all__ = ["DATASET", "GOAL_MAPE_PCT", "TREND_TOLERANCE", "CALIBRATIONS", "FIRST
            "validate", "ORCHESTRATION_FIELDS", "FIRST_FREEZE_FIELDS", "development_only", "fit_orchestration",
            "validation_points", "validation_summary", "NAIVE_BASELINES", "OUT_OF_SAMPLE", "OUT_OF_SAMPLE_2",
            "OUT_OF_SAMPLE_3", "OUT_OF_SAMPLE_ROLES", "FIT_QUALITY", "FIT_QUALITY_FIRST", "SHAPE_ONLY_ROLE",
-           "group_role", "step_sweeps", "set_conditions", "validation_report", "trend_table", "context_sensitivity"]
+           "group_role", "step_sweeps", "set_conditions", "validation_report", "trend_table", "context_sensitivity",
+           "current_report", "SEEN_ROLE", "SET_LABELS", "PastEvaluation"]

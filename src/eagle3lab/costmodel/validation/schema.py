@@ -216,10 +216,35 @@ class Protocol(_Strict):
         return set(self.held_out).union(*later)
 
 
+class OtherFigure(_Strict):
+    constants: str
+    mape_pct: float
+    note: str
+
+
+class PastEvaluation(_Strict):
+    """A set's one evaluation as it was reported then (never recomputed: the model has changed since), with the
+    commits that show when it was recorded and evaluated, and whether sealing shows it was held out."""
+
+    split: str
+    sources: list[str]
+    constants: str  # the freeze it was evaluated with ("frozen", "frozen_2")
+    constants_commit: str
+    recorded_commit: str
+    evaluated_commit: str
+    mape_pct: float
+    points: int
+    naive: str
+    held_out: Literal["sealed", "not demonstrably held out"]
+    why: str
+    other_figures: list[OtherFigure] = []
+
+
 class Dataset(_Strict):
     protocol: Optional[Protocol] = None
     default_context: float
     default_context_source: str
+    past_evaluations: list[PastEvaluation] = []
     sources: list[Source]
 
     @model_validator(mode="after")

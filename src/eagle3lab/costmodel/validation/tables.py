@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import asdict
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 from eagle3lab.errors import PerfModelError
 from eagle3lab.costmodel.arch import DRAFTERS
 from eagle3lab.costmodel.cycle import Deployment, spec_cycle
 from eagle3lab.costmodel.presets import hardware_preset, stored_model, speculative_flags
 from eagle3lab.costmodel.validation import schema
-from eagle3lab.costmodel.validation.schema import Dataset, Frozen, HELD_OUT_SETS, PUBLISHED, SHAPE_ONLY, load_dataset
+from eagle3lab.costmodel.validation.schema import (Dataset, Frozen, HELD_OUT_SETS, PUBLISHED, SHAPE_ONLY, SPLITS,
+                                                   load_dataset)
 from eagle3lab.costmodel.validation.evaluate import (SeriesResult, SourceResult, ValidationPoint, frozen_engine,
                                                      trend_steps, validate)
 from eagle3lab.costmodel.validation.fit import development_only, fit_orchestration
@@ -153,15 +154,73 @@ def _public_checks(frozen: Frozen) -> list[dict[str, Any]]:
     return rows
 
 
-def _frozen_record(data: Dataset, frozen: Frozen) -> dict[str, Any]:
-    """A freeze as the report shows it, with a refit of the development data today by the same fields."""
+def _frozen_record(data: Dataset, frozen: Frozen, superseded_by: Optional[str] = None) -> dict[str, Any]:
+    """A freeze as the report shows it, with a refit of the development data today by the same fields; a superseded
+    freeze is a record (fitted under the model of its day: refitting it under today's model says nothing)."""
+    common = {"date": frozen.date, "fitted_on": frozen.fitted_on, "what": frozen.what, "engines": frozen.engines,
+              "shared_with": frozen.shared_with, "evaluated_on": frozen.evaluated_on, "superseded_by": superseded_by}
+    if superseded_by:
+        return {**common, "refit_today": None, "public_checks": [], "refit_matches_frozen": None}
     refit = {engine: fit_orchestration(development_only(data), engine, tuple(values))
              for engine, values in frozen.engines.items()}
-    return {"date": frozen.date, "fitted_on": frozen.fitted_on, "what": frozen.what, "engines": frozen.engines,
-            "shared_with": frozen.shared_with, "evaluated_on": frozen.evaluated_on, "refit_today": refit,
-            "public_checks": _public_checks(frozen),
+    return {**common, "refit_today": refit, "public_checks": _public_checks(frozen),
             "refit_matches_frozen": all(abs(refit[e][k] - v) <= 1e-6 for e in frozen.engines
                                         for k, v in frozen.engines[e].items())}
+
+
+SEEN_ROLE = "seen: fit quality under the current constants, not a validation"
+SET_LABELS = {"development": "development sources", "held_out": "first set", "held_out_2": "second set",
+              "held_out_3": "third set"}
+
+
+def current_report(data: Dataset, frozen: Frozen, current: Mapping[str, Any],
+                   sealed: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """The protocol as it stands after the third freeze (issue 36): every set of this file is seen, so each is shown
+    under the constants the model predicts with now as fit quality; the first three sets' one evaluation each is a
+    record (``past_evaluations``: its figure as reported then, its commits, and that sealing does not show it held
+    out); the superseded freezes are records; the sealed set's evaluation (``sealed``) is the only validation."""
+    protocol = data.protocol
+    results = validate(data, frozen=frozen)
+    points = [p for r in results for s in r.series for p in s.points if p.role == "predicted"]
+    series = [s for r in results for s in r.series]
+    groups = []
+    for split in SPLITS:
+        pts = [p for p in points if p.split == split and p.acceptance == PUBLISHED]
+        if pts:
+            g = _group(f"{SET_LABELS[split]}, published acceptance (seen; current constants)", pts,
+                       [s for s in series if s.split == split and s.acceptance == PUBLISHED], split, PUBLISHED)
+            groups.append({**g, "role": SEEN_ROLE})
+    shape = [p for p in points if p.acceptance == SHAPE_ONLY]
+    if shape:
+        groups.append(_group(f"every set, {SHAPE_ONLY}", shape, [s for s in series if s.acceptance == SHAPE_ONLY],
+                             "development", SHAPE_ONLY))
+    superseded = str(current.get("id") or "the current freeze")
+    return {
+        "protocol": {"split_recorded": protocol.split_recorded if protocol else None,
+                     "development": protocol.development if protocol else [],
+                     "held_out": protocol.held_out if protocol else [],
+                     "split_rule": protocol.split_rule if protocol else "",
+                     "held_out_2": protocol.held_out_2.model_dump() if protocol and protocol.held_out_2 else None,
+                     "held_out_3": protocol.held_out_3.model_dump() if protocol and protocol.held_out_3 else None},
+        "current": dict(current),
+        "frozen": _frozen_record(data, protocol.frozen, superseded) if protocol and protocol.frozen else None,
+        "frozen_2": _frozen_record(data, protocol.frozen_2, superseded) if protocol and protocol.frozen_2 else None,
+        "past_evaluations": [p.model_dump() for p in data.past_evaluations],
+        "sealed": dict(sealed) if sealed else None,
+        "groups": groups, "out_of_sample_sets": [],
+        "out_of_sample_mape_pct": None, "out_of_sample_points": 0,
+        "out_of_sample_2_mape_pct": None, "out_of_sample_2_points": 0,
+        "out_of_sample_3_mape_pct": None, "out_of_sample_3_points": 0,
+        "target_mape_pct": schema.GOAL_MAPE_PCT, "target_met": False,
+        "naive_baselines": NAIVE_BASELINES,
+        "shape_only_note": (f"'{SHAPE_ONLY}': the acceptance length of these series is not published and was fitted "
+                            "to the single-stream speedup; it absorbs any error of the cycle's cost, so these series "
+                            "test only the shape against batch size, and their fitted acceptances are not a real "
+                            "drafter's"),
+        "sources": validation_summary(results),
+        "step_sweeps": step_sweeps(results),
+        "kind": "modelled against reported (public sources); every set here is seen: fit quality",
+    }
 
 
 def set_conditions(data: Dataset, split: str) -> dict[str, list]:
@@ -263,11 +322,13 @@ def trend_table(results: list[SourceResult]) -> list[dict[str, Any]]:
              "calibration": s.calibration} for r in results for s in r.series]
 
 
-def context_sensitivity(contexts: tuple[float, ...] = (512, 1024, 2048)) -> list[dict[str, Any]]:
-    """MAPE per source under other context assumptions: how much the conclusion rests on that one assumption."""
+def context_sensitivity(contexts: tuple[float, ...] = (512, 1024, 2048),
+                        frozen: Optional[Frozen] = None) -> list[dict[str, Any]]:
+    """MAPE per source under other context assumptions: how much the conclusion rests on that one assumption
+    (with ``frozen`` for every set where given: the constants the model predicts with now)."""
     rows = []
     for ctx in contexts:
-        for r in validate(context=ctx):
+        for r in validate(context=ctx, frozen=frozen):
             rows.append({"context": ctx, "source": r.source, "mape_pct": round(r.mape_pct, 2),
                          "trends_right": f"{r.trends_right}/{len(r.series)}", "goal_met": r.goal_met})
     return rows
