@@ -3,7 +3,7 @@
 Why a module of its own: the notebook must not tell another story than the report. The headline is the out-of-sample
 MAPE on held-out sources with published acceptance, with its verdict against the goal and the naive baselines beside
 it; development fit and shape-only series are labelled as fit quality. Everything here comes from
-``costmodel.validation.validation_report()`` through ``report.validation_section`` (its sentences, rules and rows);
+``costmodel.evaluation.protocol_report()`` through ``report.validation_section`` (its sentences, rules and rows);
 nothing is formatted or judged twice.
 """
 
@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
-from eagle3lab.costmodel.validation import SHAPE_ONLY_ROLE, context_sensitivity, validation_report
+from eagle3lab.costmodel.evaluation import current_frozen, protocol_report
+from eagle3lab.costmodel.validation import SHAPE_ONLY_ROLE, context_sensitivity
 from eagle3lab.report import provenance, validation_section
 
 
@@ -20,10 +21,10 @@ from eagle3lab.report import provenance, validation_section
 class ValidationView:
     """The protocol as data (``protocol``, JSON-ready: what a sidecar would store) and as the report prints it."""
 
-    protocol: dict[str, Any]  # costmodel.validation.validation_report()
-    verdict: str  # validation_section.goal_verdict: the out-of-sample MAPE against the goal, computed
+    protocol: dict[str, Any]  # costmodel.evaluation.protocol_report()
+    verdict: str  # validation_section.goal_verdict: the sealed set's MAPE against its goal, computed
     headline: Optional[str]  # the report's out-of-sample sentence; None when no held-out point was evaluated
-    later_headlines: list[str]  # one per held-out set recorded after a freeze (second, third), shown like the first
+    later_headlines: list[str]  # the first three sets' recorded figures, each not demonstrably held out
     frozen: str  # the split, the frozen constants and their date, and whether refitting today reproduces them
     what: str  # how the frozen constants were fitted
     public_checks: list[dict[str, Any]]  # public measurements that bound the frozen orchestration, not fitted on
@@ -40,7 +41,7 @@ class ValidationView:
 
     def markdown(self) -> str:
         """The report's sentences for the section: headline (or its absence), frozen constants, the groups' roles."""
-        head = self.headline or "*No held-out source was evaluated: there is no out-of-sample figure.*"
+        head = self.headline or "*No sealed set has been evaluated yet: there is no held-out figure.*"
         checks = "".join(f"A public check, not used in the fit: [this measurement]({c['url']}) implies {c['hidden']} ms "
                          f"of host orchestration per cycle (a lower bound), against the frozen {c['frozen']} ms per "
                          f"cycle. {c['what']}\n\n" for c in self.public_checks)
@@ -48,7 +49,7 @@ class ValidationView:
         later = "".join(f"{line}\n\n" for line in self.later_headlines)
         second = ""
         if self.frozen_2:
-            second = f"{self.frozen_2} How they were fitted: {self.what_2}\n\n"
+            second = f"{self.frozen_2}\n\n"
             second += "".join(f"The same public check against the revised model: [this measurement]({c['url']}) "
                               f"implies {c['hidden']} ms of host time per cycle that spec v2 hides; the model's "
                               f"spec-v2 preset hides {c['model_hidden']} ms there.\n\n"
@@ -56,7 +57,8 @@ class ValidationView:
             if self.evaluation_note:
                 second += f"The third set's one evaluation, as recorded: {self.evaluation_note}\n\n"
         return (f"{head}\n\n{later}{self.frozen} How they were fitted: {self.what}\n\n{checks}{second}{naive}\n"
-                f"- Only the out-of-sample group is a validation; \"{SHAPE_ONLY_ROLE}\" is the "
+                f"- None of these groups is a validation (every set in them is seen): only the sealed set's figure is "
+                f"held out; \"{SHAPE_ONLY_ROLE}\" is the "
                 f"group {self.shape_only_note}.")
 
 
@@ -70,14 +72,15 @@ def evidence_tree(protocol: Mapping[str, Any]) -> dict[str, Any]:
 
 def protocol_view(protocol: Optional[Mapping[str, Any]] = None,
                   context_rows: Optional[Sequence[Mapping[str, Any]]] = None) -> ValidationView:
-    """The validation protocol as notebook 03 shows it: ``validation_report()`` and ``context_sensitivity()``
+    """The validation protocol as notebook 03 shows it: ``protocol_report()`` and ``context_sensitivity(frozen=current_frozen())``
     (computed here unless given), rendered by ``report.validation_section`` as REPORT.md renders them."""
-    data = dict(protocol) if protocol is not None else validation_report()
-    rows = list(context_rows) if context_rows is not None else context_sensitivity()
+    data = dict(protocol) if protocol is not None else protocol_report()
+    rows = list(context_rows) if context_rows is not None else context_sensitivity(frozen=current_frozen())
     ctx = validation_section.context(data, rows, provenance.Binder(evidence_tree(data)))
     return ValidationView(
         protocol=data,
-        verdict=validation_section.goal_verdict(data["out_of_sample_mape_pct"], data["target_mape_pct"]),
+        verdict=validation_section.goal_verdict((data.get("sealed") or {}).get("mape_pct"),
+                                                (data.get("sealed") or {}).get("target_mape_pct", 20.0)),
         headline=ctx["headline"], later_headlines=ctx["later_headlines"], frozen=ctx["frozen"], what=ctx["what"], public_checks=ctx["public_checks"], groups=ctx["groups"],
         naive=ctx["naive"], shape_only_note=ctx["shape_only_note"], sweeps=ctx["sweeps"], sources=ctx["sources"],
         context=ctx["context"], frozen_2=ctx["frozen_2"], what_2=ctx["what_2"],

@@ -21,8 +21,8 @@ from eagle3lab.paths import repo_dir
 from eagle3lab.bench.sweep import ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_CONTROL, BenchReport
 from eagle3lab.costmodel.cycle import check_accept_length, plain_step, plain_tok_s, spec_cycle, speedup
 from eagle3lab.costmodel import turnover as turnover_model
-from eagle3lab.costmodel.validation import (PUBLISHED, SHAPE_ONLY, context_sensitivity, trend, validate,
-                                           validation_report)
+from eagle3lab.costmodel.evaluation import current_frozen, protocol_report
+from eagle3lab.costmodel.validation import PUBLISHED, SHAPE_ONLY, context_sensitivity, trend, validate
 from eagle3lab.report.plots.model import measured_points_from_bench
 from eagle3lab.report.run_model import run_deployment
 from eagle3lab.runtime.speculative import SpeculativeSpec
@@ -39,10 +39,10 @@ class ModelEvidence:
 
     incident: dict[str, Any]  # incident_model.incident_report(): predictions, break-evens, sensitivity, cycle breakdown
     spec: dict[str, Any]  # the incident's EAGLE flags (incident_model.incident_spec(), the launch's own object)
-    # costmodel.validation.validation_report(): the protocol's groups (out of sample, fit quality, shape only) with
+    # costmodel.evaluation.protocol_report(): the protocol's groups (seen sets as fit quality, shape only) with
     # naive baselines, the frozen constants and their date, the split, per-source rows, draft-step sweeps, the goal
     validation_protocol: dict[str, Any]
-    validation_context: list[dict[str, Any]]  # costmodel.validation.context_sensitivity()
+    validation_context: list[dict[str, Any]]  # costmodel.validation.context_sensitivity(frozen=current_frozen())
     published_acceptance: list[dict[str, Any]]  # published_acceptance(validate()): the sources' drafters
     computed_on: str = ""  # UTC date the model was run (the report's "generated on")
     run_check: Optional[dict[str, Any]] = None  # measured_run_check(profile, bench report) when this run measured
@@ -394,6 +394,6 @@ def gather(profile: str, bench_report_path: Optional[str] = None,
         incident=incident_report(),
         spec={"num_steps": spec.num_steps, "eagle_topk": spec.eagle_topk, "num_draft_tokens": spec.num_draft_tokens,
               "verify_tokens": spec.verify_tokens},
-        validation_protocol=validation_report(),
-        validation_context=context_sensitivity(), published_acceptance=published_acceptance(results),
+        validation_protocol=protocol_report(),
+        validation_context=context_sensitivity(frozen=current_frozen()), published_acceptance=published_acceptance(results),
         run_check=run_check, run_check_missing=missing)

@@ -1,9 +1,10 @@
-"""The cost model's validation as the report shows it: the protocol of ``costmodel.validation.validation_report``.
+"""The cost model's validation as the report shows it: the protocol of ``costmodel.validation.current_report``.
 
-Why a module of its own: the headline of the model's validation is one number, the MAPE on held-out sources with
-published acceptance, evaluated once with constants frozen before, and its verdict against the goal. Fit quality on
-development data and the shape-only series (acceptance fitted to the single-stream speedup) must never be read as
-that number. This module turns the protocol's evidence (``ModelEvidence.validation_protocol``) into the section's
+Why a module of its own: the headline of the model's validation is one number, the MAPE on the sealed set (its sha256
+committed before any evaluation or constant revision), evaluated once with the frozen constants named by their commit,
+beside three naive baselines. "Held out" is said only of it: the first three sets' figures are records, shown with
+the commits that show why sealing does not cover them. Fit quality on seen data and the shape-only series
+(acceptance fitted to the single-stream speedup) must never be read as that number. This module turns the protocol's evidence (``ModelEvidence.validation_protocol``) into the section's
 bound sentences and table rows; every verdict is a rule over evidence keys (``RULES``), re-checked by
 ``evidence_file.check_report``, and every number is formatted from the evidence, never typed.
 """
@@ -12,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence
 
-from eagle3lab.costmodel.validation import FIT_QUALITY, OUT_OF_SAMPLE, SHAPE_ONLY_ROLE
+from eagle3lab.costmodel.baselines import NAMES as BASELINE_NAMES
+from eagle3lab.costmodel.validation import SEEN_ROLE, SHAPE_ONLY_ROLE
 from eagle3lab.report import provenance
 
 KEY = "model.validation_protocol"
@@ -51,14 +53,16 @@ def frozen_constants(engines: Mapping[str, Mapping[str, float]]) -> str:
                      for engine, values in engines.items()) or "none"
 
 
-def refit_text(matches: bool) -> str:
+def refit_text(matches: Optional[bool]) -> str:
+    if matches is None:
+        return "is not recomputed (fitted under the model of its day)"
     return "gives the same values" if matches else "gives other values: the frozen constants are stale"
 
 
 def in_display_units(protocol: Mapping[str, Any]) -> dict[str, float]:
     """The frozen constants of each freeze as printed (ms), for the provenance check's evidence."""
     out = {}
-    for name in ("frozen", "frozen_2"):
+    for name in ("frozen", "frozen_2", "current"):
         engines = (protocol.get(name) or {}).get("engines") or {}
         out.update({f"{name}_{engine}_{field}_ms": value * 1e3 for engine, values in engines.items()
                     for field, value in values.items()})
@@ -67,7 +71,8 @@ def in_display_units(protocol: Mapping[str, Any]) -> dict[str, float]:
 
 def set_names(split: str) -> str:
     """How a later held-out set is named in its headline."""
-    return {"held_out_2": "second set", "held_out_3": "third set"}.get(split, split.replace("_", " "))
+    return {"held_out": "first set", "held_out_2": "second set", "held_out_3": "third set",
+            "held_out_4": "fourth set"}.get(split, split.replace("_", " "))
 
 
 def conditions(hardware: Sequence[str], tp: Sequence[int], batches: Sequence[int]) -> str:
@@ -76,9 +81,23 @@ def conditions(hardware: Sequence[str], tp: Sequence[int], batches: Sequence[int
             f"{' / '.join(str(n) for n in batches)}")
 
 
+def below_text(below: Optional[bool]) -> str:
+    return "below every one" if below else "not below every one"
+
+
+def baselines_text(mapes: Mapping[str, Optional[float]]) -> str:
+    """The three naive baselines' MAPEs, named as the protocol names them."""
+    return "; ".join(f"{BASELINE_NAMES[k]} {v:.1f}%" for k, v in mapes.items() if v is not None and k in BASELINE_NAMES)
+
+
+def other_figures(others: Sequence[Mapping[str, Any]]) -> str:
+    return "".join(f"; {o['mape_pct']:.1f}% with {o['constants']} ({o['note']})" for o in others)
+
+
 RULES = {"goal_verdict": goal_verdict, "mape_text": mape_text, "naive_text": naive_text, "names": names,
          "frozen_constants": frozen_constants, "refit_text": refit_text, "set_names": set_names,
-         "conditions": conditions}
+         "conditions": conditions, "below_text": below_text, "baselines_text": baselines_text,
+         "other_figures": other_figures}
 
 
 # ------------------------------------------------------------------------------------------------ context
@@ -96,60 +115,50 @@ def _naive_cell(value: Optional[Mapping[str, Any]]) -> str:
 
 
 def headline(b: provenance.Binder, protocol: Mapping[str, Any]) -> Optional[str]:
-    """The out-of-sample MAPE against the goal, with its verdict and the naive baselines on the same points."""
-    i = group_index(protocol, OUT_OF_SAMPLE)
-    if i is None:
+    """The sealed set's one evaluation: the only figure the report calls held out (its sha256 was committed before
+    any evaluation or constant revision), with the constants' commit and the three naive baselines beside it."""
+    sealed = protocol.get("sealed")
+    if not sealed or not sealed.get("evaluated"):
         return None
-    g = f"{KEY}.groups.{i}"
-    return b.sentence("model.validation.out_of_sample", (
-        f"**Out of sample:** on the held-out sources ({b.rule('names', names, f'{KEY}.protocol.held_out')}; "
-        f"published acceptance, never fitted; evaluated once with the frozen constants) the model's speedups miss "
-        f"by MAPE {b.rule('mape_text', mape_text, f'{KEY}.out_of_sample_mape_pct')} over "
-        f"{b.num(f'{KEY}.out_of_sample_points', 'd')} points against the goal of at most "
-        f"{b.num(f'{KEY}.target_mape_pct', 'g')}%: **"
-        f"{b.rule('goal_verdict', goal_verdict, f'{KEY}.out_of_sample_mape_pct', f'{KEY}.target_mape_pct')}**. "
-        f"Naive baselines on the same points: {b.rule('naive_text', naive_text, g)} **[modelled]** vs "
-        f"**[reported]**."))
+    k = f"{KEY}.sealed"
+    return b.sentence("model.validation.sealed", (
+        f"**Held out (sealed):** the fourth set ({b.rule('names', names, f'{k}.sources')}; its sha256 committed in "
+        f"{b.num(f'{k}.sealed_commit', 's')} before any evaluation or revision of the constants), evaluated once "
+        f"with the constants frozen in {b.num(f'{k}.constants_commit', 's')} ({b.num(f'{k}.constants', 's')}): the "
+        f"model's speedups miss by MAPE {b.rule('mape_text', mape_text, f'{k}.mape_pct')} over "
+        f"{b.num(f'{k}.points', 'd')} points against the goal of at most {b.num(f'{k}.target_mape_pct', 'g')}%: **"
+        f"{b.rule('goal_verdict', goal_verdict, f'{k}.mape_pct', f'{k}.target_mape_pct')}**; naive baselines on the "
+        f"same points: {b.rule('baselines_text', baselines_text, f'{k}.baselines_mape_pct')}, the model "
+        f"{b.rule('below_text', below_text, f'{k}.below_every_baseline')} **[modelled]** vs **[reported]**."))
 
 
 def later_headlines(b: provenance.Binder, protocol: Mapping[str, Any]) -> list[str]:
-    """One headline per held-out set recorded after a freeze (the second, the third), shown the same way as the
-    first: its own out-of-sample MAPE over its own points, the verdict against the goal, the naive baselines on the
-    same points, and the constants it was evaluated with. Never merged with another set."""
+    """The first three sets' one evaluation each, as reported then: a record, never recomputed, and never called
+    held out (no hash was committed before its evaluation or before the constants it checks were revised)."""
     lines = []
-    for i, s in enumerate(protocol.get("out_of_sample_sets") or []):
-        if s["split"] == "held_out" or s["points"] == 0:
-            continue
-        k = f"{KEY}.out_of_sample_sets.{i}"
-        g = group_index(protocol, s["role"])
-        if g is None:
-            continue
-        lines.append(b.sentence(f"model.validation.out_of_sample.{s['split']}", (
-            f"**Out of sample, {b.rule('set_names', set_names, f'{k}.split')}:** on held-out sources recorded "
-            f"{b.num(f'{k}.split_recorded', 's')}, after the constants they were evaluated with were frozen "
-            f"({b.num(f'{k}.constants_frozen', 's')}) ({b.rule('names', names, f'{k}.sources')}; published "
-            f"acceptance, never fitted; evaluated once), the model's speedups miss by MAPE "
-            f"{b.rule('mape_text', mape_text, f'{k}.mape_pct')} over {b.num(f'{k}.points', 'd')} points against "
-            f"the goal of at most {b.num(f'{KEY}.target_mape_pct', 'g')}%: "
-            f"**{b.rule('goal_verdict', goal_verdict, f'{k}.mape_pct', f'{KEY}.target_mape_pct')}**, on points "
-            f"measured at {b.rule('conditions', conditions, f'{k}.hardware', f'{k}.tp', f'{k}.batches')}. Naive "
-            f"baselines on the same points: {b.rule('naive_text', naive_text, f'{KEY}.groups.{g}')} **[modelled]** "
-            f"vs **[reported]**.")))
+    for i, past in enumerate(protocol.get("past_evaluations") or []):
+        k = f"{KEY}.past_evaluations.{i}"
+        lines.append(b.sentence(f"model.validation.past.{past['split']}", (
+            f"**The {b.rule('set_names', set_names, f'{k}.split')}, {b.num(f'{k}.held_out', 's')}:** "
+            f"{b.rule('names', names, f'{k}.sources')}, evaluated once with the constants of "
+            f"{b.num(f'{k}.constants_commit', 's')} (recorded in {b.num(f'{k}.recorded_commit', 's')}, evaluated in "
+            f"{b.num(f'{k}.evaluated_commit', 's')}): MAPE {b.num(f'{k}.mape_pct', '.1f')}% over "
+            f"{b.num(f'{k}.points', 'd')} points as reported then (naive then: {b.num(f'{k}.naive', 's')})"
+            f"{b.rule('other_figures', other_figures, f'{k}.other_figures')}; not held out because "
+            f"{b.num(f'{k}.why', 's')} **[reported]**.")))
     return lines
 
 
 def second_freeze_line(b: provenance.Binder, protocol: Mapping[str, Any]) -> Optional[str]:
-    """The revised constants: their freeze date, what they were fitted on, which held-out sets they were evaluated
-    on, and whether refitting the development data today reproduces them."""
+    """The superseded freezes, as records: their dates and what they were fitted on; not refitted."""
     if not protocol.get("frozen_2"):
         return None
-    f = f"{KEY}.frozen_2"
-    return b.sentence("model.validation.frozen_2", (
-        f"The revised engine model's constants, frozen {b.num(f'{f}.date', 's')} on "
-        f"{b.rule('names', names, f'{f}.fitted_on')} (development only): "
-        f"{b.rule('frozen_constants', frozen_constants, f'{f}.engines')} of orchestration; evaluated on "
-        f"{b.rule('names', names, f'{f}.evaluated_on')}; refitting the development data today "
-        f"{b.rule('refit_text', refit_text, f'{f}.refit_matches_frozen')} **[modelled]**."))
+    return b.sentence("model.validation.superseded", (
+        f"Superseded constants, kept as records: the first freeze ({b.num(f'{KEY}.frozen.date', 's')}, "
+        f"{b.rule('frozen_constants', frozen_constants, f'{KEY}.frozen.engines')}) and the second "
+        f"({b.num(f'{KEY}.frozen_2.date', 's')}, "
+        f"{b.rule('frozen_constants', frozen_constants, f'{KEY}.frozen_2.engines')}), fitted under the model of "
+        f"their day **[modelled]**."))
 
 
 def _checks(record: Optional[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -161,59 +170,43 @@ def _checks(record: Optional[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def frozen_line(b: provenance.Binder, protocol: Mapping[str, Any]) -> str:
-    """The constants, their freeze date, what they were fitted on, and the split."""
+    """The constants the model predicts with: their freeze, what they were fitted on, their commit, and whether
+    refitting the seen data today reproduces them."""
+    k = f"{KEY}.current"
     return b.sentence("model.validation.frozen", (
-        f"Split recorded {b.num(f'{KEY}.protocol.split_recorded', 's')}, before anything was fitted: development "
-        f"{b.rule('names', names, f'{KEY}.protocol.development')}, held out "
-        f"{b.rule('names', names, f'{KEY}.protocol.held_out')}. The only fitted constants, frozen "
-        f"{b.num(f'{KEY}.frozen.date', 's')} on {b.rule('names', names, f'{KEY}.frozen.fitted_on')}: "
-        f"{b.rule('frozen_constants', frozen_constants, f'{KEY}.frozen.engines')} of orchestration; refitting "
-        f"the development data today {b.rule('refit_text', refit_text, f'{KEY}.frozen.refit_matches_frozen')} "
-        f"**[modelled]**."))
-
-
-def _set_clause(b: provenance.Binder, protocol: Mapping[str, Any], j: int, s: Mapping[str, Any]) -> str:
-    """One held-out set in the summary: its name, the freeze it was evaluated with, MAPE, verdict, naive baselines.
-    The first set reads its numbers from the protocol's top-level keys (the ones its section headline binds)."""
-    k = f"{KEY}.out_of_sample_sets.{j}"
-    first = s["split"] == "held_out"
-    mape_key = f"{KEY}.out_of_sample_mape_pct" if first else f"{k}.mape_pct"
-    points_key = f"{KEY}.out_of_sample_points" if first else f"{k}.points"
-    frozen_key = f"{KEY}.frozen.date" if first else f"{k}.constants_frozen"
-    name = "the first set" if first else "the " + b.rule("set_names", set_names, f"{k}.split")
-    g = group_index(protocol, s["role"])
-    naive = f" (naive baselines: {b.rule('naive_text', naive_text, f'{KEY}.groups.{g}')})" if g is not None else ""
-    return (f"on {name} of held-out sources (constants frozen {b.num(frozen_key, 's')}) MAPE "
-            f"{b.rule('mape_text', mape_text, mape_key)} over {b.num(points_key, 'd')} points: "
-            f"{b.rule('goal_verdict', goal_verdict, mape_key, f'{KEY}.target_mape_pct')}{naive}")
+        f"The only fitted constants, frozen {b.num(f'{k}.date', 's')} ({b.num(f'{k}.id', 's')}, commit "
+        f"{b.num(f'{k}.commit', 's')}) on every seen set ({b.rule('names', names, f'{k}.fitted_on')}): "
+        f"{b.rule('frozen_constants', frozen_constants, f'{k}.engines')} of orchestration; refitting the seen data "
+        f"today {b.rule('refit_text', refit_text, f'{k}.refit_matches_frozen')} **[modelled]**."))
 
 
 def trust_clause(b: provenance.Binder, protocol: Mapping[str, Any]) -> str:
-    """The summary's part: first the held-out set evaluated with the constants the model predicts with now, its
-    verdict against the goal and the conditions its points were measured at; then the sets evaluated with earlier
-    constants, since superseded, each its own MAPE and verdict (never pooled); the development fit named as such."""
-    if group_index(protocol, OUT_OF_SAMPLE) is None:
-        return "no held-out source was evaluated"
-    sets = [(j, s) for j, s in enumerate(protocol.get("out_of_sample_sets") or []) if s["points"]]
-    current = [(j, s) for j, s in sets if s.get("current")]
-    earlier = [(j, s) for j, s in sets if not s.get("current")]
+    """The summary's part: the sealed set's figure (the only one called held out) with its baselines, then the
+    earlier sets' recorded figures named as not demonstrably held out, then the seen sets as fit quality."""
     parts = []
-    for j, s in current:
-        k = f"{KEY}.out_of_sample_sets.{j}"
-        parts.append(f"out of sample, with the constants it predicts with now (goal: at most "
-                     f"{b.num(f'{KEY}.target_mape_pct', 'g')}%), {_set_clause(b, protocol, j, s)}; this holds for "
-                     f"{b.rule('conditions', conditions, f'{k}.hardware', f'{k}.tp', f'{k}.batches')}, the "
-                     f"conditions its points were measured at")
-    if earlier:
-        lead = "with constants since superseded: " if current else \
-            f"out of sample (goal: at most {b.num(f'{KEY}.target_mape_pct', 'g')}%): "
-        parts.append(lead + "; ".join(_set_clause(b, protocol, j, s) for j, s in earlier))
-    text = "; ".join(parts)
-    dev = group_index(protocol, FIT_QUALITY)
-    if dev is not None:
-        text += (f"; on development data, fit quality and not a validation, MAPE "
-                 f"{b.rule('mape_text', mape_text, f'{KEY}.groups.{dev}.mape_pct')}")
-    return text
+    sealed = protocol.get("sealed")
+    if sealed and sealed.get("evaluated"):
+        k = f"{KEY}.sealed"
+        parts.append(f"held out (sealed before any evaluation; constants of {b.num(f'{k}.constants_commit', 's')}), "
+                     f"MAPE {b.rule('mape_text', mape_text, f'{k}.mape_pct')} over {b.num(f'{k}.points', 'd')} "
+                     f"points against the goal of at most {b.num(f'{k}.target_mape_pct', 'g')}%: "
+                     f"{b.rule('goal_verdict', goal_verdict, f'{k}.mape_pct', f'{k}.target_mape_pct')}, "
+                     f"{b.rule('below_text', below_text, f'{k}.below_every_baseline')} of the naive baselines "
+                     f"({b.rule('baselines_text', baselines_text, f'{k}.baselines_mape_pct')})")
+    else:
+        parts.append("no sealed set evaluated yet")
+    past = protocol.get("past_evaluations") or []
+    if past:
+        parts.append("the earlier sets, not demonstrably held out, as reported then: " + ", ".join(
+            f"{b.rule('set_names', set_names, f'{KEY}.past_evaluations.{i}.split')} "
+            f"{b.num(f'{KEY}.past_evaluations.{i}.mape_pct', '.1f')}%" for i, _ in enumerate(past)))
+    groups = protocol.get("groups") or []
+    seen = [i for i, g in enumerate(groups) if g.get("role") == SEEN_ROLE]
+    if seen:
+        parts.append("every seen set under the current constants, fit quality and not a validation: " + ", ".join(
+            f"{b.num(f'{KEY}.groups.{i}.points', 'd')} points {b.rule('mape_text', mape_text, f'{KEY}.groups.{i}.mape_pct')}"
+            for i in seen))
+    return "; ".join(parts)
 
 
 def group_rows(protocol: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -252,13 +245,13 @@ def context(protocol: Mapping[str, Any], context_rows: Sequence[Mapping[str, Any
             b: provenance.Binder) -> dict[str, Any]:
     """Everything the template's validation section and its appendix print."""
     split = {r["source"]: r["split"].replace("_", " ") for r in protocol.get("sources", [])}
-    second = protocol.get("frozen_2") or {}
     third = (protocol.get("protocol") or {}).get("held_out_3") or {}
+    current = protocol.get("current") or {}
     return {"headline": headline(b, protocol), "later_headlines": later_headlines(b, protocol),
-            "frozen": frozen_line(b, protocol), "what": protocol["frozen"]["what"],
-            "public_checks": _checks(protocol.get("frozen")),
-            "frozen_2": second_freeze_line(b, protocol), "what_2": second.get("what", ""),
-            "public_checks_2": _checks(second), "evaluation_note": third.get("evaluation_note") or "",
+            "frozen": frozen_line(b, protocol), "what": current.get("what", ""),
+            "public_checks": _checks(current),
+            "frozen_2": second_freeze_line(b, protocol), "what_2": "",
+            "public_checks_2": [], "evaluation_note": third.get("evaluation_note") or "",
             "groups": group_rows(protocol),
             "naive": [{"name": NAIVE[k], "text": v} for k, v in protocol.get("naive_baselines", {}).items()
                       if k in NAIVE],
