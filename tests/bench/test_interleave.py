@@ -160,6 +160,7 @@ def test_an_interleaved_pair_pools_each_arm_and_keeps_every_round(tmp_path):
     assert sample.accept_length == pytest.approx(3.0)
     assert sample.plain_step_ms and sample.cycle_ms and sample.cycle_ms > sample.plain_step_ms
     assert sample.round_accept_lengths == pytest.approx([3.0, 3.0])
+    assert sample.round_prompts == [e.points[0].metrics.requests for e in spec]  # each round's prompts, kept
     assert launch_spread.how_measured(sample).endswith("acceptance 3.00 to 3.00)")
     assert sample.concurrency == 1 and sample.baseline_decode_tok_s == pytest.approx(1 / 0.03)  # TPOTs 20, 40 ms
     assert sample.eagle3_decode_tok_s == pytest.approx(1 / 0.015)

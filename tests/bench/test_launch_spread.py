@@ -89,3 +89,42 @@ def test_the_sentence_carries_the_interval_only_when_there_is_one():
         launch_spread.verdict(record))
     assert clause in launch_spread.rows(record)[0]["measured"]
     assert "bootstrap" not in launch_spread.rows(record)[1]["measured"]  # a sequential pair has no rounds
+
+
+# ------------------------------------------------------------------------------------------------ common prompts
+def interleaved(rounds: list[tuple[float, float, float, int]], concurrency: int = 1) -> LaunchSample:
+    """An interleaved sample from (baseline seconds, EAGLE-3 seconds, EAGLE-3 acceptance, prompts) per round, each
+    prompt 32 output tokens (the cpu profile's fixed output length)."""
+    base = [[32.0 * n, b] for b, _, _, n in rounds]
+    spec = [[32.0 * n, e] for _, e, _, n in rounds]
+    b_rate = sum(t for t, _ in base) / sum(s for _, s in base)
+    e_rate = sum(t for t, _ in spec) / sum(s for _, s in spec)
+    return LaunchSample(launch=2, baseline_arm="b", eagle3_arm="e", baseline_tok_s=b_rate, eagle3_tok_s=e_rate,
+                        speedup=e_rate / b_rate, concurrency=concurrency, method="interleaved",
+                        round_speedups=[b / e for b, e, _, _ in rounds],
+                        round_accept_lengths=[a for _, _, a, _ in rounds], round_baseline=base, round_eagle3=spec)
+
+
+def test_the_launches_are_compared_on_the_leading_rounds_that_cover_the_sequential_launchs_prompts():
+    sample = interleaved([(4.0, 2.0, 2.5, 8), (4.0, 3.0, 2.0, 8), (4.0, 4.0, 1.5, 8)])
+    row = launch_spread.common_prompts(60.0, 120.0, 16, sample, output_len=32)
+    assert row["rounds"] == 2 and row["prompts"] == 16 and row["interleaved_prompts"] == 24
+    assert row["interleaved_speedup_common"] == pytest.approx(8.0 / 5.0)  # rounds 1-2 pooled: 512/5 over 512/8
+    assert row["interleaved_speedup_all"] == pytest.approx(sample.speedup)
+    assert row["apart_common_pct"] == pytest.approx(abs(1.6 / 2.0 - 1) * 100)
+    # completion tokens over verify steps over the two rounds: 512 / (256/2.5 + 256/2.0)
+    assert row["interleaved_accept_common"] == pytest.approx(512 / (256 / 2.5 + 256 / 2.0))
+
+
+def test_no_common_prompts_when_no_round_boundary_falls_on_the_sequential_count():
+    sample = interleaved([(4.0, 2.0, 2.5, 8), (4.0, 3.0, 2.0, 8)])
+    assert launch_spread.common_prompts(60.0, 120.0, 12, sample, output_len=32) is None
+    assert launch_spread.common_prompts(60.0, 120.0, 16, sample, output_len=0) is None  # prompts not recoverable
+
+
+def test_round_prompts_come_from_the_record_else_from_whole_prompts_of_tokens():
+    sample = interleaved([(4.0, 2.0, 2.5, 8), (4.0, 3.0, 2.0, 8)])
+    assert launch_spread.round_prompts(sample, 32) == [8, 8]
+    assert launch_spread.round_prompts(sample, 30) == []  # 256 tokens are not whole 30-token prompts
+    kept = sample.model_copy(update={"round_prompts": [7, 9]})
+    assert launch_spread.round_prompts(kept, 30) == [7, 9]

@@ -72,7 +72,7 @@ def test_a_run_the_model_cannot_calibrate_keeps_every_measured_figure_and_says_w
     names = {path.name for path in model_figures("cpu")}
     assert "model_validation.png" in names and "report_throughput_cpu.png" not in names
     (line,) = [x for x in capsys.readouterr().out.splitlines() if "left out" in x]
-    assert "measured plain single-stream step 20.00 ms" in line and "the measured results stand" in line
+    assert "measured plain single-stream TPOT (1 / decode rate) 20.00 ms" in line and "the measured results stand" in line
     assert "check the hardware, tp and context" not in line and "when the machine is quieter" in line
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import jinja2
 import pytest
@@ -102,6 +103,11 @@ def sources(evidence) -> ReportSources:
                          figures=["report_speedup_rtx.png", "model_validation.png"])
 
 
+def render_all(sources: ReportSources) -> str:
+    """REPORT.md and every appendix, one after the other (the long tables moved to the appendices)."""
+    return build.joined(build.render_documents(sources)[0])
+
+
 def unsourced(text: str, sources: ReportSources) -> list[str]:
     return [t.text for t in provenance.unsourced_numbers(text, sources.evidence(), sources.structural())]
 
@@ -112,7 +118,7 @@ def untagged(text: str, sources: ReportSources) -> list[int]:
 
 # ------------------------------------------------------------------------------------------------ provenance
 def test_every_number_of_the_rendered_report_is_sourced_and_tagged(sources):
-    text = render(sources)
+    text = render_all(sources)
     assert unsourced(text, sources) == []
     assert untagged(text, sources) == []
     assert len(provenance.numeric_tokens(text)) > 100  # the check saw the report's numbers, not an empty page
@@ -122,16 +128,19 @@ def test_a_number_typed_into_a_sentence_in_code_is_caught(sources, monkeypatch):
     original = contexts.cycle_sentence
     monkeypatch.setattr(contexts, "cycle_sentence",
                         lambda *a: original(*a) + " It costs close to 3.73 plain steps **[modelled]**.")
-    assert unsourced(render(sources), sources) == ["3.73"]
+    assert unsourced(render_all(sources), sources) == ["3.73"]
 
 
 def test_a_number_typed_into_the_template_is_caught(sources, monkeypatch, tmp_path):
-    template = jinja2.Environment(loader=jinja2.PackageLoader("eagle3lab.report", "templates")).loader.get_source(
-        jinja2.Environment(), build.TEMPLATE)[0]
-    (tmp_path / build.TEMPLATE).write_text(template.replace(
-        "### Where the verdict flips", "EAGLE-3 only pays above 2,048.5 tokens **[modelled]**.\n\n### Where the verdict flips"))
-    monkeypatch.setattr(jinja2, "PackageLoader", lambda *a: jinja2.FileSystemLoader(str(tmp_path)))
-    assert unsourced(render(sources), sources) == ["2,048.5"]
+    import shutil
+
+    shutil.copytree(Path(build.__file__).parent / "templates", tmp_path / "templates")
+    main = tmp_path / "templates" / build.TEMPLATE
+    main.write_text(main.read_text().replace(
+        "## 6. How far can the cost model be trusted?",
+        "EAGLE-3 only pays above 2,048.5 tokens **[modelled]**.\n\n## 6. How far can the cost model be trusted?"))
+    monkeypatch.setattr(jinja2, "PackageLoader", lambda *a: jinja2.FileSystemLoader(str(tmp_path / "templates")))
+    assert unsourced(render_all(sources), sources) == ["2,048.5"]
 
 
 def test_a_number_without_a_provenance_tag_is_caught(sources, monkeypatch):
@@ -143,57 +152,65 @@ def test_a_number_without_a_provenance_tag_is_caught(sources, monkeypatch):
         return context
 
     monkeypatch.setattr(build, "model_context", with_untagged)
-    text = render(sources)
+    text = render_all(sources)
     assert unsourced(text, sources) == []  # the number is the model's own ...
     lines = untagged(text, sources)  # ... but nothing says so
     assert len(lines) == 1 and "The cap is" in text.splitlines()[lines[0] - 1]
 
 
 def test_a_changed_model_value_changes_the_report(sources):
-    before = render(sources)
+    before = render_all(sources)
     rtx = sources.model.incident["predicted"]["rtx_pro_6000_x8"]
     rtx["break_even_at_peak"] = 4.4321
-    after = render(sources)
+    after = render_all(sources)
     assert "4.43" in after and "4.43" not in before
     assert "cannot gain at any acceptance (needs 4.43" in after
 
 
 # ------------------------------------------------------------------------------------------------ summary
-def test_summary_follows_the_trace_verdict_and_the_story(sources):
-    not_enough = render(sources)
+def summary_of(text: str) -> list[str]:
+    """The summary's bullets as rendered."""
+    block = text.split("## Summary\n", 1)[1].split("\n## ", 1)[0]
+    return [line[2:] for line in block.splitlines() if line.startswith("- ")]
+
+
+def test_summary_is_five_bottom_lines_within_the_word_limit(sources):
+    bullets = summary_of(render(sources))
+    assert [b.split(":**")[0].split("?**")[0] for b in bullets] == [
+        "**What broke", "**The fix", "**Would EAGLE-3 pay on the incident's deployment (if it ran with both hooks "
+        "delegated)", "**What to do, in order"]  # no benchmark in this fixture: no bullet about this run
+    assert sum(summary.words(b) for b in bullets) <= summary.MAX_WORDS
+
+
+def test_summary_follows_the_trace_verdict(sources):
+    not_enough = summary_of(render(sources))
     sources.trace = trace_sidecar(one_method_enough=True)
-    enough = render(sources)
-    assert "The write-up's one-method fix is not enough **[traced]**" in not_enough
-    assert "The write-up's one-method fix is enough **[traced]**" in enough
-    assert "with the full patch every wrapper hook that ran passed; the server then stops at a CPU limitation " \
-           "**[measured]**" in enough
-    # the premise line exists only while the trace contradicts the write-up
-    assert "'no gain' rests on:** unknown" in not_enough and "'no gain' rests on" not in enough
+    enough = summary_of(render(sources))
+    assert "the write-up's one-method patch is not enough **[traced]**" in not_enough[1]
+    assert "the write-up's one-method patch is enough **[traced]**" in enough[1]
+    assert "the patched server still does not start **[measured]**" in enough[1]  # the fixture's chain ends died
+    # the deployment answer is conditional only while the trace contradicts the write-up
+    assert "(if it ran with both hooks delegated)" in not_enough[2]
+    assert "(if it ran" not in enough[2]
 
 
-def test_summary_answers_the_user_with_the_model_thresholds(sources):
-    model = contexts.model_context(sources.model, [], None)
-    crash, _ = contexts.crash_context(sources.crash)
-    incident_ctx = contexts.incident_context(sources.incident)
-    trace = contexts.trace_context(sources.trace)
-    premise = contexts.premise_context(incident_ctx, trace, None)
-    lines = summary.summary_lines(crash, trace, None, model, incident_ctx, sources.model, premise,
-                           provenance.Binder(sources.tree()))
-    rows = sources.model.incident["sensitivity"]
-    rtx = sources.model.incident["predicted"]["rtx_pro_6000_x8"]
-    verdict = next(line for line in lines if "on the incident's deployment" in line)
-    assert "(if it ran the flags described, section 1)" in verdict  # conditional on the premise
-    assert f"break-even at acceptance {rtx['break_even_at_peak']:.2f}" in verdict
-    assert f"{min(r['break_even_at_peak'] for r in rows):.2f} to {max(r['break_even_at_peak'] for r in rows):.2f}" \
-        in verdict
-    assert f"{rtx['break_even_single_stream']:.2f} at one request" in verdict
-    public = sources.incident["public"]["vllm_pr_35966"]
-    assert f"{public['accept_length']:.2f} tokens per verify step" in verdict and public["url"] in verdict
-    todo = next(line for line in lines if line.startswith("**What to do:**"))
-    assert "upgrade to sglang 0.5.10" in todo
-    trust = next(line for line in lines if line.startswith("How far to trust"))
+def test_summary_answers_the_deployment_question_at_the_peak_matching_context(sources):
+    match = sources.model.incident["context_matching_reported_peak"]
+    pred = match["predicted"]
+    verdict = next(b for b in summary_of(render(sources)) if "incident's deployment" in b)
+    one, peak = sources.incident["evidence"]["one_stream"], sources.incident["evidence"]["peak"]
+    assert f"gains {one['cell']['speedup']:.2f}x at one stream and {peak['cell']['speedup']:.2f}x at its" in verdict
+    assert f"at the {match['context_len']:,.0f}-token context that reproduces the engineer's " \
+           f"{match['reported_peak_tok_s']:,.0f} tok/s peak, EAGLE-3 under sglang's {pred['spec_max_batch']}-request cap" \
+           in verdict
+    assert summary.reach_verdict(pred) in verdict
+    assert verdict.index("**[reported]**") < verdict.index("**[modelled]**")
+
+
+def test_section_6_says_how_far_to_trust_the_model_without_calling_a_seen_set_held_out(sources):
+    trust = next(line for line in render(sources).splitlines() if line.startswith("The model's baseline peak is"))
     protocol = sources.model.validation_protocol
-    for i, past in enumerate(protocol["past_evaluations"]):  # the earlier sets, named not held out, as reported then
+    for past in protocol["past_evaluations"]:  # the earlier sets, named not held out, as reported then
         assert f"{validation_section.set_names(past['split'])} {past['mape_pct']:.1f}%" in trust
     assert "not demonstrably held out" in trust
     seen = [g for g in protocol["groups"] if g["role"] == validation.SEEN_ROLE]
@@ -201,17 +218,29 @@ def test_summary_answers_the_user_with_the_model_thresholds(sources):
     assert ("no sealed set evaluated yet" in trust) == (not protocol["sealed"]["evaluated"])
     for row in protocol["sources"]:  # per-source MAPEs (fit quality mixed with held out) are not the headline
         assert row["source"] not in trust
-    assert all(("[measured]" in line or "[modelled]" in line or "[traced]" in line) for line in lines)
-    assert not any("this run" in line for line in lines)  # no run check and no speedups, so no claim about one
+    assert "**[modelled]**" in trust
 
 
-def test_summary_states_measured_speedups_with_their_direction(sources):
+def test_reach_and_bottom_line_rules_follow_their_evidence():
+    cannot = {"break_even_at_peak": 4.67, "max_accept_length": 4}
+    can = {"break_even_at_peak": 3.1, "max_accept_length": 4}
+    assert summary.reach_verdict(cannot) == \
+        "cannot reach the baseline's peak at any acceptance (needs 4.67, at most 4)"
+    assert summary.reach_verdict(can) == "reaches the baseline's peak only above acceptance 3.10 (at most 4)"
+    assert summary.incident_bottom_line(True, True, cannot) == "At one stream yes, at its peak no"
+    assert summary.incident_bottom_line(False, False, can) == "At one stream no, at its peak only with high acceptance"
+    assert summary.incident_bottom_line(True, False, cannot).endswith("the public sweep and the model disagree")
+    assert summary.every_fix_release("0.5.10", "0.5.11") == "0.5.11"
+    assert summary.every_fix_release("0.5.10.post1", "0.5.9") == "0.5.10.post1"
+    assert summary.every_fix_release(None, None) == "unknown"
+
+
+def test_summary_run_verdict_without_an_interleaved_launch_is_not_resolved(sources):
     sources.patch.speedup = [{"concurrency": 1, "speedup": 0.6446}, {"concurrency": 4, "speedup": 1.2}]
-    line = next(x for x in render(sources).splitlines() if "on this run" in x)
-    assert "0.64x at concurrency 1 (slower), 1.20x at concurrency 4 (faster)" in line
-    assert "only at some concurrencies" in line and "no evidence about GPU speedups" in line
-    sources.patch.speedup = sources.patch.speedup[:1]
-    assert "no: EAGLE-3 is slower than the baseline at every concurrency measured" in render(sources)
+    line = next(b for b in summary_of(render(sources)) if "this run" in b)
+    assert "Not resolved: no interleaved launch measured an interval" in line
+    assert "0.64" not in line and "1.20" not in line  # a single draw is no verdict
+    assert "no evidence about GPUs" in line
 
 
 def test_premise_says_what_the_trace_proves_and_what_stays_unknown(sources):
@@ -365,43 +394,45 @@ def test_measured_speedups_render_sourced_in_the_summary_and_section_5(sources):
     patch.speedup = [{"concurrency": 1, "baseline_tok_s": 21.4, "eagle3_tok_s": 13.8, "speedup": 13.8 / 21.4,
                       "accept_length": 2.216}]
     sources.patch = patch
-    text = render(sources)
+    text = render_all(sources)
     assert "| eagle3 | 1 | 13.8 | 0.64x |" in text  # the speedup column, pooled acceptance only
-    assert text.count("0.64x at concurrency 1 (slower)") == 2  # summary and section 5
+    assert text.count("0.64x at concurrency 1 (slower)") == 1  # the benchmark appendix: a single draw, no verdict
+    assert not any("0.64" in line for line in summary_of(render(sources)))
     assert unsourced(text, sources) == [] and untagged(text, sources) == []
 
 
 # ------------------------------------------------------------------------------------------------ bindings
 def test_every_summary_sentence_is_bound_and_checks_against_its_evidence(sources):
-    text, binder = build.render_bound(sources)
+    documents, binder = build.render_documents(sources)
     ids = [x.id for x in binder.sentences]
-    assert {"summary.crash", "summary.fix", "summary.premise", "summary.incident_verdict", "summary.todo",
-            "summary.trust"} <= set(ids)
-    assert all(x.bindings for x in binder.sentences if x.id != "summary.premise")
-    assert provenance.broken_sentences(text, binder.sentences, sources.tree(), sentences.RULES) == []
+    assert {"summary.crash", "summary.fix", "summary.incident_verdict", "summary.todo", "model.trust"} <= set(ids)
+    assert all(x.bindings for x in binder.sentences if x.id.startswith("summary."))
+    assert provenance.broken_sentences(build.joined(documents), binder.sentences, sources.tree(),
+                                       sentences.RULES) == []
 
 
 def test_changing_one_evidence_value_a_sentence_reads_breaks_that_sentence(sources):
-    text, binder = build.render_bound(sources)
+    documents, binder = build.render_documents(sources)
+    text = build.joined(documents)
     tree = copy.deepcopy(sources.tree())
     tree["model"]["incident"]["predicted"]["rtx_pro_6000_x8"]["break_even_single_stream"] += 0.5
     assert provenance.broken_sentences(text, binder.sentences, tree, sentences.RULES) == \
-        ["model.why.single", "summary.incident_verdict", "summary.todo"]  # the sentences that print it, only those
+        ["model.why.single"]  # the sentences that print it, only those
     tree = copy.deepcopy(sources.tree())
     tree["trace"]["verdict"]["one_method_enough"] = True  # a verdict: its rule no longer gives "not enough"
     assert provenance.broken_sentences(text, binder.sentences, tree, sentences.RULES) == ["summary.fix"]
     tree = copy.deepcopy(sources.tree())
     tree["model"]["incident"]["sensitivity"][0]["break_even_at_peak"] = 9.99  # a verdict over a whole list
-    assert provenance.broken_sentences(text, binder.sentences, tree, sentences.RULES) == \
-        ["model.flip", "summary.incident_verdict"]
+    assert provenance.broken_sentences(text, binder.sentences, tree, sentences.RULES) == ["model.flip"]
     tree = copy.deepcopy(sources.tree())
-    tree["model"]["incident"]["predicted"]["rtx_pro_6000_x8"]["max_accept_length"] = 2  # flips the peak verdict
-    assert "model.why.peak" in provenance.broken_sentences(text, binder.sentences, tree, sentences.RULES)
+    match = tree["model"]["incident"]["context_matching_reported_peak"]["predicted"]
+    match["max_accept_length"] = 5  # EAGLE-3 could now reach the peak: the summary's answer flips
+    assert "summary.incident_verdict" in provenance.broken_sentences(text, binder.sentences, tree, sentences.RULES)
 
 
 def test_a_sentence_edited_after_rendering_is_caught(sources):
-    text, binder = build.render_bound(sources)
-    tampered = text.replace("**What to do:** apply", "**What to do:** consider", 1)
+    documents, binder = build.render_documents(sources)
+    tampered = build.joined(documents).replace("**What to do, in order:** check", "**What to do, in order:** skip", 1)
     assert provenance.broken_sentences(tampered, binder.sentences, sources.tree(), sentences.RULES) == ["summary.todo"]
 
 
@@ -412,21 +443,35 @@ def test_committed_evidence_lets_a_reader_check_the_report(sources, tmp_path):
     assert evidence_file.check_report(report_md, evidence) == []
     assert "/work/" not in evidence.read_text() and str(tmp_path) not in evidence.read_text()
     data = json.loads(evidence.read_text())
-    data["tree"]["model"]["incident"]["predicted"]["rtx_pro_6000_x8"]["spec_max_batch"] += 1
+    data["tree"]["model"]["incident"]["context_matching_reported_peak"]["predicted"]["spec_max_batch"] += 1
     evidence.write_text(json.dumps(data))
     assert evidence_file.check_report(report_md, evidence) == [
-        "sentence summary.incident_verdict does not follow from its evidence",
-        "sentence summary.todo does not follow from its evidence"]
+        "sentence model.matching does not follow from its evidence",
+        "sentence summary.incident_verdict does not follow from its evidence"]
     report_md.write_text(report_md.read_text() + "\nA line added by hand.\n")
     assert evidence_file.check_report(report_md, evidence)[0] == "REPORT.md is not the text cpu.json was rendered with"
 
 
+def test_the_appendices_are_written_beside_report_md_and_checked_like_it(sources, tmp_path):
+    report_md = tmp_path / "REPORT.md"
+    _, evidence = evidence_file.write_report(sources, report_md)
+    for appendix in build.APPENDICES:
+        assert (tmp_path / appendix.path).is_file() and f"]({appendix.path})" in report_md.read_text()
+    assert evidence_file.check_report(report_md, evidence) == []
+    diagnostics = tmp_path / "docs" / "report" / "diagnostics.md"
+    diagnostics.write_text(diagnostics.read_text().replace("| spec_request_cap | no |", "| spec_request_cap | yes |"))
+    assert evidence_file.check_report(report_md, evidence) == [
+        "docs/report/diagnostics.md is not the text cpu.json was rendered with"]
+    diagnostics.unlink()
+    assert "docs/report/diagnostics.md is missing" in evidence_file.check_report(report_md, evidence)
+
+
 def test_diagnostics_rows_show_each_thresholds_provenance(sources):
-    text = render(sources)
+    text = render_all(sources)
     assert "| cause | applies | threshold | evidence |\n" in text
     assert "| spec_request_cap | no | server log **[measured]** |" in text
     sources.patch.diagnostics = [{**sources.patch.diagnostics[0], "threshold_provenance": "modelled"}]
-    text = render(sources)
+    text = render_all(sources)
     assert "| spec_request_cap | no | modelled **[modelled]** |" in text
     assert untagged(text, sources) == []
 
@@ -442,9 +487,9 @@ def test_per_benchmark_public_lengths_are_set_against_each_threshold(sources):
 
 
 def test_a_point_measured_with_repeats_shows_its_spread(sources):
-    assert "repeats)" not in render(sources)  # no repeats recorded: no spread claimed
+    assert "repeats)" not in render_all(sources)  # no repeats recorded: no spread claimed
     sources.patch.arms = [{**sources.patch.arms[0], "out_tok_s_sd": 0.8, "repeats": 3}, *sources.patch.arms[1:]]
-    text = render(sources)
+    text = render_all(sources)
     assert "| baseline | 1 | 21.4 ± 0.8 (sd of 3 repeats) |" in text
     assert unsourced(text, sources) == []
 
@@ -452,7 +497,7 @@ def test_a_point_measured_with_repeats_shows_its_spread(sources):
 def test_the_capture_order_defect_is_stated_from_notebook_02s_trace_with_its_sources(sources):
     from eagle3lab.sidecars import CaptureOrderRecord
 
-    assert "A second EAGLE-3 defect" not in render(sources)  # no trace of it: no claim
+    assert "A second defect" not in render_all(sources)  # no trace of it: no claim
     call = {"where": "srt/model_executor/cuda_graph_runner.py:365", "with_ids": False}
     sources.trace.capture_order = CaptureOrderRecord(
         drafter_ids=[2, 30, 58], depth=61, ids_source="the write-up's quote",
@@ -463,20 +508,23 @@ def test_the_capture_order_defect_is_stated_from_notebook_02s_trace_with_its_sou
                 {"release": "0.5.9", "depth": 6, "cuda_graph_layers": [2, 3, 3], "eager_layers": [2, 3, 5],
                  "mismatch": True}],
         first_fixed="0.5.11", fix_pr="https://github.com/sgl-project/sglang/pull/22836")
-    text = render(sources)
+    text = render_all(sources)
     assert "| 0.5.9 | [2, 30, 58] | [3, 31, 59] | no |" in text
     assert "[2, 3, 3]" not in text  # only the incident's depth is tabled
-    paragraph = text[text.index("A second EAGLE-3 defect"):text.index("| sglang | CUDA-graph")]
+    paragraph = text[text.index("A second defect"):text.index("| sglang | CUDA-graph")]
     assert "`srt/model_executor/cuda_graph_runner.py:365`" in paragraph and "model_runner.py:622" not in paragraph
-    assert "release with the calls in order: 0.5.11" in text and "pull/22836" in text
+    assert "Fixed upstream in 0.5.11" in text and "pull/22836" in text
+    fix = summary_of(text)[1]  # the summary names the release with every fix: the newer of the two
+    assert "Every fix this drafter needs is in sglang 0.5.11 (delegation 0.5.10, CUDA-graph capture order 0.5.11)" in fix
     assert untagged(text, sources) == []
 
 
 def test_a_trace_without_a_bisect_names_no_fixed_release(sources):
     """A GPU rehearsal's notebook 02 may bisect nothing: the summary then names no release instead of failing."""
     sources.trace.bisect.first_fixed = None
-    text = render(sources)
-    assert "ships the fix" not in text and "or upgrade to sglang" not in text
+    text = render_all(sources)
+    bullets = summary_of(text)
+    assert "Every fix this drafter needs" not in bullets[1] and "run sglang" not in bullets[-1]
     assert "**The fix:**" in text and untagged(text, sources) == []
 
 
@@ -495,7 +543,7 @@ def test_launch_spread_renders_every_pair_sourced_and_the_verdict_follows_the_ru
                                 speedup_min=speedups[0], speedup_median=sum(speedups) / 2, speedup_max=speedups[1],
                                 speedup_spread_pct=4.4, tolerance_pct=10.0, agrees=True)
     sources.patch.launch_spread = record
-    text = render(sources)
+    text = render_all(sources)
     assert "| 1 | one sweep each, in turn | 45.5 | 70.8 | 1.56x |" in text
     assert ("| 2 | both up, 3 rounds: 1.55x to 1.70x, acceptance 2.10 to 2.45 | 71.1 | 115.8 | 1.63x | 2.27 | 10.65 | "
             "15.43 | 1.45 |") in text
@@ -503,7 +551,7 @@ def test_launch_spread_renders_every_pair_sourced_and_the_verdict_follows_the_ru
     assert unsourced(text, sources) == [] and untagged(text, sources) == []
 
     sources.patch.launch_spread = record.model_copy(update={"speedup_spread_pct": 12.5, "agrees": False})
-    text = render(sources)
+    text = render_all(sources)
     assert "Beyond the project's 10% rule: on this machine one launch's speedup is one draw" in text
     assert unsourced(text, sources) == []
 
@@ -528,31 +576,35 @@ def test_the_interleaved_run_check_renders_its_own_table_sourced_beside_the_swee
     check = model_evidence.measured_run_check(cpu_profile, report, mem_bandwidth=5e9,
                                               interleaved=[pair(1, 0.025, 0.03), pair(4, 0.025, 0.045)])
     sources.model.run_check, sources.model.run_check_missing = check, None
-    text = render(sources)
+    text = render_all(sources)
     assert "The same model against the interleaved launch (launch 2" in text
     assert f"| 4 | {check['interleaved']['rows'][1]['measured_baseline_tok_s']:,.1f} | " in text
     inter = check["interleaved"]
-    summary = next(line for line in text.splitlines() if line.startswith("- On this run"))
-    # the interleaved launch leads the summary, with its verdict against the goal; the sweep follows, with how far
-    # the two measured the same point apart
+    # REPORT.md's section 6 gives the interleaved check in one sentence, with its verdict against the goal
+    brief = next(line for line in render(sources).splitlines() if line.startswith("Against this run's interleaved"))
     goal = sources.model.validation_protocol["target_mape_pct"]
     verdict = "met" if inter["speedup_mape_pct"] <= goal else "not met"
-    lead = summary.index(f"miss by MAPE {inter['speedup_mape_pct']:,.1f}% counting the decode passes only")
-    assert f"(goal of at most {goal:g}%: {verdict})" in summary
+    assert f"miss by MAPE {inter['speedup_mape_pct']:,.1f}% (goal of at most {goal:g}%: {verdict})" in brief
+    # the validation appendix leads with the interleaved check, then the sweep's, with how far the two measured
+    # the same point apart
+    full = next(line for line in text.splitlines() if line.startswith("On this run, against the interleaved"))
+    lead = full.index(f"miss by MAPE {inter['speedup_mape_pct']:,.1f}% counting the decode passes only")
     gap = inter["sweep_gap"]
     sweep_rows = {r["concurrency"]: r for r in check["rows"] if "measured_speedup" in r}
     assert gap["concurrency"] in sweep_rows and gap["sweep_speedup"] == sweep_rows[gap["concurrency"]]["measured_speedup"]
-    assert lead < summary.index(f"misses by MAPE {check['speedup_mape_pct']:,.1f}%") < \
-        summary.index(f"up to {gap['gap_pct']:,.1f}% apart (concurrency {gap['concurrency']}: "
-                      f"{gap['sweep_speedup']:.2f}x in the sweep, {gap['interleaved_speedup']:.2f}x interleaved)")
+    assert lead < full.index(f"misses by MAPE {check['speedup_mape_pct']:,.1f}%") < \
+        full.index(f"up to {gap['gap_pct']:,.1f}% apart (concurrency {gap['concurrency']}: "
+                   f"{gap['sweep_speedup']:.2f}x in the sweep, {gap['interleaved_speedup']:.2f}x interleaved)")
     assert unsourced(text, sources) == [] and untagged(text, sources) == []
-    bound, binder = build.render_bound(sources)
+    documents, binder = build.render_documents(sources)
     tree = copy.deepcopy(sources.tree())
     tree["model"]["run_check"]["interleaved"]["speedup_mape_pct"] = goal + 50.0  # the verdict no longer holds
-    assert "summary.run_check" in provenance.broken_sentences(bound, binder.sentences, tree, sentences.RULES)
+    broken = provenance.broken_sentences(build.joined(documents), binder.sentences, tree, sentences.RULES)
+    assert {"model.run_check_summary", "model.run_check"} <= set(broken)
     sources.model.run_check = {**check, "interleaved": None}
-    assert "against the interleaved launch" not in render(sources)
-    assert f"miss the measured ones by MAPE {check['speedup_mape_pct']:,.1f}%" in render(sources)
+    assert "against the interleaved launch" not in render_all(sources)
+    assert f"miss the measured ones by MAPE {check['speedup_mape_pct']:,.1f}%" in render_all(sources)
+    assert "Against this run's sequential sweep" in render(sources)
 
 
 def test_the_layer_mismatch_throughput_cost_renders_from_its_record_with_its_computed_verdict(sources):
@@ -569,7 +621,7 @@ def test_the_layer_mismatch_throughput_cost_renders_from_its_record_with_its_com
                        interval_level_pct=95.0, headline_speedup=1.3053, variant_speedup=1.2318,
                        headline_accept_length=2.0078, variant_accept_length=1.8876, cost_pct=5.63)
     sources.patch.variant_costs = [cost]
-    text = render(sources)
+    text = render_all(sources)
     line = " ".join(text[text.index("In throughput, measured in the same interleaved rounds"):].split("**[measured]**")[0]
                     .split())
     assert "ran at 0.944 times the aligned drafter's rate (95% bootstrap interval over the rounds 0.901 to 0.981)" in line
@@ -577,11 +629,11 @@ def test_the_layer_mismatch_throughput_cost_renders_from_its_record_with_its_com
     assert "1.31x aligned, 1.23x shifted, at acceptance 2.01 and 1.89" in line
     assert unsourced(text, sources) == [] and untagged(text, sources) == []
     sources.patch.variant_costs = [cost.model_copy(update={"ratio_high": 1.01})]
-    assert "these rounds do not resolve a difference" in render(sources)
+    assert "these rounds do not resolve a difference" in render_all(sources)
     gain = cost.model_copy(update={"rate_ratio": 1.066, "ratio_low": 0.98, "ratio_high": 1.172, "cost_pct": -6.6})
     sources.patch.variant_costs = [gain]
-    text = render(sources)
+    text = render_all(sources)
     assert "6.6% more throughput than the aligned drafter" in " ".join(text.split()) and "a cost of" not in text
     assert unsourced(text, sources) == []
     sources.patch.variant_costs = []
-    assert "In throughput, measured in the same interleaved rounds" not in render(sources)
+    assert "In throughput, measured in the same interleaved rounds" not in render_all(sources)

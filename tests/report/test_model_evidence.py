@@ -48,7 +48,7 @@ def test_run_check_calibrates_on_the_single_stream_step_and_predicts_the_rest(cp
     assert check["speedup_mape_pct"] == pytest.approx(
         (abs(one["speedup_error_pct"]) + abs(four["speedup_error_pct"])) / 2)
     assert set(check["speedup_trend"]) == {"measured", "predicted"} and check["speedup_trend"]["measured"] == "flat"
-    assert check["calibrated_on"] == calibrated and "measured plain single-stream step" in calibrated
+    assert check["calibrated_on"] == calibrated and "measured plain single-stream TPOT (1 / decode rate)" in calibrated
     assert sum(check["single_stream_pct_by_part"].values()) == pytest.approx(100)
 
 

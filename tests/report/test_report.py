@@ -31,32 +31,46 @@ def test_report_command_writes_notebooks_html_and_report(full_report):
 
 
 def test_every_number_in_report_md_is_one_of_its_sources_with_a_provenance_tag(full_report):
-    """The report as written, against the sidecars and the model evidence it was rendered from."""
-    from eagle3lab.report import model_evidence, provenance
-    from eagle3lab.report.build import gather_sources, render
+    """The report and its appendices as written, against the sidecars and the model evidence they were rendered
+    from; the summary and REPORT.md within their word limits."""
+    from eagle3lab.report import build, model_evidence, provenance, summary
+    from eagle3lab.report.build import gather_sources, render_documents
 
-    outputs, _ = full_report
+    outputs, root = full_report
     text = outputs.report_md.read_text()
     sources = gather_sources("cpu", outputs.figures, model=model_evidence.load("cpu"))
-    assert render(sources) == text  # these are exactly the sources of the file
+    evidence_tree = json.loads((root / "reports-evidence" / "cpu.json").read_text())["tree"]
+    sources.rendered_by = evidence_tree["rendered_by"]  # the checkout's commit when it was rendered
+    documents, _ = render_documents(sources)
+    assert documents[build.REPORT_MD] == text  # these are exactly the sources of the file
+    for name, doc in documents.items():
+        assert (root / name).read_text() == doc, name  # each appendix written beside it
     from eagle3lab.report.evidence_file import check_report, evidence_path
 
-    # the evidence written beside it binds every bound sentence to its keys, with REPORT.md's hash
+    # the evidence written beside it binds every bound sentence to its keys, with every document's hash
     assert check_report(outputs.report_md, evidence_path(outputs.report_md, "cpu")) == []
     evidence, structural = sources.evidence(), sources.structural()
-    assert [(t.text, t.line) for t in provenance.unsourced_numbers(text, evidence, structural)] == []
-    assert [(b.first_line, b.text[:80]) for b in provenance.untagged_blocks(text, structural)] == []
+    for name, doc in documents.items():
+        assert [(t.text, t.line) for t in provenance.unsourced_numbers(doc, evidence, structural)] == [], name
+        assert [(b.first_line, b.text[:80]) for b in provenance.untagged_blocks(doc, structural)] == [], name
+    bullets = [line for line in text.split("## Summary\n", 1)[1].split("\n## ", 1)[0].splitlines()
+               if line.startswith("- ")]
+    assert len(bullets) == summary.BULLETS and sum(summary.words(b[2:]) for b in bullets) <= summary.MAX_WORDS
+    assert summary.words(text) <= build.MAX_WORDS
     rtx = sources.model.incident["predicted"]["rtx_pro_6000_x8"]
-    assert f"only above acceptance {rtx['break_even_at_peak']:.2f}" in text
-    if sources.model.run_check:  # this run's plain decode rates, measured and predicted, are in section 6
+    assert f"only above acceptance {rtx['break_even_at_peak']:.2f}" in documents["docs/report/cost-model.md"]
+    if sources.model.run_check:  # this run's plain decode rates, measured and predicted, are in the validation
         for row in sources.model.run_check["rows"]:
-            assert f"| {row['concurrency']} | {row['measured_baseline_tok_s']:,.1f} | " in text
+            assert f"| {row['concurrency']} | {row['measured_baseline_tok_s']:,.1f} | " in \
+                documents["docs/report/validation.md"]
 
 
 def test_report_images_all_exist(full_report):
     outputs, root = full_report
     links = re.findall(r"!\[[^\]]*\]\(figures/([^)]+)\)", outputs.report_md.read_text())
     assert links, "the report shows figures"
+    for appendix in (root / "docs" / "report").glob("*.md"):
+        links += re.findall(r"!\[[^\]]*\]\(\.\./\.\./figures/([^)]+)\)", appendix.read_text())
     missing = [name for name in links if not (root / "figures" / name).is_file()]
     assert missing == []
 

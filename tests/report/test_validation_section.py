@@ -12,7 +12,17 @@ import pytest
 from test_build import crash_sidecar, patch_sidecar, trace_sidecar  # the typed sidecars the report tests build
 from eagle3lab.costmodel import validation
 from eagle3lab.report import build, incident, provenance, sentences, validation_section
-from eagle3lab.report.build import ReportSources, render
+from eagle3lab.report.build import ReportSources
+
+
+def render(sources: ReportSources) -> str:
+    """REPORT.md and its appendices (the validation's tables are the validation appendix's)."""
+    return build.joined(build.render_documents(sources)[0])
+
+
+def render_bound(sources: ReportSources):
+    documents, binder = build.render_documents(sources)
+    return build.joined(documents), binder
 
 SEALED = {"evaluated": True, "set": "held_out_4", "sources": ["https://example.org/a", "https://example.org/b"],
           "sealed_commit": "2a91501", "constants_commit": "abc1234", "constants": "frozen_3", "mape_pct": 12.34,
@@ -35,7 +45,7 @@ def sealed(sources) -> ReportSources:
 
 
 def section(text: str) -> str:
-    return text[text.index("### How far to trust the model"):text.index("### The model against this run")]
+    return text[text.index("## The validation protocol"):text.index("## The model against this run")]
 
 
 def headline(text: str) -> str:
@@ -43,7 +53,7 @@ def headline(text: str) -> str:
 
 
 def trust(text: str) -> str:
-    return next(line for line in text.splitlines() if line.startswith("- How far to trust"))
+    return next(line for line in text.splitlines() if line.startswith("The model's baseline peak is"))
 
 
 def cells(text: str, first: str) -> list[str]:
@@ -89,7 +99,7 @@ def test_the_earlier_sets_are_records_not_demonstrably_held_out_with_both_third_
 
 
 def test_the_sealed_headline_names_the_constants_commit_and_sets_three_baselines_beside_it(sealed):
-    text, binder = build.render_bound(sealed)
+    text, binder = render_bound(sealed)
     line = headline(text)
     assert "MAPE 12.3% over 7 points against the goal of at most 20%: **met**" in line
     assert "abc1234" in line and "2a91501" in line and "frozen_3" in line
@@ -108,15 +118,15 @@ def test_the_verdicts_follow_the_numbers(sealed, mape, verdict, below):
 
 
 def test_a_changed_number_breaks_its_sentences(sealed):
-    text, binder = build.render_bound(sealed)
+    text, binder = render_bound(sealed)
     tree = copy.deepcopy(sealed.tree())
     tree["model"]["validation_protocol"]["sealed"]["mape_pct"] += 1.0
     assert sorted(provenance.broken_sentences(text, binder.sentences, tree, sentences.RULES)) == \
-        ["model.validation.sealed", "summary.trust"]
+        ["model.trust", "model.validation.sealed"]
     tree = copy.deepcopy(sealed.tree())
     tree["model"]["validation_protocol"]["past_evaluations"][2]["mape_pct"] += 1.0
     assert sorted(provenance.broken_sentences(text, binder.sentences, tree, sentences.RULES)) == \
-        ["model.validation.past.held_out_3", "summary.trust"]
+        ["model.trust", "model.validation.past.held_out_3"]
 
 
 def test_every_group_in_the_table_is_fit_quality_and_the_constants_line_names_the_freeze(sources):

@@ -148,6 +148,15 @@ def block_totals(points: Sequence[PointResult]) -> list[list[float]]:
     return [[float(p.metrics.output_tokens), float(p.metrics.duration_s)] for p in points if p.metrics is not None]
 
 
+def pooled_rate(blocks: Sequence[Sequence[float]]) -> float:
+    """An arm's rate over some of its blocks, each kept as [output tokens, measured seconds]: summed tokens over
+    summed seconds (as ``pooled`` does from the points)."""
+    tokens, seconds = sum(b[0] for b in blocks), sum(b[1] for b in blocks)
+    if seconds <= 0 or tokens <= 0:
+        raise BenchError("the blocks produced no tokens in measured time")
+    return tokens / seconds
+
+
 @dataclass(frozen=True)
 class SpeedupInterval:
     """A percentile bootstrap interval of the pooled speedup, and what it was computed from."""

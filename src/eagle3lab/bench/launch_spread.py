@@ -91,6 +91,7 @@ def interleaved_sample(launch: int, baseline_blocks: Sequence[ArmResult], eagle3
         "load_average": os.getloadavg()[0], "method": "interleaved",
         "round_speedups": [round(x, 4) for x in interleave.round_speedups(b_points, e_points)],
         "round_accept_lengths": [_round(interleave.pooled([e]).accept_length) for e in e_points],
+        "round_prompts": [p.metrics.requests for p in e_points if p.metrics is not None],
         **_interval_fields(interleave.block_totals(b_points), interleave.block_totals(e_points))}
     if trace is not None and trace.exists():
         try:
@@ -148,6 +149,53 @@ def _interval_fields(baseline: list[list[float]], eagle3: list[list[float]]) -> 
         fields.update(speedup_low=interval.low, speedup_high=interval.high, interval_level_pct=interval.level * 100,
                       interval_resamples=interval.resamples, interval_seed=interval.seed)
     return fields
+
+
+def round_prompts(sample: LaunchSample, output_len: int) -> list[int]:
+    """Each round's measured prompts: the sample's own record, else (sidecars written before it was kept) each
+    round's output tokens over the fixed output length; empty when a round's tokens are not whole prompts."""
+    if sample.round_prompts:
+        return list(sample.round_prompts)
+    counts = [tokens / output_len for tokens, _ in sample.round_eagle3] if output_len > 0 else []
+    if not counts or any(c != int(c) for c in counts):
+        return []
+    return [int(c) for c in counts]
+
+
+def common_prompts(sequential_baseline_tok_s: float, sequential_eagle3_tok_s: float, prompts: int,
+                   interleaved: LaunchSample, output_len: int) -> dict[str, Any] | None:
+    """The sequential launch against the interleaved one on the same prompts. Both take their measured prompts
+    from the start of the same stream (``workload.measure_prompts``): the sequential launch its point's
+    ``prompts``, the interleaved one its blocks in round order, so the interleaved rounds that cover exactly
+    those prompts are the common ones. Each arm pooled over those rounds (tokens over seconds, as the sequential
+    rate is). None when no run of leading rounds covers exactly ``prompts`` prompts or the rounds were not kept.
+
+    Why: two launches measured on different prompts differ by the prompts' acceptance as well as by the machine;
+    a spread between them is only a machine's spread where the prompts are the same."""
+    counts = round_prompts(interleaved, output_len)
+    covered = [sum(counts[:k]) for k in range(1, len(counts) + 1)]
+    if prompts not in covered or len(interleaved.round_baseline) < len(counts):
+        return None
+    rounds = covered.index(prompts) + 1
+    base = interleave.pooled_rate(interleaved.round_baseline[:rounds])
+    spec = interleave.pooled_rate(interleaved.round_eagle3[:rounds])
+    sequential = sequential_eagle3_tok_s / sequential_baseline_tok_s
+    common = spec / base
+    return {"concurrency": interleaved.concurrency, "prompts": prompts, "rounds": rounds,
+            "interleaved_prompts": sum(counts), "sequential_speedup": sequential,
+            "interleaved_speedup_common": common, "interleaved_speedup_all": interleaved.speedup,
+            "apart_common_pct": abs(common / sequential - 1.0) * 100.0,
+            "apart_all_pct": abs(interleaved.speedup / sequential - 1.0) * 100.0,
+            "interleaved_accept_common": _pooled_accept(interleaved, rounds, counts)}
+
+
+def _pooled_accept(sample: LaunchSample, rounds: int, counts: Sequence[int]) -> float | None:
+    """The EAGLE-3 acceptance over the first ``rounds`` rounds: their completion tokens over their verify steps."""
+    accepts = sample.round_accept_lengths[:rounds]
+    if len(accepts) < rounds or any(a is None or a <= 0 for a in accepts):
+        return None
+    tokens = [t for t, _ in sample.round_eagle3[:rounds]]
+    return sum(tokens) / sum(t / a for t, a in zip(tokens, accepts) if a)
 
 
 def samples_from_runs(runs: Sequence[Any], concurrency: int) -> list[LaunchSample]:

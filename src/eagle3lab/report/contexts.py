@@ -12,6 +12,7 @@ from eagle3lab.package.patching import patch_info
 from eagle3lab.sidecars import (CrashReproSidecar, InterfaceTraceSidecar, PatchBenchSidecar,
                                 VariantCost)
 from eagle3lab.trace import audit
+from eagle3lab.trace.startup import StartupProfile
 from eagle3lab.fix.capture_result import CaptureResult
 from eagle3lab.report.sentences import (accepts_text, capacity_sentence, cycle_sentence, gib, fixed, rates_text,
                                         flip_sentence, matching_sentence, peak_verdict, sensitivity_rows, speedup_cells)
@@ -22,13 +23,18 @@ def crash_context(s01: CrashReproSidecar | None) -> tuple[dict | None, dict | No
     if s01 is None:
         return None, None
     crash, control = s01.crash, s01.control
+    # PSS counts every page once across the server's processes; summed RSS counts shared pages once per process
+    pss = crash.peak_pss_bytes
     return ({"signature": crash.signature, "call_site": crash.call_site, "category": crash.category,
              "seconds": crash.seconds_to_outcome, "rss": round(gib(crash.peak_rss_bytes), 2),
-             "sglang": s01.environment.get("sglang")},
+             "pss": round(gib(pss), 2) if pss else None, "sglang": s01.environment.get("sglang"),
+             "argv": crash.argv},
             {"seconds": control.seconds_to_ready, "tokens": control.completion_tokens,
              "generate": round(control.generate_seconds, 3)})
 
 
+# the trace's start-up profiles by name (``trace.audit.verdict``'s defaults): which launch each first-raise row is
+STARTUP = {p.name: p for p in (StartupProfile.cpu(), StartupProfile.gpu())}
 ACCESS_KINDS = (("call", "calls"), ("read", "attribute reads"), ("check", "hasattr checks"), ("write", "writes"))
 
 
@@ -63,6 +69,10 @@ def _raise_row(profile: str, site: Any) -> dict[str, Any]:
              for b in branches]
     if other.get("where"):
         parts.append(f"otherwise `{other['where']}` ({other.get('function')}) raises first")
+    launch = STARTUP.get(profile)
+    if not parts and launch is not None:  # what decides a certain row: whether the launch records CUDA graphs
+        parts.append("on every start-up launched with `--disable-cuda-graph`" if not launch.cuda_graphs
+                     else "on every start-up with CUDA graphs on")
     return {"profile": profile, **data, "certain": bool(data.get("certain", True)), "condition": "; ".join(parts)}
 
 
@@ -89,7 +99,8 @@ def trace_context(s02: InterfaceTraceSidecar | None) -> dict | None:
         "next_member": next_raise.member if next_raise else None, "next_where": next_raise.where if next_raise else None,
         "layers": layers,
         "audit_s": timings.audit_seconds_one_release, "bisect_s": timings.bisect_seconds_warm_cache,
-        "releases": timings.bisect_releases,
+        "releases": timings.bisect_releases, "from_record": len(getattr(bisect, "from_record", None) or []),
+        "traced_now": len(getattr(bisect, "traced_now", None) or []),
         "appeared": bisect.appeared, "first_fixed": bisect.first_fixed,
         "gained": ", ".join(f"`{m}` in {v}" for m, v in bisect.member_gained.items()),
         "newest": newest.sglang_version if newest else None,
@@ -175,8 +186,9 @@ def fix_context(s03: PatchBenchSidecar | None) -> tuple[dict | None, dict | None
 
     def capture(result: CaptureResult) -> dict[str, Any]:
         shapes = {f.phase: f"{f.shape} (expected {f.expected_shape})" for f in result.forwards}
-        return {"patch": result.patch or "none", "outcome": result.outcome, "layers": result.layers_to_capture,
-                "prefill": shapes.get("prefill"), "decode": shapes.get("decode")}
+        return {"patch": result.patch or "none", "outcome": result.outcome,
+                "layers": "--" if result.layers_to_capture is None else result.layers_to_capture,
+                "prefill": shapes.get("prefill", "--"), "decode": shapes.get("decode", "--")}
 
     fix = {"patch": s03.patch, "members": ", ".join(f"`{m}`" for m in s03.delegated_members),
            "fixed_upstream": patch_info(s03.patch).fixed_upstream,

@@ -1,6 +1,6 @@
-"""What a REPORT.md was rendered from, committed beside it (``reports-evidence/<profile>.json``): the evidence
-tree with machine paths scrubbed, every bound sentence, and REPORT.md's sha256; ``check_report`` re-checks a
-committed REPORT.md against it without rerunning anything.
+"""What a REPORT.md and its appendices were rendered from, committed beside them (``reports-evidence/<profile>.json``):
+the evidence tree with machine paths scrubbed, every bound sentence, and each document's sha256; ``check_report``
+re-checks the committed REPORT.md and appendices against it without rerunning anything.
 """
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import dataclasses
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 from eagle3lab.atomic import write_json_atomic, write_text_atomic
 from eagle3lab.paths import REPO_ROOT
 from eagle3lab.report import provenance
 from eagle3lab.report.sentences import RULES
-from eagle3lab.report.build import ReportSources, render_bound
+from eagle3lab.report.build import REPORT_MD, ReportSources, joined, render_documents
 
 
 EVIDENCE_DIR = "reports-evidence"
@@ -38,32 +38,55 @@ def evidence_path(report_md: Path, profile: str) -> Path:
     return Path(report_md).parent / EVIDENCE_DIR / f"{profile}.json"
 
 
+def document_paths(report_md: Path, documents: Iterable[str]) -> dict[str, Path]:
+    """Where each rendered document goes: REPORT.md at ``report_md``, each appendix at its path beside it."""
+    root = Path(report_md).parent
+    return {name: Path(report_md) if name == REPORT_MD else root / name for name in documents}
+
+
 def write_report(sources: ReportSources, report_md: Path) -> tuple[Path, Path]:
-    """Write REPORT.md and, beside it, the evidence it was rendered from: the sidecars, the model's evidence and
-    the incident's facts as one tree, every bound sentence with its keys and rules, and REPORT.md's sha256.
-    REPORT.md goes first (a full disk keeps the old one and writes nothing else); should the evidence then fail,
-    its hash no longer matches and ``check_report`` says so."""
-    text, binder = render_bound(sources)
+    """Write REPORT.md, its appendices and, beside them, the evidence they were rendered from: the sidecars, the
+    model's evidence and the incident's facts as one tree, every bound sentence with its keys and rules, and each
+    document's sha256. The documents go first (a full disk keeps the old ones and writes nothing else); should the
+    evidence then fail, the hashes no longer match and ``check_report`` says so."""
+    documents, binder = render_documents(sources)
     replacements = [(str(REPO_ROOT) + "/", ""), (str(REPO_ROOT), "."), (str(Path.home()), "~")]
     data = {"profile": sources.profile, "generated": sources.generated,
-            "report_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+            "report_sha256": _sha256(documents[REPORT_MD]),
+            "documents_sha256": {name: _sha256(text) for name, text in documents.items()},
             "tree": _scrub(json.loads(json.dumps(sources.tree(), default=str)), replacements),
             "bound_sentences": [dataclasses.asdict(x) for x in binder.sentences]}
-    written = write_text_atomic(report_md, text)
+    paths = document_paths(report_md, documents)
+    written = write_text_atomic(paths[REPORT_MD], documents[REPORT_MD])
+    for name, text in documents.items():
+        if name != REPORT_MD:
+            write_text_atomic(paths[name], text)
     return written, write_json_atomic(evidence_path(report_md, sources.profile), data)
 
 
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def check_report(report_md: Path, evidence: Path) -> list[str]:
-    """What a reader can check without rerunning anything: the committed REPORT.md against the committed evidence.
-    Returns one line per problem (the report changed since rendering; a bound sentence its evidence contradicts)."""
+    """What a reader can check without rerunning anything: the committed REPORT.md and its appendices against the
+    committed evidence. Returns one line per problem (a document changed since rendering or missing; a bound
+    sentence its evidence contradicts)."""
     data = json.loads(Path(evidence).read_text(encoding="utf-8"))
-    text = Path(report_md).read_text(encoding="utf-8")
-    problems = []
-    if hashlib.sha256(text.encode("utf-8")).hexdigest() != data["report_sha256"]:
-        problems.append(f"{Path(report_md).name} is not the text {Path(evidence).name} was rendered with")
+    hashes = data.get("documents_sha256") or {REPORT_MD: data["report_sha256"]}
+    paths = document_paths(report_md, hashes)
+    problems, texts = [], {}
+    for name, digest in hashes.items():
+        shown = Path(report_md).name if name == REPORT_MD else name
+        if not paths[name].is_file():
+            problems.append(f"{shown} is missing")
+            continue
+        texts[name] = paths[name].read_text(encoding="utf-8")
+        if _sha256(texts[name]) != digest:
+            problems.append(f"{shown} is not the text {Path(evidence).name} was rendered with")
     sentences = [provenance.BoundSentence(x["id"], x["text"], tuple(
         provenance.Binding(tuple(b["keys"]), b["how"], b["text"]) for b in x["bindings"]))
         for x in data["bound_sentences"]]
     problems += [f"sentence {sid} does not follow from its evidence"
-                 for sid in provenance.broken_sentences(text, sentences, data["tree"], RULES)]
+                 for sid in provenance.broken_sentences(joined(texts), sentences, data["tree"], RULES)]
     return problems

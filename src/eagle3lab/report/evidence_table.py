@@ -105,6 +105,13 @@ RULES = {"evidence_gains": _gains, "evidence_one_verdict": _one_verdict, "eviden
 
 def render(b: Binder, evidence: dict[str, Any], prefix: str = "incident.evidence") -> str:
     """The table (every row bound) and the two implication sentences, as markdown."""
+    table, sentences = render_parts(b, evidence, prefix)
+    return "\n".join([table, "", sentences[0], "", sentences[1], ""])
+
+
+def render_parts(b: Binder, evidence: dict[str, Any], prefix: str = "incident.evidence") -> tuple[str, list[str]]:
+    """The table (every row bound, for the appendix) and the two implication sentences (for REPORT.md's section on
+    the incident's deployment), rendered once with one binder."""
     one, peak = f"{prefix}.one_stream", f"{prefix}.peak"
     header = ("| Source [reported] | Engine (version) | GPU | TP | DCP | Concurrency | Context | Acceptance | "
               "No-spec tok/s | EAGLE-3 tok/s | Speedup |\n|---|---|---|---:|---:|---:|---|---|---:|---:|---:|")
@@ -124,4 +131,4 @@ def render(b: Binder, evidence: dict[str, Any], prefix: str = "incident.evidence
         f"{b.num(peak + '.cell.speedup', '.2f')}x ({b.num(peak + '.cell.spec_tok_s', '.1f')} tok/s) **[reported]**: "
         f"the reported \"no gain\" at the peak {b.rule('evidence_agrees', _agrees, peak + '.about_no_gain')} the public "
         f"measurement on this hardware."))
-    return "\n".join([header, rows, "", one_stream, "", at_peak, ""])
+    return "\n".join([header, rows]), [one_stream, at_peak]

@@ -5,6 +5,7 @@ beside its goal and naive baseline, request turnover, and where the cycle's time
 from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence
+from eagle3lab.report import provenance, validation_section
 from eagle3lab.report.plots.model import (COMPONENT_LABELS)
 from eagle3lab.report.sentences import fixed
 
@@ -212,3 +213,64 @@ def _between_cycles_lines(rows: Sequence[Mapping[str, Any]], turnover_counted: b
                      f"{fixed(worst['predicted_cycle_ms'], 2)} ms modelled, prefills and the rest "
                      f"{fixed(worst['between_cycles_ms'], 2)} ms per cycle **[measured]**.")
     return lines
+
+
+def run_check_summary(b: provenance.Binder, check: Mapping[str, Any]) -> str:
+    """The model against this run, in one paragraph (section 6). The interleaved launch leads where it measured speedups: its
+    two arms ran every concurrency in the same spells of the machine, so its check is the one that can fail on the
+    model rather than on the machine; the sequential sweep's check follows, with how far the two measured the same
+    point apart (the resolution the sweep's check has here)."""
+    run = "model.run_check"
+    turnover = check.get("turnover") or {}
+    sweep_turnover = (f", {b.num(f'{run}.turnover.speedup_mape_pct', ',.1f')}% counting the other requests' "
+                      f"prefills each request waits for" if turnover.get("speedup_mape_pct") is not None else "")
+    sweep_naive = (f"; holding the speedup measured at concurrency 1 misses the others by "
+                   f"{b.num(f'{run}.naive.naive_mape_pct', ',.1f')}%, the model by "
+                   f"{b.num(f'{run}.naive.model_mape_pct', ',.1f')}%" if check.get("naive") else "")
+    sweep = (f"MAPE {b.num(f'{run}.speedup_mape_pct', ',.1f')}% counting the decode passes only{sweep_turnover}"
+             f"{sweep_naive}")
+    inter = check.get("interleaved") or {}
+    if inter.get("speedup_mape_pct") is None:
+        return (f"On this run the model's speedups, predicted from the measured acceptance, miss the measured ones by "
+                f"{sweep} **[modelled]** vs **[measured]**.")
+    i = f"{run}.interleaved"
+    goal = f"{validation_section.KEY}.target_mape_pct"
+    with_turnover = (f", {b.num(f'{i}.turnover_speedup_mape_pct', ',.1f')}% with request turnover"
+                     if inter.get("turnover_speedup_mape_pct") is not None else "")
+    plain = (f"; its plain decode rates by {b.num(f'{i}.baseline_mape_pct', ',.1f')}%"
+             if inter.get("baseline_mape_pct") is not None else "")
+    naive = (f"; holding the concurrency-1 speedup misses the others by "
+             f"{b.num(f'{i}.naive.naive_mape_pct', ',.1f')}%, the model by {b.num(f'{i}.naive.model_mape_pct', ',.1f')}%"
+             if inter.get("naive") else "")
+    gap = (f"; the two measured the same point's speedup up to {b.num(f'{i}.sweep_gap.gap_pct', ',.1f')}% apart "
+           f"(concurrency {b.num(f'{i}.sweep_gap.concurrency', 'd')}: {b.num(f'{i}.sweep_gap.sweep_speedup', '.2f')}x "
+           f"in the sweep, {b.num(f'{i}.sweep_gap.interleaved_speedup', '.2f')}x interleaved), the resolution the "
+           f"sweep's check has on this machine" if inter.get("sweep_gap") else "")
+    return (f"On this run, against the interleaved launch (both arms at every concurrency in the same spells of the "
+            f"machine), the model's speedups, predicted from the acceptance measured there, miss by MAPE "
+            f"{b.num(f'{i}.speedup_mape_pct', ',.1f')}% counting the decode passes only{with_turnover} (goal of at "
+            f"most {b.num(goal, 'g')}%: "
+            f"{b.rule('goal_verdict', validation_section.goal_verdict, f'{i}.speedup_mape_pct', goal)}){plain}"
+            f"{naive}. Against the sequential sweep (each arm's points minutes apart) the same model misses by "
+            f"{sweep}{gap} **[modelled]** vs **[measured]**.")
+
+
+def run_check_brief(b: provenance.Binder, check: Mapping[str, Any]) -> Optional[str]:
+    """The model against this run in one sentence for REPORT.md: the interleaved launch where it measured speedups
+    (both arms in the same spells of the machine), else the sequential sweep; the full check is the validation
+    appendix's."""
+    run, goal = "model.run_check", f"{validation_section.KEY}.target_mape_pct"
+    inter = check.get("interleaved") or {}
+    key, where = ((f"{run}.interleaved", "interleaved launch") if inter.get("speedup_mape_pct") is not None
+                  else (run, "sequential sweep"))
+    data = inter if key != run else check
+    if data.get("speedup_mape_pct") is None:
+        return None
+    plain = (f", its plain decode rates by {b.num(f'{key}.baseline_mape_pct', ',.1f')}%"
+             if data.get("baseline_mape_pct") is not None else "")
+    naive = (f"; holding the concurrency-1 speedup misses by {b.num(f'{key}.naive.naive_mape_pct', ',.1f')}%, the "
+             f"model by {b.num(f'{key}.naive.model_mape_pct', ',.1f')}%" if data.get("naive") else "")
+    return (f"Against this run's {where}, the model's speedups predicted from the measured acceptance miss by MAPE "
+            f"{b.num(f'{key}.speedup_mape_pct', ',.1f')}% (goal of at most {b.num(goal, 'g')}%: "
+            f"{b.rule('goal_verdict', validation_section.goal_verdict, f'{key}.speedup_mape_pct', goal)}){plain}"
+            f"{naive} **[modelled]** vs **[measured]**.")

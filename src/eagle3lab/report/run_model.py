@@ -102,7 +102,7 @@ def run_deployment(profile: Profile, report: Optional[BenchReport] = None, mem_b
             small, large = measured.per_request_batch_sizes or (1, 0)
             engine = engine.with_(
                 f"measured here: the target's verify forward at batch size {large} against {small} in "
-                f"{measured.source}, arm '{measured.arm}', over its {target.num_layers} layers",
+                f"notebook 03's cycle timers, arm '{measured.arm}', over its {target.num_layers} layers",
                 pass_per_request_layer_s=measured.verify_per_request_s / target.num_layers)
         bandwidth, bandwidth_source = run_bandwidth(report, mem_bandwidth)
         dep = Deployment(target, drafter, cpu_hardware(bandwidth, bandwidth_source), profile.tp_size, engine,
@@ -112,12 +112,12 @@ def run_deployment(profile: Profile, report: Optional[BenchReport] = None, mem_b
         dep = Deployment(target, kimi_k25_eagle3_drafter(), hardware_preset("rtx-pro-6000-blackwell"),
                          profile.tp_size, sglang_engine(), context)
     if step is not None:
-        where = f"measured plain single-stream step {step[0] * 1e3:.2f} ms ({step[1]})"
+        where = f"measured plain single-stream TPOT (1 / decode rate) {step[0] * 1e3:.2f} ms ({step[1]})"
         return (_cpu_calibrated(dep, step[0], where) if on_cpu else calibrate_baseline(dep, 1.0 / step[0], where)), \
             where
     measured_step = single_stream_step_s(report) if report is not None else None
     if report is not None and measured_step:
-        where = f"measured plain single-stream step {measured_step * 1e3:.2f} ms ({profile.name}, {report.date})"
+        where = f"measured plain single-stream TPOT (1 / decode rate) {measured_step * 1e3:.2f} ms ({profile.name}, {report.date})"
         return (_cpu_calibrated(dep, measured_step, where) if on_cpu
                 else calibrate_baseline(dep, 1.0 / measured_step, where)), where
     if on_cpu:

@@ -5,7 +5,7 @@ re-apply to the evidence a bound sentence names, each number formatted once (``f
 from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence
-from eagle3lab.report import engine_condition, evidence_table, validation_section
+from eagle3lab.report import engine_condition, evidence_table, run_speed, summary, validation_section
 
 
 def fixed(value: float | None, digits: int = 1) -> str:
@@ -195,4 +195,5 @@ def peak_error_text(error_pct: float) -> str:
 RULES = {"enough": enough_verdict, "direction": direction_verdict, "speedups": speedup_cells,
          "sensitivity_range": sensitivity_range, "peak_error": peak_error_text,
          "peak_verdict": peak_verdict, "flip": flip_sentence, "matching": matching_sentence,
-         **validation_section.RULES, **engine_condition.RULES, **evidence_table.RULES}
+         **validation_section.RULES, **engine_condition.RULES, **evidence_table.RULES, **summary.RULES,
+         **run_speed.RULES}

@@ -1,143 +1,173 @@
-"""REPORT.md's first screen: why it crashed, the fix, whether EAGLE-3 pays here and on the incident's deployment,
-and what to do; every number and verdict bound to its evidence key (``provenance.Binder``).
+"""REPORT.md's first screen: five bullets, each its bottom line first (what broke; the fix and the release that has
+every fix; whether EAGLE-3 would pay on the incident's deployment; whether it paid on this run; what to do, in order),
+at most ``MAX_WORDS`` words in all. Every number and verdict is bound to its evidence key (``provenance.Binder``).
+
+Why so short: the engineer who hit the crash reads the first screen and decides; the reasoning, the tables and the
+conditions are in the sections below and in the appendices, rendered from the same evidence.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
-from eagle3lab.report import engine_condition, provenance, validation_section
-from eagle3lab.report.model_evidence import ModelEvidence
-from eagle3lab.report.sentences import (direction_verdict, enough_verdict, peak_error_text, sensitivity_range,
-                                        speedup_cells)
+from typing import Any, Mapping, Optional
+
+from packaging.version import InvalidVersion, Version
+
+from eagle3lab.report import provenance, run_speed
+from eagle3lab.sidecars import PatchBenchSidecar
+
+MAX_WORDS = 250
+BULLETS = 5
 
 
-def _without_tp_term(b: provenance.Binder, rows: Sequence[Mapping[str, Any]]) -> str:
-    """The break-evens of the sensitivity row that drops the per-TP-rank term, said beside the condition."""
-    i = next((i for i, r in enumerate(rows) if r["changed"] == {"spec_tp_extra_s": 0.0}), None)
-    if i is None:
-        return ""
-    key = f"model.incident.sensitivity.{i}"
-    return (f" (without it: {b.num(f'{key}.break_even_at_peak', '.2f')} at peak, "
-            f"{b.num(f'{key}.break_even_single_stream', '.2f')} at one request)")
+def every_fix_release(*releases: Optional[str]) -> str:
+    """The first release that has every fix: the newest of the releases that fixed each defect."""
+    known = [r for r in releases if r]
+    try:
+        return max(known, key=Version)
+    except (InvalidVersion, ValueError):
+        return "unknown"
 
 
-def summary_lines(crash: dict | None, trace: dict | None, fix: dict | None, model: dict[str, Any],
-             incident: Mapping[str, Any], evidence: ModelEvidence, premise: Optional[Mapping[str, Any]] = None,
-             binder: Optional[provenance.Binder] = None, profile: str = "cpu") -> list[str]:
-    """The first screen: why it crashed, the fix, whether EAGLE-3 pays here and on the incident's deployment, and
-    what to do. Every number and verdict is rendered through ``binder`` from a named evidence key (the evidence tree
-    of ``ReportSources.tree``), so ``provenance.broken_sentences`` can re-check each sentence against its keys."""
-    b = binder or provenance.Binder({"model": evidence.to_dict(), "incident": dict(incident)})
-    tree = b.tree
-    lines = []
-    if crash:
-        cause = (f": sglang's EAGLE-3 start-up calls {trace['missing']} on the target model and the Kimi-K2.5 "
-                 f"wrapper lacks them **[traced]**" if trace else "")
-        lines.append(b.sentence("summary.crash", (
-            f"**Why it crashed:** `{crash['signature']}`, reproduced on real sglang in "
-            f"{b.num('crash.crash.seconds_to_outcome', '')} s **[measured]**{cause}.")))
+def patched_outcome(chain: list[Mapping[str, Any]]) -> str:
+    """What the full patch's server did, from the relaunch chain's last step."""
+    last = chain[-1] if chain else {}
+    probe = last.get("probe") or {}
+    if last.get("outcome") == "ready" and probe.get("speculated"):
+        return "starts and serves EAGLE-3"
+    if last.get("outcome") == "ready":
+        return "starts"
+    return "still does not start"
+
+
+def enough_text(value: bool) -> str:
+    return "enough" if value else "not enough"
+
+
+def reach_verdict(pred: Mapping[str, Any]) -> str:
+    """Whether EAGLE-3's peak can reach the baseline's under the prediction's request limit."""
+    need, top = pred["break_even_at_peak"], pred["max_accept_length"]
+    if need > top:
+        return f"cannot reach the baseline's peak at any acceptance (needs {need:.2f}, at most {top})"
+    return f"reaches the baseline's peak only above acceptance {need:.2f} (at most {top})"
+
+
+def incident_bottom_line(one_gains: bool, peak_no_gain: bool, pred: Mapping[str, Any]) -> str:
+    """The deployment question's answer from the public sweep's two implications and the model at the peak."""
+    one = "At one stream yes" if one_gains else "At one stream no"
+    model_no = pred["break_even_at_peak"] > pred["max_accept_length"]
+    if peak_no_gain and model_no:
+        peak = "at its peak no"
+    elif not peak_no_gain and not model_no:
+        peak = "at its peak only with high acceptance"
+    else:
+        peak = "at its peak the public sweep and the model disagree"
+    return f"{one}, {peak}"
+
+
+RULES = {"every_fix": every_fix_release, "patched_outcome": patched_outcome, "enough_text": enough_text,
+         "reach_verdict": reach_verdict, "incident_bottom_line": incident_bottom_line}
+
+
+def _short_site(call_site: str) -> str:
+    """``sglang/srt/model_executor/model_runner.py:622 in initialize`` -> ``model_runner.py:622``."""
+    return call_site.split(" in ")[0].rsplit("/", 1)[-1]
+
+
+def _broke(b: provenance.Binder, crash: Optional[dict], trace: Optional[dict]) -> Optional[str]:
+    if not crash and not trace:
+        return None
+    lacks = (f"`KimiK25ForConditionalGeneration` lacks {trace['missing']}, EAGLE-3 hooks its inner model has "
+             f"**[traced]**; " if trace else "")
+    crashed = (f"sglang {crash['sglang']}'s start-up calls them and dies with `AttributeError` at "
+               f"`{_short_site(crash['call_site'])}`, reproduced here in "
+               f"{b.num('crash.crash.seconds_to_outcome', '')} s **[measured]**" if crash else
+               "sglang's start-up calls them and dies")
+    return b.sentence("summary.crash", f"**What broke:** {lacks}{crashed}.")
+
+
+def _fix(b: provenance.Binder, trace: Optional[dict], fix: Optional[dict]) -> Optional[str]:
+    if not fix and not trace:
+        return None
+    text = "**The fix:** delegate both to `self.language_model`"
     if fix:
-        text = (f"**The fix:** delegate {fix['members']} to the inner model (`patches/{fix['patch']}`)"
-                + (f"; {fix['story'][-1]} **[measured]**" if fix["story"] else ""))
-        if trace:
-            text += (f". The write-up's one-method fix is "
-                     f"{b.rule('enough', enough_verdict, 'trace.verdict.one_method_enough')} **[traced]**")
-            if trace.get("first_fixed"):  # a trace that bisected no releases names none
-                text += f"; sglang {b.num('trace.bisect.first_fixed', 's')} ships the fix **[traced]**"
-        lines.append(b.sentence("summary.fix", text + "."))
-    if premise and not premise["holds"]:
-        lines.append(b.sentence("summary.premise", (
-            f"**What the write-up's 'no gain' rests on:** unknown. {premise['unknown'][0].upper()}"
-            f"{premise['unknown'][1:]} (section 1) **[traced]**.")))
-    patch = tree.get("patch") if isinstance(tree, dict) else None
-    if patch and patch.get("speedup"):
-        caveat = (" This is a tiny random model on CPU whose EAGLE loop runs its GPU kernels as torch ports: no "
-                  "evidence about GPU speedups." if profile == "cpu" else "")
-        lines.append(b.sentence("summary.run_speedup", (
-            f"**Does EAGLE-3 pay on this run ({profile} profile)?** "
-            f"{b.rule('direction', direction_verdict, 'patch.speedup')}: output throughput "
-            f"{b.rule('speedups', speedup_cells, 'patch.speedup')} **[measured]**.{caveat}")))
-    rtx = "model.incident.predicted.rtx_pro_6000_x8"
-    condition = "" if not premise or premise["holds"] else " (if it ran the flags described, section 1)"
-    public = incident.get("public", {}).get("vllm_pr_35966")
-    public_text = (f" Public figure for this drafter: "
-                   f"{b.num('incident.public.vllm_pr_35966.rate_pct', '.2f')}% acceptance rate with "
-                   f"{b.num('incident.public.vllm_pr_35966.num_speculative_tokens', 'd')} speculative tokens on vLLM, "
-                   f"gsm8k ([vLLM PR #35966]({public['url']})), about "
-                   f"{b.num('incident.public.vllm_pr_35966.accept_length', '.2f')} tokens per verify step "
-                   f"**[reported]**; another engine, workload and draft length than the incident's."
-                   if public and public.get("accept_length") else "")
-    tp_text = (b.rule("tp_term", engine_condition.tp_term_clause, "model.incident.break_even_update.tp_term")
-               + _without_tp_term(b, evidence.incident["sensitivity"])
-               if evidence.incident.get("break_even_update") else "")
-    lines.append(b.sentence("summary.incident_verdict", (
-        f"**Does EAGLE-3 pay on the incident's deployment{condition}?** The engineer reported no gain "
-        f"**[reported]** but not the acceptance reached. The cost model puts the break-even at acceptance "
-        f"{b.num(f'{rtx}.break_even_at_peak', '.2f')} for EAGLE-3's peak to reach the baseline's (context "
-        f"{b.num('model.incident.context_len', ',.0f')} tokens assumed, sglang's "
-        f"{b.num(f'{rtx}.spec_max_batch', 'd')}-request cap; "
-        f"{b.rule('sensitivity_range', sensitivity_range, 'model.incident.sensitivity')} across the sensitivity "
-        f"table) and {b.num(f'{rtx}.break_even_single_stream', '.2f')} at one request, counting sglang's "
-        f"orchestration between passes; {tp_text} **[modelled]**.{public_text}")))
-    todo = ["apply the full delegation patch"
-            + (f" or upgrade to sglang {b.num('trace.bisect.first_fixed', 's')}" if trace and trace.get("first_fixed")
-               else ""),
-            f"measure acceptance on your own traffic and compare it with {b.num(f'{rtx}.break_even_at_peak', '.2f')}"
-            f" at peak and {b.num(f'{rtx}.break_even_single_stream', '.2f')} at one request"]
-    rows = evidence.incident["sensitivity"]
-    uncapped = next((i for i, r in enumerate(rows) if r["changed"] == {"spec_max_running_requests": 0}), None)
-    if uncapped is not None and rows[uncapped]["break_even_at_peak"] < \
-            evidence.incident["predicted"]["rtx_pro_6000_x8"]["break_even_at_peak"]:
-        todo.append(f"set `--max-running-requests` (sglang caps speculation at "
-                    f"{b.num(f'{rtx}.spec_max_batch', 'd')} requests; without the cap the break-even at peak is "
-                    f"{b.num(f'model.incident.sensitivity.{uncapped}.break_even_at_peak', '.2f')})")
-    lines.append(b.sentence("summary.todo", "**What to do:** " + "; ".join(todo) + " **[modelled]**."))
-    lines.append(b.sentence("summary.trust", (
-        f"How far to trust the model: its baseline peak is "
-        f"{b.rule('peak_error', peak_error_text, 'model.incident.side_by_side.peak_tok_s.error_pct')} the reported one "
-        f"at the assumed context; "
-        f"{validation_section.trust_clause(b, evidence.validation_protocol)} (section 6) **[modelled]** vs "
-        f"**[reported]**.")))
-    if model["run"].get("has_speedup"):
-        lines.append(b.sentence("summary.run_check", _run_check_summary(b, evidence.run_check or {})))
-    return lines
+        text += (f" (`patches/{fix['patch']}`): the patched server "
+                 f"{b.rule('patched_outcome', patched_outcome, 'patch.chain')} **[measured]**")
+    if trace:
+        text += (f"; the write-up's one-method patch is "
+                 f"{b.rule('enough_text', enough_text, 'trace.verdict.one_method_enough')} **[traced]**")
+        delegation = trace.get("first_fixed")
+        order = (trace.get("capture_order") or {}).get("first_fixed")
+        keys = ["trace.bisect.first_fixed"] + (["trace.capture_order.first_fixed"] if order else [])
+        if delegation:
+            text += (f". Every fix this drafter needs is in sglang {b.rule('every_fix', every_fix_release, *keys)}"
+                     f" (delegation {b.num('trace.bisect.first_fixed', 's')}"
+                     + (f", CUDA-graph capture order {b.num('trace.capture_order.first_fixed', 's')}" if order else "")
+                     + ") **[traced]**")
+    return b.sentence("summary.fix", text + ".")
 
 
-def _run_check_summary(b: provenance.Binder, check: Mapping[str, Any]) -> str:
-    """The model against this run, for the summary. The interleaved launch leads where it measured speedups: its
-    two arms ran every concurrency in the same spells of the machine, so its check is the one that can fail on the
-    model rather than on the machine; the sequential sweep's check follows, with how far the two measured the same
-    point apart (the resolution the sweep's check has here)."""
-    run = "model.run_check"
-    turnover = check.get("turnover") or {}
-    sweep_turnover = (f", {b.num(f'{run}.turnover.speedup_mape_pct', ',.1f')}% counting the other requests' "
-                      f"prefills each request waits for" if turnover.get("speedup_mape_pct") is not None else "")
-    sweep_naive = (f"; holding the speedup measured at concurrency 1 misses the others by "
-                   f"{b.num(f'{run}.naive.naive_mape_pct', ',.1f')}%, the model by "
-                   f"{b.num(f'{run}.naive.model_mape_pct', ',.1f')}%" if check.get("naive") else "")
-    sweep = (f"MAPE {b.num(f'{run}.speedup_mape_pct', ',.1f')}% counting the decode passes only{sweep_turnover}"
-             f"{sweep_naive}")
-    inter = check.get("interleaved") or {}
-    if inter.get("speedup_mape_pct") is None:
-        return (f"On this run the model's speedups, predicted from the measured acceptance, miss the measured ones by "
-                f"{sweep} (section 6) **[modelled]** vs **[measured]**.")
-    i = f"{run}.interleaved"
-    goal = f"{validation_section.KEY}.target_mape_pct"
-    with_turnover = (f", {b.num(f'{i}.turnover_speedup_mape_pct', ',.1f')}% with request turnover"
-                     if inter.get("turnover_speedup_mape_pct") is not None else "")
-    plain = (f"; its plain decode rates by {b.num(f'{i}.baseline_mape_pct', ',.1f')}%"
-             if inter.get("baseline_mape_pct") is not None else "")
-    naive = (f"; holding the concurrency-1 speedup misses the others by "
-             f"{b.num(f'{i}.naive.naive_mape_pct', ',.1f')}%, the model by {b.num(f'{i}.naive.model_mape_pct', ',.1f')}%"
-             if inter.get("naive") else "")
-    gap = (f"; the two measured the same point's speedup up to {b.num(f'{i}.sweep_gap.gap_pct', ',.1f')}% apart "
-           f"(concurrency {b.num(f'{i}.sweep_gap.concurrency', 'd')}: {b.num(f'{i}.sweep_gap.sweep_speedup', '.2f')}x "
-           f"in the sweep, {b.num(f'{i}.sweep_gap.interleaved_speedup', '.2f')}x interleaved), the resolution the "
-           f"sweep's check has on this machine" if inter.get("sweep_gap") else "")
-    return (f"On this run, against the interleaved launch (both arms at every concurrency in the same spells of the "
-            f"machine), the model's speedups, predicted from the acceptance measured there, miss by MAPE "
-            f"{b.num(f'{i}.speedup_mape_pct', ',.1f')}% counting the decode passes only{with_turnover} (goal of at "
-            f"most {b.num(goal, 'g')}%: "
-            f"{b.rule('goal_verdict', validation_section.goal_verdict, f'{i}.speedup_mape_pct', goal)}){plain}"
-            f"{naive}. Against the sequential sweep (each arm's points minutes apart) the same model misses by "
-            f"{sweep}{gap} (section 6) **[modelled]** vs **[measured]**.")
+def _incident(b: provenance.Binder, incident: Mapping[str, Any], premise: Optional[Mapping[str, Any]],
+              has_matching: bool) -> str:
+    """The public sweep's two implications and the model at the context that reproduces the reported peak (at the
+    assumed context where no context does)."""
+    one, peak = "incident.evidence.one_stream", "incident.evidence.peak"
+    match = "model.incident.context_matching_reported_peak"
+    pred = f"{match}.predicted" if has_matching else "model.incident.predicted.rtx_pro_6000_x8"
+    condition = "" if not premise or premise["holds"] else " (if it ran with both hooks delegated)"
+    lead = f"**Would EAGLE-3 pay on the incident's deployment{condition}?** "
+    if has_matching:
+        model = (f"at the {b.num(f'{match}.context_len', ',.0f')}-token context that reproduces the engineer's "
+                 f"{b.num(f'{match}.reported_peak_tok_s', ',.0f')} tok/s peak, EAGLE-3 under sglang's "
+                 f"{b.num(f'{pred}.spec_max_batch', 'd')}-request cap "
+                 f"{b.rule('reach_verdict', reach_verdict, pred)} **[modelled]**")
+    else:
+        model = (f"at the assumed {b.num('model.incident.context_len', ',.0f')}-token context, EAGLE-3 under "
+                 f"sglang's {b.num(f'{pred}.spec_max_batch', 'd')}-request cap "
+                 f"{b.rule('reach_verdict', reach_verdict, pred)} **[modelled]**")
+    if not incident.get("evidence"):
+        return b.sentence("summary.incident_verdict", f"{lead}{model[0].upper()}{model[1:]}.")
+    bottom = b.rule("incident_bottom_line", incident_bottom_line, f"{one}.gains", f"{peak}.about_no_gain", pred)
+    return b.sentence("summary.incident_verdict", (
+        f"{lead}{bottom}: a public Kimi-K2.6 EAGLE-3 sweep on the same GPUs gains "
+        f"{b.num(f'{one}.cell.speedup', '.2f')}x at one stream and {b.num(f'{peak}.cell.speedup', '.2f')}x at its "
+        f"{b.num(f'{peak}.cell.no_spec_tok_s', ',.0f')} tok/s peak **[reported]**; {model}."))
+
+
+def _run(b: provenance.Binder, s03: Optional[PatchBenchSidecar], profile: str) -> Optional[str]:
+    if s03 is None or not s03.speedup:
+        return None
+    caveat = " A tiny random model on CPU: no evidence about GPUs." if profile == "cpu" else ""
+    clause = run_speed.summary_clause(b, s03)
+    if clause is None:
+        return b.sentence("summary.run_speedup", (
+            f"**Did it pay on this run ({profile} profile)?** Not resolved: no interleaved launch measured an "
+            f"interval, and the sweep's single draws are no verdict.{caveat}"))
+    return b.sentence("summary.run_speedup", (
+        f"**Did it pay on this run ({profile} profile)?** {clause} **[measured]**.{caveat}"))
+
+
+def _todo(b: provenance.Binder, trace: Optional[dict]) -> str:
+    release = ""
+    if trace and trace.get("first_fixed"):
+        order = (trace.get("capture_order") or {}).get("first_fixed")
+        keys = ["trace.bisect.first_fixed"] + (["trace.capture_order.first_fixed"] if order else [])
+        release = f"sglang {b.rule('every_fix', every_fix_release, *keys)} or later, or this project's patches"
+    upgrade = f"run {release} **[traced]**" if release else "apply this project's patches"
+    return b.sentence("summary.todo", (
+        f"**What to do, in order:** check your model and release with `eagle3lab preflight-model`; {upgrade}; "
+        f"measure with `eagle3lab bench` (interleaved, with intervals); ask `eagle3lab doctor` why it does not pay; "
+        f"get the break-even acceptance for your GPUs from `eagle3lab predict`."))
+
+
+def summary_lines(crash: Optional[dict], trace: Optional[dict], fix: Optional[dict], incident: Mapping[str, Any],
+                  premise: Optional[Mapping[str, Any]], binder: provenance.Binder, s03: Optional[PatchBenchSidecar],
+                  profile: str = "cpu", has_matching: bool = False) -> list[str]:
+    """The five bullets, bound through ``binder`` (the evidence tree of ``ReportSources.tree``)."""
+    lines = [_broke(binder, crash, trace), _fix(binder, trace, fix),
+             _incident(binder, incident, premise, has_matching), _run(binder, s03, profile), _todo(binder, trace)]
+    return [line for line in lines if line]
+
+
+def words(text: str) -> int:
+    """Words as a reader counts them: whitespace-separated, markup included (a conservative count)."""
+    return len(text.split())

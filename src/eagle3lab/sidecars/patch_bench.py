@@ -175,6 +175,9 @@ class LaunchSample(Record):
     # (bench.interleave.speedup_interval); empty in sidecars written before they were kept
     round_baseline: list[list[float]] = Field(default_factory=list)
     round_eagle3: list[list[float]] = Field(default_factory=list)
+    # each round's measured prompts, in order from the point's first prompt (the sequential launch measured the
+    # first ones of the same stream): empty in sidecars written before they were kept
+    round_prompts: list[int] = Field(default_factory=list)
     # percentile bootstrap interval of the pooled speedup over the rounds; None with one round or no rounds
     speedup_low: Optional[float] = None
     speedup_high: Optional[float] = None

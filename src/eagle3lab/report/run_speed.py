@@ -1,0 +1,210 @@
+"""Whether EAGLE-3 paid on this run, as the report says it: from the interleaved launch's bootstrap intervals, never
+from one draw of the sequential sweep.
+
+Why: on a shared 2-core machine the sweep's single draws of one summary line ranged 0.93x-1.87x at concurrency 4 over
+13 committed runs. The interleaved launch runs both arms in the same spells of the machine on the same prompts and
+keeps each round, so each point's speedup comes with a 95% interval over its rounds, and a verdict is "faster" or
+"slower" only where that interval excludes 1 ("not resolved" where it holds 1). Each round's acceptance stands beside
+its speedup (a round's speedup moves with its prompts' acceptance as much as with the machine), and the two launches
+are compared on the prompts they share (``bench.launch_spread.common_prompts``), so a launch-to-launch spread is not
+read as machine noise when it is the prompt mix.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from eagle3lab.bench import launch_spread
+from eagle3lab.report import provenance
+from eagle3lab.sidecars import LaunchSample, PatchBenchSidecar
+
+KEY = "patch.interleaved_sweep"
+DERIVED = "derived.run_speed"
+
+
+def interval_verdict(low: Optional[float], high: Optional[float]) -> str:
+    """"faster" or "slower" only where the interval excludes 1; "not resolved" where it holds 1 or is missing."""
+    if low is None or high is None:
+        return "not resolved (no interval)"
+    if low > 1.0:
+        return "faster"
+    if high < 1.0:
+        return "slower"
+    return "not resolved"
+
+
+def _plain(point: Any) -> dict[str, Any]:
+    return point.model_dump() if hasattr(point, "model_dump") else dict(point)
+
+
+def verdicts_text(points: Sequence[Any]) -> str:
+    """Each concurrency's verdict, grouped: 'faster at concurrency 1 and 4, not resolved at 2'."""
+    groups: dict[str, list[str]] = {}
+    for p in (_plain(x) for x in points):
+        groups.setdefault(interval_verdict(p.get("speedup_low"), p.get("speedup_high")), []).append(
+            str(p.get("concurrency")))
+    parts = [f"{verdict} at {'concurrency ' if i == 0 else ''}{_and(cs)}" for i, (verdict, cs) in enumerate(groups.items())]
+    text = ", ".join(parts) if parts else "not measured"
+    return text[0].upper() + text[1:]
+
+
+def interleaved_points(s03: Optional[PatchBenchSidecar]) -> list[LaunchSample]:
+    """The interleaved launch's pair at each concurrency, lowest first (none without an interleaved launch)."""
+    if s03 is None:
+        return []
+    return sorted((s for s in s03.interleaved_sweep if s.method == "interleaved"), key=lambda s: s.concurrency or 0)
+
+
+def derived(s03: Optional[PatchBenchSidecar]) -> dict[str, Any]:
+    """What the report computes from notebook 03's sidecar and prints: the two launches on their common prompts at
+    each concurrency (kept in the evidence tree, so each printed number has its key)."""
+    if s03 is None:
+        return {"common_prompts": [], "round_prompts": []}
+    profile = s03.profile_values
+    output_len = int(profile.get("bench_output_len") or 0)
+    per_c, num = profile.get("bench_prompts_per_concurrency"), int(profile.get("bench_num_prompts") or 0)
+    sequential = {r["concurrency"]: r for r in s03.speedup}
+    rows = []
+    for sample in interleaved_points(s03):
+        c = sample.concurrency or 0
+        first = sequential.get(c)
+        if first is None or not first.get("baseline_tok_s") or not first.get("eagle3_tok_s"):
+            continue
+        prompts = max(num, per_c * c) if per_c else num
+        row = launch_spread.common_prompts(first["baseline_tok_s"], first["eagle3_tok_s"], prompts, sample,
+                                           output_len)
+        if row is not None:
+            rows.append({**row, "sequential_accept": first.get("accept_length")})
+    points = interleaved_points(s03)
+    prompts = launch_spread.round_prompts(points[0], output_len) if points else []
+    return {"common_prompts": rows, "round_prompts": prompts}
+
+
+def _interval(b: provenance.Binder, key: str, point: LaunchSample) -> str:
+    if point.speedup_low is None or point.speedup_high is None:
+        return "--"
+    return f"{b.num(f'{key}.speedup_low', '.2f')}-{b.num(f'{key}.speedup_high', '.2f')}"
+
+
+def summary_clause(b: provenance.Binder, s03: Optional[PatchBenchSidecar]) -> Optional[str]:
+    """The summary's run bullet after its bottom line: each point's pooled speedup with its interval."""
+    points = interleaved_points(s03)
+    if not points or s03 is None:
+        return None
+    index = {id(s): i for i, s in enumerate(s03.interleaved_sweep)}
+    level = points[0].interval_level_pct
+    cells = []
+    for n, point in enumerate(points):
+        key = f"{KEY}.{index[id(point)]}"
+        interval = _interval(b, key, point)
+        lead = f"{level:g}% interval " if n == 0 and level is not None and interval != "--" else ""
+        cells.append(f"{b.num(f'{key}.speedup', '.2f')}x ({lead}{interval}) at {b.num(f'{key}.concurrency', 'd')}")
+    rounds = len(points[0].round_speedups)
+    return (f"{b.rule('interval_verdicts', verdicts_text, KEY)}, pooled over {rounds} interleaved rounds: "
+            + ", ".join(cells))
+
+
+def context(b: provenance.Binder, s03: Optional[PatchBenchSidecar], tree_derived: dict[str, Any]) -> dict[str, Any]:
+    """Section 5's tables: the interleaved points with intervals and verdicts, each round's acceptance beside its
+    speedups, and the launches on their common prompts (with the bound sentence that reads them)."""
+    points = interleaved_points(s03)
+    if not points or s03 is None:
+        return {"points": [], "rounds": [], "common": [], "common_sentence": None}
+    index = {id(s): i for i, s in enumerate(s03.interleaved_sweep)}
+    rows = []
+    for point in points:
+        key = f"{KEY}.{index[id(point)]}"
+        cells = [b.num(f"{key}.concurrency", "d"), str(len(point.round_speedups)),
+                 b.num(f"{key}.baseline_tok_s", ".1f"), b.num(f"{key}.eagle3_tok_s", ".1f"),
+                 b.num(f"{key}.speedup", ".2f") + "x", _interval(b, key, point),
+                 b.rule("interval_verdict", interval_verdict, f"{key}.speedup_low", f"{key}.speedup_high"),
+                 b.num(f"{key}.accept_length", ".2f") if point.accept_length else "--"]
+        rows.append(b.sentence(f"run_speed.point.{point.concurrency}", "| " + " | ".join(cells) + " |"))
+    output_len = int(s03.profile_values.get("bench_output_len") or 0)
+    prompts = launch_spread.round_prompts(points[0], output_len)
+    rounds = []
+    for r in range(max(len(p.round_speedups) for p in points)):
+        accept = points[0].round_accept_lengths[r] if r < len(points[0].round_accept_lengths) else None
+        rounds.append({"round": r + 1, "prompts": prompts[r] if r < len(prompts) else "--",
+                       "accept": f"{accept:.2f}" if accept else "--",
+                       "speedups": [f"{p.round_speedups[r]:.2f}x" if r < len(p.round_speedups) else "--"
+                                    for p in points]})
+    common = tree_derived.get("common_prompts", [])
+    return {"points": rows, "rounds": rounds, "concurrencies": [p.concurrency for p in points],
+            "same_accept": len({tuple(p.round_accept_lengths) for p in points}) == 1,
+            "level": points[0].interval_level_pct, "common": [_common_row(r) for r in common],
+            "common_sentence": _common_sentence(b, common)}
+
+
+def _common_row(row: dict[str, Any]) -> dict[str, Any]:
+    return {"concurrency": row["concurrency"], "prompts": row["prompts"], "rounds": row["rounds"],
+            "sequential": f"{row['sequential_speedup']:.2f}x", "common": f"{row['interleaved_speedup_common']:.2f}x",
+            "apart": f"{row['apart_common_pct']:.1f}", "all": f"{row['interleaved_speedup_all']:.2f}x",
+            "all_prompts": row["interleaved_prompts"], "apart_all": f"{row['apart_all_pct']:.1f}",
+            "accept_1": f"{row['sequential_accept']:.2f}" if row.get("sequential_accept") else "--",
+            "accept_2": f"{row['interleaved_accept_common']:.2f}" if row.get("interleaved_accept_common") else "--"}
+
+
+def prompt_mix_verdict(rows: Sequence[dict[str, Any]], tolerance_pct: float = launch_spread.LAUNCH_TOLERANCE_PCT
+                       ) -> str:
+    """Where the two launches agree on their common prompts (within the project's launch rule) and where they
+    differ even there, by concurrency: agreement on the same prompts puts the launches' spread on the prompt mix,
+    disagreement on the machine."""
+    agree = [str(r["concurrency"]) for r in rows if r["apart_common_pct"] <= tolerance_pct]
+    differ = [str(r["concurrency"]) for r in rows if r["apart_common_pct"] > tolerance_pct]
+    parts = []
+    if agree:
+        parts.append(f"within the project's {tolerance_pct:g}% rule at concurrency {_and(agree)}, where the spread "
+                     f"between the launches is the prompt mix")
+    if differ:
+        parts.append(f"beyond it at {'concurrency ' if not agree else ''}{_and(differ)}, where the machine moved "
+                     f"between the launches")
+    return "; ".join(parts)
+
+
+def _and(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _common_sentence(b: provenance.Binder, rows: Sequence[dict[str, Any]]) -> Optional[str]:
+    if not rows:
+        return None
+    key = f"{DERIVED}.common_prompts"
+    return b.sentence("run_speed.common", (
+        f"On the prompts both launches measured, their speedups agree "
+        f"{b.rule('prompt_mix', prompt_mix_verdict, key)} **[measured]**."))
+
+
+def _applies(row: dict[str, Any]) -> bool:
+    value = row.get("applies")
+    return value is True or value == "yes"
+
+
+def overlap_sentence(b: provenance.Binder, s03: Optional[PatchBenchSidecar],
+                     diagnostics: Sequence[dict[str, Any]]) -> Optional[str]:
+    """The overlap-scheduler asymmetry of this run's servers, where the run's own diagnostics find it: the baseline
+    server ran sglang's overlap scheduler and the EAGLE-3 server could not, and the two servers' TTFT at
+    concurrency 1 beside the plain step. On CPU there is no device to overlap with; the scheduler then only hands
+    each batch's output back one step later, which shows first in the time to the first token."""
+    row = next((r for r in diagnostics if (r.get("cause") or r.get("rule")) == "overlap_scheduler_off"), None)
+    if s03 is None or row is None or not _applies(row):
+        return None
+    arms = {(r.get("arm"), r.get("concurrency")): i for i, r in enumerate(s03.arms)}
+    base, spec = arms.get(("baseline", 1)), arms.get(("eagle3", 1))
+    launches = s03.launch_spread.launches if s03.launch_spread else []
+    step = next((i for i, x in enumerate(launches) if x.launch == 1 and x.plain_step_ms), None)
+    if base is None or spec is None or s03.arms[base].get("ttft_p50_ms") is None or \
+            s03.arms[spec].get("ttft_p50_ms") is None:
+        return None
+    step_text = (f", a plain step {b.num(f'patch.launch_spread.launches.{step}.plain_step_ms', '.2f')} ms by the "
+                 f"cycle timers" if step is not None else "")
+    return b.sentence("run_speed.overlap", (
+        f"The two arms do not run the same scheduler: the baseline server ran sglang's overlap scheduler and the "
+        f"EAGLE-3 server could not (sglang turns it off under speculation; this run's server logs) **[measured]**. "
+        f"On CPU it has no device to overlap with and hands each batch's output back one step later; at "
+        f"concurrency 1 the baseline's TTFT p50 was {b.num(f'patch.arms.{base}.ttft_p50_ms', '.2f')} ms against "
+        f"EAGLE-3's {b.num(f'patch.arms.{spec}.ttft_p50_ms', '.2f')} ms{step_text} **[measured]**. These rounds do "
+        f"not control for it, so every speedup above may include it."))
+
+
+RULES = {"interval_verdicts": verdicts_text, "interval_verdict": interval_verdict, "prompt_mix": prompt_mix_verdict}
