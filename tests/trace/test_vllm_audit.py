@@ -86,6 +86,7 @@ _TEXT_GENERATION_MODELS = {
     "StubForCausalLM": ("stub", "StubForCausalLM"),
     "DiamondForCausalLM": ("diamond", "DiamondForCausalLM"),
     "DeepseekV2ForCausalLM": ("deepseek", "DeepseekV2ForCausalLM"),
+    "MovedForCausalLM": ("vllm.models.moved", "MovedForCausalLM"),
 }
 _EMBEDDING_MODELS = {
     "WrapperForConditionalGeneration": ("wrapper", "WrapperForConditionalGeneration"),
@@ -228,6 +229,16 @@ class BadDefaultWrapperForConditionalGeneration(nn.Module, SupportsMultiModal, S
 }
 
 
+MOVED = '''
+from torch import nn
+from vllm.model_executor.models.interfaces import SupportsEagle3
+
+class MovedForCausalLM(nn.Module, SupportsEagle3):
+    def set_aux_hidden_state_layers(self, layers):
+        self.layers = layers
+'''
+
+
 def _source(protocol: str, version: str, gate: bool = True) -> SglangSource:
     texts = {"model_executor/models/interfaces.py": protocol, "model_executor/models/registry.py": REGISTRY,
              "model_executor/models/utils.py": "def init_vllm_registered_model(**kw):\n    pass\n",
@@ -235,6 +246,7 @@ def _source(protocol: str, version: str, gate: bool = True) -> SglangSource:
     if gate:
         texts["config/speculative.py"] = GATE
     texts.update({f"model_executor/models/{name}": body for name, body in MODELS.items()})
+    texts["models/moved/__init__.py"] = MOVED  # a model moved out of model_executor (vLLM 0.22+), named absolutely
     return SglangSource(version, f"vllm-{version}.whl",
                         {path: textwrap.dedent(text).encode() for path, text in texts.items()}, package="vllm")
 
@@ -270,6 +282,13 @@ def test_interface_reads_members_bodies_check_site_and_gate():
 def test_registry_targets_exclude_drafters_and_keep_a_class_registered_twice(stub_release):
     assert "Eagle3LlamaForCausalLM" not in stub_release  # a drafter is not a target
     assert stub_release["WrapperForConditionalGeneration"]["category"] == "MULTIMODAL_MODELS"
+
+
+def test_a_registry_entry_named_absolutely_is_read_from_its_own_package(stub_release):
+    """From vLLM 0.22 the registry names models moved to ``vllm/models/`` absolutely (``"vllm.models.qwen3_5"``);
+    read as relative to model_executor/models they were 'not defined', 28 targets of 0.34.0 among them."""
+    moved = stub_release["MovedForCausalLM"]
+    assert moved["module"] == "vllm.models.moved" and moved["implements"] and moved["how"] == "direct"
 
 
 def test_direct_duck_typed_and_half_duck(stub_release):

@@ -49,7 +49,8 @@ def pack(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def unpack(packed: dict[str, Any]) -> dict[str, Any]:
-    classes = [{f: (MODULE_PREFIX + v if f == "module" else v) for f, v in zip(ROW_FIELDS, row)}
+    classes = [{f: (MODULE_PREFIX + v if f == "module" and not v.startswith("vllm.") else v)
+                for f, v in zip(ROW_FIELDS, row)}
                for row in packed["rows"]]
     return {**{k: v for k, v in packed.items() if k != "rows"}, "classes": classes}
 

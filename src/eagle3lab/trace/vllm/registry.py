@@ -2,7 +2,8 @@
 
 ``model_executor/models/registry.py`` lists each architecture in module-level dicts (``_TEXT_GENERATION_MODELS``,
 ``_MULTIMODAL_MODELS``, ``_EMBEDDING_MODELS``, ``_SPECULATIVE_DECODING_MODELS``, ...) as
-``"Arch": ("module", "Class")``, the module relative to ``vllm.model_executor.models``. The generating ones are the
+``"Arch": ("module", "Class")``, the module relative to ``vllm.model_executor.models``, or, for models moved to
+``vllm/models/`` (from v0.22), absolute (``"vllm.models.qwen3_5"``). The generating ones are the
 classes that can be an EAGLE-3 target; drafters and pooling models cannot.
 """
 
@@ -68,7 +69,8 @@ def read_registry(src: SglangSource) -> Registry:
                 continue
             module, cls = (e.value if isinstance(e, ast.Constant) else None for e in item.elts)
             if isinstance(module, str) and isinstance(cls, str) and isinstance(key.value, str):
-                entry = Entry(key.value, f"{MODELS_PACKAGE}.{module}", cls, name.strip("_"), key.lineno)
+                dotted = module if module.startswith("vllm.") else f"{MODELS_PACKAGE}.{module}"
+                entry = Entry(key.value, dotted, cls, name.strip("_"), key.lineno)
                 reg.entries[key.value] = entry
                 if name in TARGET_DICTS:
                     reg.target_entries.setdefault(key.value, entry)
