@@ -102,9 +102,10 @@ lab: setup
 notebooks:
 	$(VENV)/bin/jupytext --to ipynb notebooks/*.py
 
-# The release canary: the static audit and preflight-model over every EAGLE-3-capable wrapper of the newest sglang
-# release (and RELEASES="sglang==0.5.9 ..."), each against the release before it, from the wheels' source; exit 1 with
-# one line per wrapper that regressed. Its own small venv: it reads wheels as zips and imports no torch and no engine,
+# The release canary: the static audit and preflight-model over every EAGLE-3-capable wrapper of the newest sglang and
+# vLLM releases (and RELEASES="sglang==0.5.9 vllm==0.18.0 ..."), each against the release before it, from the wheels'
+# source (vLLM's Python files by range requests); exit 1 with one line per wrapper that regressed. Its own small venv:
+# it reads wheels as zips and imports no torch and no engine,
 # only the packages below, at requirements.txt's pins (the CI job runs the same target); torch and transformers are
 # there without their dependencies and never imported: the audit reads their source (torch.nn.Module's members, the
 # transformers classes some wrappers build on).

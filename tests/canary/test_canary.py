@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from eagle3lab.canary import rows as canary_rows
+from eagle3lab.canary import engines, rows as canary_rows
 from eagle3lab.canary.rows import ABSENT, FAIL, PASS, UNDECIDED, ReleaseRows, Row, compare, markdown
+from eagle3lab.errors import SourceError
 from eagle3lab.paths import REPO_ROOT
 from timing import patience
 
@@ -117,7 +118,8 @@ def test_not_a_version_and_an_engine_it_cannot_read_are_one_line(tmp_path):
     out = tmp_path / "out"
     one_line_and_nothing_written(canary("--from-record", "--release", "sglang==0.5.x", "--out", str(out)), out,
                                  "'0.5.x' is not a version")
-    one_line_and_nothing_written(canary("--engine", "vllm", "--out", str(out)), out, "vllm: not audited")
+    with pytest.raises(SourceError, match="trtllm: unknown engine; the canary reads sglang, vllm"):
+        engines.engine("trtllm")
 
 
 def test_no_network_is_one_line_and_leaves_the_last_summary_as_it_was(tmp_path):
@@ -154,7 +156,6 @@ def test_the_canary_imports_no_engine_and_no_torch():
 
 def test_without_the_sources_the_audit_reads_the_canary_says_so_instead_of_failing_every_class(monkeypatch):
     from eagle3lab.canary import sglang_engine
-    from eagle3lab.errors import SourceError
 
     monkeypatch.setattr(sglang_engine, "torch_module_members", frozenset)
     with pytest.raises(SourceError, match="the source of torch is not installed here") as err:

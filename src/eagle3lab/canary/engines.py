@@ -2,8 +2,8 @@
 
 An engine lists its releases on the package index, opens one release's source without installing it, names the
 classes to check in a set of releases, and gives one release's rows; it may also read rows from a release record
-the package ships (offline). vLLM joins by adding one ``Engine`` to ``ENGINES`` once its trace exists
-(``PENDING`` says why it is not there yet, and the canary prints that instead of a table).
+the package ships (offline). Another engine joins by adding one ``Engine`` to ``ENGINES`` once its trace exists;
+until then ``PENDING`` may name it, with the reason the canary prints instead of a table.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from eagle3lab.canary import sglang_engine
+from eagle3lab.canary import sglang_engine, vllm_engine
 from eagle3lab.canary.rows import ReleaseRows
 from eagle3lab.errors import SourceError
 
@@ -24,19 +24,19 @@ class Engine:
     open_release: Callable[[str], Any]  # a release's source, read from its wheel
     candidates: Callable[[Sequence[Any]], list[str]]  # the classes to check in every one of these releases
     rows: Callable[[Any, Sequence[str]], ReleaseRows]  # one release's rows over those classes
-    recorded_rows: Callable[[str], ReleaseRows]  # one release's rows from the release record
+    recorded_rows: Callable[[Sequence[str]], list[ReleaseRows]]  # these releases' rows from the release record
 
 
 ENGINES: dict[str, Engine] = {
     sglang_engine.NAME: Engine(sglang_engine.NAME, sglang_engine.releases, sglang_engine.recorded_releases,
                                sglang_engine.open_release, sglang_engine.candidates, sglang_engine.rows,
-                               sglang_engine.recorded_rows),
+                               lambda versions: [sglang_engine.recorded_rows(v) for v in versions]),
+    vllm_engine.NAME: Engine(vllm_engine.NAME, vllm_engine.releases, vllm_engine.recorded_releases,
+                             vllm_engine.open_release, vllm_engine.candidates, vllm_engine.rows,
+                             vllm_engine.recorded_rows),
 }
-# Engines the canary is meant to watch but cannot read yet, with the reason it prints in their place.
-PENDING: dict[str, str] = {
-    "vllm": "not audited: this eagle3lab has no vLLM source trace yet (the extension point is "
-            "eagle3lab.canary.engines.ENGINES)",
-}
+# Engines the canary is meant to watch but cannot read yet, with the reason it prints in their place (none now).
+PENDING: dict[str, str] = {}
 
 
 def engine(name: str) -> Engine:

@@ -31,11 +31,19 @@ class Row:
     kind: str = ""  # the audit's kind (wrapper of an EAGLE-3-capable model, not a wrapper, ...)
     first_raise: str = ""  # where start-up raises first (file:line member), for a FAIL
     fix: Optional[str] = None  # a patch under patches/ that makes the class conform, if one does
+    # whether the class offers the interface, where the verdict does not say it (vLLM: a class can implement it and
+    # still be refused by the allow-list gate); None: the verdict says it (sglang)
+    has_interface: Optional[bool] = None
+    how: str = ""  # how it offers it, as the engine's audit says (vLLM: direct, inherited, protocol default, ...)
 
     @property
     def interface(self) -> str:
         """The interface column: present, lacking (and what), undecided, or - for an absent class."""
-        text = INTERFACE[self.verdict]
+        if self.has_interface is None or self.verdict == ABSENT:
+            text = INTERFACE[self.verdict]
+        else:
+            text = INTERFACE[PASS] if self.has_interface else INTERFACE[FAIL]
+        text += f" ({self.how})" if self.how else ""
         return f"{text}: {', '.join(self.missing)}" if self.missing else text
 
 
@@ -88,18 +96,24 @@ def compare(current: ReleaseRows, previous: Optional[ReleaseRows]) -> Comparison
         return out
     now, before = current.by_architecture(), previous.by_architecture()
     where = f"{current.engine} {current.release}"
+    relabelled: dict[tuple[str, str], list[str]] = {}  # (was, now) -> the classes whose layer ids changed so
     for arch in [*now, *(a for a in before if a not in now)]:
         new = now.get(arch) or Row(arch, before[arch].model, ABSENT, watched=before[arch].watched)
         old = before.get(arch) or Row(arch, new.model, ABSENT)
         was = f"{old.verdict} in {previous.release}"
         if regressed(old.verdict, new.verdict):
-            what = f"lacks {', '.join(new.missing)}" if new.verdict == FAIL else new.verdict
+            what = (f"lacks {', '.join(new.missing)}" if new.verdict == FAIL and new.missing else
+                    f"raises at {new.first_raise}" if new.first_raise else new.verdict)
             out.regressions.append(f"regressed: {where} {_label(new)}: {new.verdict}, {what} (was {was})")
         elif old.verdict == FAIL and new.verdict == PASS:
             out.changes.append(f"fixed: {where} {_label(new)}: pass (was {was})")
         if ABSENT not in (old.verdict, new.verdict) and old.layer_ids != new.layer_ids:
-            out.changes.append(f"layer ids changed: {where} {_label(new)}: {new.layer_ids} (was {old.layer_ids} in "
-                               f"{previous.release}); check the drafter's training convention")
+            relabelled.setdefault((old.layer_ids, new.layer_ids), []).append(_label(new))
+    for (was_ids, ids), labels in relabelled.items():  # one line per change, however many classes it touches
+        more = f" and {len(labels) - 3} more" if len(labels) > 3 else ""
+        who = labels[0] if len(labels) == 1 else f"{len(labels)} classes ({', '.join(labels[:3])}{more})"
+        out.changes.append(f"layer ids changed: {where} {who}: {ids} (was {was_ids} in {previous.release}); "
+                           "check the drafter's training convention")
     return out
 
 

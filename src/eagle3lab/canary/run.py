@@ -109,8 +109,8 @@ def check(target: Target, from_record: bool) -> Comparison:
     """One release against its previous one: both releases' rows over the same classes."""
     eng = engine_named(target.engine)
     if from_record:
-        previous = eng.recorded_rows(target.previous) if target.previous else None
-        return compare(eng.recorded_rows(target.release), previous)
+        recorded = eng.recorded_rows([target.release] + ([target.previous] if target.previous else []))
+        return compare(recorded[0], recorded[1] if len(recorded) > 1 else None)
     srcs = [eng.open_release(target.release)] + ([eng.open_release(target.previous)] if target.previous else [])
     classes = eng.candidates(srcs)
     rows = [eng.rows(src, classes) for src in srcs]

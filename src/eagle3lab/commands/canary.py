@@ -31,8 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="compare with this release instead of the one before on the index (the index is not "
                              "asked then)")
     parser.add_argument("--from-record", action="store_true",
-                        help="read rows from the release record the package ships (offline; the incident's wrapper "
-                             "only)")
+                        help="read rows from the release records the package ships (offline; sglang: the "
+                             "incident's wrapper only; vLLM: every class its audits hold)")
     parser.add_argument("--out", type=Path, default=None,
                         help=f"folder for the JSON and markdown per release and {SUMMARY} (default: artifacts/canary)")
     parser.add_argument("--json", action="store_true", help="print the comparisons as JSON instead of the tables")
