@@ -54,6 +54,16 @@ def test_from_0_18_0_the_protocol_default_carries_most_classes_and_kimi_vl_is_a_
     assert not by_arch("0.17.1")["KimiVLForConditionalGeneration"]["defect"]
 
 
+def test_every_registered_target_of_every_recorded_release_is_found_in_its_source(record_about):
+    """Models moved to ``vllm/models/`` are registered by absolute module name (v0.22+); read as relative, 28 of
+    0.34.0's targets (Qwen3.5's among them) were 'not defined' and failed every check."""
+    lost = {v: [r["arch"] for r in record.recorded(v)["classes"] if "is not defined in" in r["evidence"]]
+            for v in record_about["releases"]}
+    assert {v: archs for v, archs in lost.items() if archs} == {}
+    qwen35 = by_arch("0.34.0")["Qwen3_5ForConditionalGeneration"]
+    assert qwen35["implements"] and qwen35["how"] == "protocol default"
+
+
 def test_the_audit_command_answers_from_the_record_in_the_shared_shape(capsys, monkeypatch):
     def offline(version: str):
         raise AssertionError("fetched although the record holds the release")
