@@ -14,6 +14,7 @@ export PROFILE SET
 SET_ARGS = set -f; set --; for s in $$SET; do set -- "$$@" --set "$$s"; done;
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.eagle3lab-installed
+TEST_STAMP := $(VENV)/.eagle3lab-test-installed
 VENV_GB ?= 12
 
 .PHONY: setup run report test test-fast lint-imports browser lab notebooks clean canary set-args vllm-setup run-vllm
@@ -29,7 +30,13 @@ $(STAMP): requirements.txt pyproject.toml
 	@# torch first, alone: sglang pins this exact release, and installing it first keeps pip's resolver simple.
 	$(PY) -m pip install --quiet $$(grep '^torch==' requirements.txt)
 	$(PY) -m pip install --quiet -r requirements.txt -e .
+	@# the venv's own kernel (--sys-prefix: this venv's share/jupyter); a conda environment gets it from `eagle3lab setup`
 	$(PY) -m ipykernel install --sys-prefix --name eagle3lab --display-name "eagle3lab (sglang 0.5.9)" >/dev/null
+	touch $@
+
+# The test tools (pyproject's `test` extra, requirements-test.txt), only for the targets that test.
+$(TEST_STAMP): $(STAMP) requirements-test.txt
+	$(PY) -m pip install --quiet -r requirements-test.txt
 	touch $@
 
 setup: $(STAMP)
@@ -70,7 +77,7 @@ run-vllm: vllm-setup
 PYTEST_WORKERS ?= 2
 SGLANG_TEST_WORKERS ?= 2
 DRAFTER_LOG ?= $(VENV)/drafter-setup.log
-test: $(STAMP) browser lint-imports
+test: $(TEST_STAMP) browser lint-imports
 	@$(SET_ARGS) set -x; $(PY) -m eagle3lab setup --profile "$$PROFILE" --skip-drafter "$$@"
 	@$(SET_ARGS) status=0; \
 	$(PY) -m eagle3lab setup --profile "$$PROFILE" "$$@" >$(DRAFTER_LOG) 2>&1 & drafter=$$!; \
@@ -84,7 +91,7 @@ test: $(STAMP) browser lint-imports
 
 # The stage order of ARCHITECTURE.md, as import-linter contracts (pyproject.toml): no stage imports one above it,
 # no import circles.
-lint-imports: $(STAMP)
+lint-imports: $(TEST_STAMP)
 	$(VENV)/bin/lint-imports
 
 # Debian's chromium and chromedriver, for the test that opens the HTML report in a real browser.
@@ -92,11 +99,13 @@ browser:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
-test-fast: setup lint-imports
+test-fast: $(TEST_STAMP) setup lint-imports
 	$(PY) -m pytest -ra -n $(PYTEST_WORKERS) -m "not server and not notebook and not network"
 
-lab: setup
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --MappingKernelManager.default_kernel_name=eagle3lab \
+# JupyterLab at the repository's root, so the executed notebooks in reports/ open beside their sources in notebooks/;
+# only the venv and the kernel first (no drafter training: notebook 03 trains a missing drafter when it is run).
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab --notebook-dir=. --MappingKernelManager.default_kernel_name=eagle3lab \
 	  $(if $(filter 0,$(shell id -u)),--allow-root)
 
 notebooks:

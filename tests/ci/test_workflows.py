@@ -20,12 +20,12 @@ from timing import patience
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
 NOTEBOOKS, CANARY = WORKFLOWS / "notebooks.yml", WORKFLOWS / "canary.yml"
 GITLAB = REPO_ROOT / "docs" / "ci" / "gitlab-ci.example.yml"
-BIN = Path(sys.executable).parent  # the tools are pinned in requirements.txt, installed beside this interpreter
+BIN = Path(sys.executable).parent  # the tools are pinned in requirements-test.txt, installed beside this interpreter
 
 
 def tool(name: str) -> str:
     path = BIN / name
-    assert path.is_file(), f"{name} is not installed beside {sys.executable}; pip install -r requirements.txt"
+    assert path.is_file(), f"{name} is not installed beside {sys.executable}; pip install -r requirements-test.txt"
     return str(path)
 
 
@@ -86,8 +86,8 @@ def test_the_notebooks_job_runs_the_readme_main_command_and_keeps_its_outputs_on
     assert readme_main_command() in runs  # `make run`, with SET and PROFILE from the environment
     upload = next(step for step in job["steps"] if step.get("uses", "").startswith("actions/upload-artifact@"))
     assert upload["if"] == "always()"
-    assert set(upload["with"]["path"].split()) == {"reports/", "REPORT.md", "reports-evidence/", "figures/",
-                                                   "artifacts/"}
+    assert set(upload["with"]["path"].split()) == {"reports/", "REPORT.md", "docs/report/", "reports-evidence/",
+                                                   "figures/", "artifacts/"}
     summary = next(step for step in job["steps"] if "ci-summary" in step.get("run", ""))
     assert summary["if"] == "always()" and summary["continue-on-error"] is True  # never decides the job itself
     assert '>> "$GITHUB_STEP_SUMMARY"' in summary["run"]

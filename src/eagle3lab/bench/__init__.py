@@ -1,1 +1,1 @@
-"""Stage 3b (notebook 03): load generator, sweep, metrics and cross-checks against real servers."""
+"""Notebook 03's benchmark and `eagle3lab bench`: load generator, sweep, metrics and cross-checks against real servers."""

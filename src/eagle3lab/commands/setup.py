@@ -4,12 +4,15 @@ The sglang check, the stub driver, the tiny model and, for a tiny-model profile,
 on a cold cache, then reused). Hub checkpoints are only located here (fetch-models downloads them), so set-up never
 starts a 547 GB download. A local model path must exist; the tiny models' cache is verified against the checksums
 written when it was built (``--rebuild`` builds it again). ``--skip-drafter`` leaves the drafter to the run: ``make
-run`` trains it beside notebooks 01-02, which do not serve it (``runbook.drafter_in_background``).
+run`` trains it beside notebooks 01-02, which do not serve it (``runbook.drafter_in_background``). The project's
+Jupyter kernel is registered where this environment's Jupyter looks for it (``register_kernel``): a conda user who
+created the environment from ``environment.yml`` gets it from ``eagle3lab setup``, as a ``make setup`` user does.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from eagle3lab import runguard
@@ -22,6 +25,27 @@ from eagle3lab.runtime.envinfo import check_sglang
 from eagle3lab.runtime.tinymodel import build_tiny_models
 from eagle3lab.runtime.tinymodel.drafter_training import (describe_trained_drafter, needs_trained_drafter,
                                                           trained_drafter_for_profile)
+from eagle3lab.runbook import KERNEL_NAME
+
+KERNEL_DISPLAY_NAME = "eagle3lab (sglang 0.5.9)"
+
+
+def kernel_prefix() -> Path | None:
+    """Where this environment's Jupyter finds kernels: a venv's or a conda environment's own prefix (``sys.prefix``,
+    whose ``share/jupyter/kernels`` Jupyter in that environment reads); outside both, None (the user's kernels)."""
+    in_venv = sys.prefix != sys.base_prefix
+    in_conda = (Path(sys.prefix) / "conda-meta").is_dir()
+    return Path(sys.prefix) if in_venv or in_conda else None
+
+
+def register_kernel(prefix: Path | None = None) -> Path:
+    """The ``eagle3lab`` kernel, running this interpreter, registered under ``prefix`` (default ``kernel_prefix``;
+    the user's kernels outside a venv or conda environment). Returns the kernel's folder."""
+    from ipykernel.kernelspec import install  # delayed: only set-up registers a kernel, and ipykernel pulls in zmq
+
+    where = prefix if prefix is not None else kernel_prefix()
+    return Path(install(kernel_name=KERNEL_NAME, display_name=KERNEL_DISPLAY_NAME,
+                        prefix=str(where) if where is not None else None, user=where is None))
 
 
 
@@ -63,3 +87,4 @@ def run(args: argparse.Namespace) -> None:
               "cached")
     elif needs_trained_drafter(profile):
         print(describe_trained_drafter(trained_drafter_for_profile(profile)))
+    print(f"Jupyter kernel {KERNEL_NAME}: {register_kernel()}")

@@ -2,7 +2,7 @@
 
 Why a model: EAGLE-3 cannot run on a GPU here, and the incident reports only two numbers (63.6 tok/s single
 stream, 2,370 tok/s peak). A stated, parameterised model explains why speculation did not pay on 8x PCIe GPUs
-and says when it would. The physics lives in ``report.costmodel`` (one module per job); this module gathers what
+and says when it would. The physics lives in ``costmodel`` (one module per job); this module gathers what
 callers use:
 
     dep = Deployment(target, drafter, hardware, tp, engine, context)          # what runs where

@@ -2,6 +2,6 @@
 
 Reads what a user has (launch command, server log, bench_serving output, configs), builds the rules engine's
 ``Evidence`` and prints one finding per cause tag. The rules are the ones notebook 03 applies to the project's
-own run (``report.diagnostics``)."""
+own run (``bench.diagnostics``)."""
 
 from eagle3lab.doctor.run import add_arguments, doctor, format_table, run  # noqa: F401

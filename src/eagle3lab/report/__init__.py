@@ -1,1 +1,1 @@
-"""Stage 4: the cost model, diagnostics, figures and REPORT.md, drawn from the sidecars."""
+"""REPORT.md, its appendices and figures, drawn from the sidecars and the cost model's evidence."""

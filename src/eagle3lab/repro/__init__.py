@@ -1,1 +1,1 @@
-"""Stage 1 (notebook 01): reproduce the crash on the real server and classify it."""
+"""Notebook 01: reproduce the crash on the real server and classify it."""

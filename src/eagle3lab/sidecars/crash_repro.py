@@ -76,7 +76,7 @@ class ControlRecord(Record):
 
 
 class PreflightCheckRecord(Record):
-    """One check of ``runtime.preflight``: its outcome, one line of detail, the fix, the evidence."""
+    """One check of ``preflight``: its outcome, one line of detail, the fix, the evidence."""
 
     name: str
     outcome: str  # ok, warn, fail, skipped or info

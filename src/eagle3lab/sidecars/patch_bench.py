@@ -36,7 +36,7 @@ class ChainStepRecord(Record):
 
 
 class SpecArmRecord(Record):
-    """One EAGLE-3 arm as planned (``bench.arms.SpecArmPlan``): its drafter and concurrencies."""
+    """One EAGLE-3 arm as planned (``notebook.patch_and_bench.SpecArmPlan``): its drafter and concurrencies."""
 
     name: str
     kind: str  # bench.sweep.ARM_KINDS

@@ -94,7 +94,7 @@ def evidence_from_artifacts(bench_report: Any = None, requests_dir: Optional[Pat
                             device: Optional[str] = None,
                             cycle_components: Optional[Mapping[str, Any]] = None,
                             launch_spread: Optional[Mapping[str, Any]] = None) -> Evidence:
-    """A run's evidence from what the notebooks wrote: the bench report (``bench.BenchReport``), the per-request
+    """A run's evidence from what the notebooks wrote: the bench report (``bench.sweep.BenchReport``), the per-request
     JSONL files in ``requests_dir``, server logs, notebook 02's layer-id tables (restricted to ``layer_profile``),
     the drafter's offline acceptance, and the break-even: measured on the headline arm's own cycle where the cycle
     table (``bench.cycle``) has one, else by the control arm where the report has one (either way ``break_even``

@@ -304,7 +304,7 @@ def validation_figure(out_dir: Optional[Path] = None) -> Path:
 
 # ---------------------------------------------------------------------------------------- from bench sidecars
 def measured_points_from_bench(report, rate: str = "output") -> list[MeasuredPoint]:
-    """Measured points of a ``bench.BenchReport``: the baseline arm and the headline EAGLE-3 arm (by their
+    """Measured points of a ``bench.sweep.BenchReport``: the baseline arm and the headline EAGLE-3 arm (by their
     ``kind``; the EAGLE-3 experiments -- control drafter, shifted layers -- are not the comparison the model makes).
 
     rate 'output': output tok/s as a client saw it (prefill and TTFT included). rate 'decode': the bench's
