@@ -108,3 +108,28 @@ def test_reason_text_is_short_and_never_empty():
     assert reason_text(None) == "no reason recorded"
     assert reason_text({"kind": "cpu_limitation"}) == "cpu_limitation"
     assert len(reason_text({"message": "x" * 1000}, width=40)) <= 80
+
+
+def test_the_latency_scale_is_set_by_the_arms_being_compared(tmp_path):
+    """An experiment arm's tail (the untrained drafter's p99 in seconds) neither sets the scale nor is drawn; the
+    note names it."""
+    def slow_point(concurrency: int, step_s: float) -> PointResult:
+        times = [step_s * (i + 1) for i in range(8)]
+        rec = RequestRecord("r", concurrency, "measure", True, 0.0, t_sent=0.0, token_times=times, t_end=times[-1],
+                            completion_tokens=8, spec_verify_ct=8)
+        return PointResult(concurrency, "ok", None, compute_point_metrics([rec]), {}, concurrency, 0, 0, True, "t")
+
+    baseline = ArmResult("baseline", "measured", ARM_KIND_BASELINE, points=[point(1, 8), point(2, 8)])
+    eagle = ArmResult("eagle3", "measured", ARM_KIND_EAGLE3, points=[point(1, 8, verify=4), point(2, 8, verify=4)])
+    control = ArmResult("eagle3-untrained", "measured", ARM_KIND_EAGLE3_CONTROL,
+                        points=[slow_point(1, 6.6), slow_point(2, 6.6)])
+    fig = plot_latency(BenchReport("cpu", "2026-12-04", {}, [baseline, eagle, control]))
+    drawn = lines_by_label(fig)
+    assert not any(label.startswith("eagle3-untrained") for label in drawn)
+    compared = max(max(y) for label, (_, y) in drawn.items() if label.split()[0] in ("baseline", "eagle3"))
+    for ax in fig.axes:
+        if ax.get_lines():
+            assert ax.get_ylim()[1] < 2 * compared  # the compared arms fill the panel
+    assert "not drawn (experiments" in notes(fig) and "eagle3-untrained" in notes(fig)
+    fig.savefig(tmp_path / "bench_latency.png", dpi=110)
+    plt.close(fig)

@@ -12,7 +12,9 @@ from eagle3lab.errors import PerfModelError
 from eagle3lab.report import incident
 from eagle3lab.costmodel.perfmodel import break_even_accept_length, plain_step
 from eagle3lab.report.plots.model import (
+    LEGEND_PT,
     MAX_LEGEND_SERIES,
+    constant_sets,
     MeasuredPoint,
     breakdown_cases,
     draw_speedup,
@@ -201,23 +203,28 @@ def test_incident_figures_show_only_the_incident_deployment_and_its_reported_num
 
 
 def test_validation_figure_draws_every_published_and_predicted_point():
-    from eagle3lab.costmodel.perfmodel import validate
+    from eagle3lab.costmodel.perfmodel import load_dataset, validate
 
     results = validate()
-    fig = draw_validation(results)
+    protocol = load_dataset().protocol
+    fig = draw_validation(results, protocol)
     shown = [ax for ax in fig.axes if ax.get_visible()]
     assert len(shown) == len(results) + 1  # the parity panel, then one per source (spare grid cells hidden)
     parity = shown[0]
     assert sum(len(ln.get_xdata()) for ln in parity.get_lines()[1:]) == sum(len(r.predicted_points) for r in results)
     kinds = set()
+    sets = constant_sets(protocol)
+    assert len(set(sets.values())) >= 2, "the figure mixes constant sets: each must be named"
     for ax, src in zip(shown[1:], results):
-        assert f"MAPE {src.mape_pct:.1f}%" in ax.get_title()
+        title = " ".join(ax.get_title().split())  # wrapped onto lines so that it never runs into the next panel
+        assert f"MAPE {src.mape_pct:.1f}%" in title and sets[src.split] in title
         if all(len({p.batch for p in s.points}) == 1 for s in src.series):
             # one batch size per series: a parity panel of this source's predicted points, one colour per series
             kinds.add("parity")
+            assert "trends" not in title  # one batch size: no trend to judge
             dots = ax.get_lines()[1:]
             assert sum(len(ln.get_xdata()) for ln in dots) == len(src.predicted_points)
-            assert "parity" in ax.get_title()
+            assert "parity" in title
             colours = [ln.get_color() for ln in dots]
         else:
             kinds.add("batch")
@@ -227,6 +234,26 @@ def test_validation_figure_draws_every_published_and_predicted_point():
         assert len(set(colours)) == len(colours)  # no two series of a panel share a colour
         assert (ax.get_legend() is not None) == (len(src.series) <= MAX_LEGEND_SERIES)
     assert kinds == {"parity", "batch"}, "the dataset has both kinds of source"
+    legends = [ax.get_legend() for ax in shown if ax.get_legend()]
+    assert legends and all(t.get_fontsize() >= LEGEND_PT for lg in legends for t in lg.get_texts())
+    parity_labels = [t.get_text() for t in parity.get_legend().get_texts()]
+    for label in set(sets.values()):  # the parity panel says which constants predicted each source's points
+        assert any(label in text for text in parity_labels)
     with pytest.raises(PerfModelError) as err:
         draw_validation([])
     assert (err.value.problem, err.value.parameter) == ("empty", "results")
+
+
+def _overlaps(a, b) -> bool:
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+def test_the_speedup_figures_legends_sit_outside_the_data(setup):
+    pcie, _, spec = setup
+    fig = draw_speedup(pcie, spec, spec_max_batch=48, max_batch=128)
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        assert legend is not None
+        assert not _overlaps(legend.get_window_extent(renderer), ax.get_window_extent(renderer))
+        assert all(t.get_fontsize() >= LEGEND_PT for t in legend.get_texts())

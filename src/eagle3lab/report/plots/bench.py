@@ -21,7 +21,8 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from eagle3lab.atomic import save_figure_atomic  # noqa: E402
-from eagle3lab.bench.sweep import ARM_NOT_RUNNABLE, ArmResult, BenchReport  # noqa: E402
+from eagle3lab.bench.sweep import (ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_NOT_RUNNABLE, ArmResult,  # noqa: E402
+                                   BenchReport)
 from eagle3lab.paths import repo_dir  # noqa: E402
 
 PERCENTILE_STYLES = {"p50": "-", "p90": "--", "p99": ":"}
@@ -152,12 +153,21 @@ def plot_accept_distribution(report: BenchReport) -> Figure:
     return fig
 
 
+COMPARED_KINDS = (ARM_KIND_BASELINE, ARM_KIND_EAGLE3)  # the arms the latency figure compares
+
+
 def plot_latency(report: BenchReport) -> Figure:
-    """TTFT, inter-token latency and end-to-end latency percentiles against concurrency."""
+    """TTFT, inter-token latency and end-to-end latency percentiles against concurrency, for the arms being compared
+    (the baseline and the headline EAGLE-3 arm): their values set the scale, so an experiment arm's tail (the
+    untrained drafter's p99 ran to seconds) cannot flatten the comparison the figure exists for. The experiment
+    arms are named in a note; their latencies are in the benchmark table."""
     fig, axes = plt.subplots(1, 3, figsize=(12, 4.0))
+    compared = [arm for arm in report.arms if arm.kind in COMPARED_KINDS] or list(report.arms)
     for ax, (attr, label) in zip(axes, [("ttft_s", "TTFT"), ("itl_s", "inter-token latency per token"),
                                         ("e2e_s", "end-to-end latency")]):
         for index, arm in enumerate(report.arms):
+            if arm not in compared:
+                continue
             points = arm.measured_points()
             for pct, style in PERCENTILE_STYLES.items():
                 values = [getattr(getattr(p.metrics, attr), pct) for p in points]
@@ -165,18 +175,23 @@ def plot_latency(report: BenchReport) -> Figure:
                 if pairs:
                     ax.plot(*zip(*pairs), linestyle=style, marker="o", markersize=3, color=f"C{index}",
                             label=f"{arm.name} {pct}")
-        _concurrency_axis(ax, report.arms)
+        _concurrency_axis(ax, compared)
         ax.set_ylabel(f"{label} (ms)")
         ax.set_ylim(bottom=0)
         _finish(fig, ax, report, label)
         if ax.get_legend():  # one legend for the three panels, under them, never over a measured point
             ax.get_legend().remove()
     handles, labels = axes[0].get_legend_handles_labels()
+    left_out = [arm.name for arm in report.arms if arm not in compared and arm.measured_points()]
+    notes = _notes(report) + ([f"not drawn (experiments, their latencies in the benchmark table): "
+                               f"{', '.join(left_out)}"] if left_out else [])
+    _footer(fig, notes)
+    note_lines = sum(textwrap.fill(n, 110).count("\n") + 1 for n in notes)
+    above_notes = 0.02 + 0.06 * note_lines if notes else 0.0  # the legend stands on the notes, never under them
     if handles:
-        fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=min(6, len(labels)), frameon=False)
-    _footer(fig, _notes(report))
-    if handles:
-        fig.subplots_adjust(bottom=max(fig.subplotpars.bottom, 0.3))
+        fig.legend(handles, labels, fontsize=8, loc="lower center", bbox_to_anchor=(0.5, above_notes),
+                   ncol=min(6, len(labels)), frameon=False)
+        fig.subplots_adjust(bottom=max(fig.subplotpars.bottom, 0.3 + above_notes))
     return fig
 
 

@@ -28,7 +28,7 @@ from eagle3lab.costmodel.perfmodel import (COMPONENTS, Deployment, PassCost, Spe
                                            break_even_accept_length, max_accept_length, plain_step, plain_tok_s,
                                            spec_tok_s, speedup, verify_tokens)
 from eagle3lab.costmodel.forward import Pass, forward_cost
-from eagle3lab.costmodel.perfmodel import validate
+from eagle3lab.costmodel.perfmodel import load_dataset, validate
 from eagle3lab.bench.sweep import ARM_KIND_BASELINE, ARM_KIND_EAGLE3
 from eagle3lab.report.run_model import run_deployment, single_stream_step_s
 from eagle3lab.runtime.speculative import SpeculativeSpec
@@ -126,7 +126,7 @@ def draw_speedup(dep: Deployment, spec: SpeculativeFlags, batches: Sequence[int]
     """Left: predicted speedup vs acceptance length per batch size, each line's break-even marked.
     Right: predicted speedup vs concurrency per acceptance length, EAGLE-3 capped at its request limit.
     Measured speedups (both arms at one batch) are overlaid as filled squares."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.3))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 5.6))
     top = max_accept_length(spec)
     taus = [1.0 + i * (top - 1.0) / 60 for i in range(61)]
     for batch in batches:
@@ -159,9 +159,9 @@ def draw_speedup(dep: Deployment, spec: SpeculativeFlags, batches: Sequence[int]
         with_tau = [(t, s) for _, s, t in points if t is not None]
         if with_tau:
             left.plot([t for t, _ in with_tau], [s for _, s in with_tau], label=label, **MEASURED_STYLE)
-    for ax in (left, right):
+    for ax in (left, right):  # each legend under its panel, never over a line
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
     fig.suptitle(f"Predicted EAGLE-3 speedup, {dep.target.name} on {dep.tp}x {dep.hardware.name}, "
                  f"{spec.num_steps} steps, topk {spec.eagle_topk}, context {dep.context:g}", fontsize=10)
     fig.tight_layout()
@@ -211,6 +211,9 @@ def draw_throughput(dep: Deployment, spec: SpeculativeFlags, max_batch: int, spe
 # ---------------------------------------------------------------------------------------------- validation
 MAX_LEGEND_SERIES = 20  # beyond this a per-series legend is unreadable; the report's appendix lists every series
 PANEL_COLUMNS = 4
+LEGEND_PT = 7  # the smallest legend text that reads at 100%
+TITLE_CHARS = 62  # a panel title's line at 9 pt within a 5.4 in panel
+MARKERS = ("o", "^", "s", "D")  # one per constant set in the parity panel
 
 
 def _parity_axes(ax, lo: float, hi: float) -> None:
@@ -225,16 +228,17 @@ def _parity_axes(ax, lo: float, hi: float) -> None:
     ax.grid(alpha=0.3)
 
 
-def _source_panel(ax, src) -> None:
+def _source_panel(ax, src, constants: str = "") -> None:
     """One source: per series, published speedups (hollow) and the model's line against batch size, the
     calibration point filled. A source whose series each have one batch size has no line to draw: its panel is a
     parity plot of its own points instead."""
     cmap = plt.get_cmap("turbo")  # one distinct colour per series (the default cycle repeats after 10)
     colours = [matplotlib.colors.to_hex(cmap(0.05 + 0.9 * i / max(1, len(src.series) - 1)))
                for i in range(len(src.series))]
-    title = (f"{src.source}: MAPE {src.mape_pct:.1f}% over {len(src.predicted_points)} predicted points, "
-             f"trends {src.trends_right}/{len(src.series)}")
-    if all(len({p.batch for p in s.points}) == 1 for s in src.series):
+    title = f"{src.source}: MAPE {src.mape_pct:.1f}% over {len(src.predicted_points)} predicted points"
+    if constants:
+        title += f"; {constants}"
+    if all(len({p.batch for p in s.points}) == 1 for s in src.series):  # no trend to judge in one batch size
         pts = src.predicted_points
         values = [p.published_speedup for p in pts] + [p.predicted_speedup for p in pts]
         _parity_axes(ax, 0.9 * min(values, default=0.5), 1.1 * max(values, default=3.0))
@@ -245,6 +249,7 @@ def _source_panel(ax, src) -> None:
                     linestyle="none", markersize=4, color=colour, label=s.series)
         title += f"; one batch size per series ({', '.join(str(b) for b in batches)}): parity"
     else:
+        title += f", trends {src.trends_right}/{len(src.series)}"
         for s, colour in zip(src.series, colours):
             xs = [p.batch for p in s.points]
             ax.plot(xs, [p.predicted_speedup for p in s.points], linewidth=1, color=colour)
@@ -258,18 +263,33 @@ def _source_panel(ax, src) -> None:
         ax.set_xlabel("batch size (concurrent requests)")
         ax.set_ylabel("speedup (EAGLE / plain tok/s)")
         ax.grid(alpha=0.3)
-    ax.set_title(title, fontsize=8, wrap=True)
+    ax.set_title(textwrap.fill(title, TITLE_CHARS), fontsize=9)  # wrapped here: a panel's title never runs into the next
     if len(src.series) <= MAX_LEGEND_SERIES:
-        ax.legend(fontsize=5, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
+        ax.legend(fontsize=LEGEND_PT, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     else:
-        ax.text(0.5, -0.22, f"{len(src.series)} series: legend left out (every series is in REPORT.md's appendix)",
-                transform=ax.transAxes, ha="center", va="top", fontsize=7)
+        ax.text(0.5, -0.22, f"{len(src.series)} series: legend left out (every series is in the validation appendix)",
+                transform=ax.transAxes, ha="center", va="top", fontsize=LEGEND_PT)
 
 
-def draw_validation(results) -> Figure:
+def constant_sets(protocol: Any) -> dict[str, str]:
+    """Each split's constant set as the figure labels it ("constants frozen 2026-12-01, superseded"), from the
+    protocol the results were evaluated under (``Protocol.constants_for``); empty without a protocol."""
+    if protocol is None:
+        return {}
+    current = protocol.current
+    out = {}
+    for split in ("development", "held_out", "held_out_2", "held_out_3"):
+        frozen = protocol.constants_for(split)
+        if frozen is not None:
+            out[split] = f"constants frozen {frozen.date}" + ("" if frozen is current else ", superseded")
+    return out
+
+
+def draw_validation(results, protocol: Any = None) -> Figure:
     """First panel: every predicted point against its published value (the diagonal is a perfect prediction, the
-    band +-15%). Then one panel per source (``_source_panel``), in rows of ``PANEL_COLUMNS``. Panel titles carry the
-    computed MAPE."""
+    band +-15%), one marker per constant set the points were predicted with (``constant_sets``). Then one panel per
+    source (``_source_panel``), in rows of ``PANEL_COLUMNS``. Panel titles carry the computed MAPE and the source's
+    constant set."""
     if not results:
         raise PerfModelError("validation figure: no results", parameter="results", problem="empty")
     panels_needed = len(results) + 1
@@ -280,18 +300,23 @@ def draw_validation(results) -> Figure:
     parity, panels = flat[0], flat[1:]
     every = [v for src in results for p in src.predicted_points for v in (p.published_speedup, p.predicted_speedup)]
     _parity_axes(parity, 0.9 * min(every), 1.05 * max(every))
+    sets = constant_sets(protocol)
+    marker_of = {label: MARKERS[i % len(MARKERS)] for i, label in enumerate(dict.fromkeys(sets.values()))}
     for src in results:
         pts = src.predicted_points
-        parity.plot([p.published_speedup for p in pts], [p.predicted_speedup for p in pts], marker="o",
-                    linestyle="none", markersize=4, label=f"{src.source} (MAPE {src.mape_pct:.1f}%)")
+        label = sets.get(src.split, "")
+        parity.plot([p.published_speedup for p in pts], [p.predicted_speedup for p in pts],
+                    marker=marker_of.get(label, "o"), linestyle="none", markersize=4,
+                    label=f"{src.source} (MAPE {src.mape_pct:.1f}%{'; ' + label if label else ''})")
     parity.set_title("predicted points only (calibration points left out)", fontsize=9)
-    parity.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
+    parity.legend(fontsize=LEGEND_PT, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     for ax, src in zip(panels, results):
-        _source_panel(ax, src)
+        _source_panel(ax, src, sets.get(src.split, ""))
     for ax in panels[len(results):]:
         ax.set_visible(False)
     fig.suptitle("Cost model vs published speedup measurements (hollow = published, line = predicted, filled = "
-                 "the single-stream point a series was calibrated on)", fontsize=9)
+                 "the single-stream point a series was calibrated on; each source predicted with the constants its "
+                 "set is evaluated with)", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -299,7 +324,7 @@ def draw_validation(results) -> Figure:
 def validation_figure(out_dir: Optional[Path] = None) -> Path:
     """The validation figure as a PNG (``figures/model_validation.png``)."""
 
-    return save_figure(draw_validation(validate()), "model_validation", out_dir)
+    return save_figure(draw_validation(validate(), load_dataset().protocol), "model_validation", out_dir)
 
 
 # ---------------------------------------------------------------------------------------- from bench sidecars
