@@ -515,7 +515,7 @@ def test_the_capture_order_defect_is_stated_from_notebook_02s_trace_with_its_sou
     assert "`srt/model_executor/cuda_graph_runner.py:365`" in paragraph and "model_runner.py:622" not in paragraph
     assert "Fixed upstream in 0.5.11" in text and "pull/22836" in text
     fix = summary_of(text)[1]  # the summary names the release with every fix: the newer of the two
-    assert "Every fix this drafter needs is in sglang 0.5.11 (delegation 0.5.10, CUDA-graph capture order 0.5.11)" in fix
+    assert "sglang 0.5.11 has every fix this drafter needs (delegation 0.5.10, capture order 0.5.11)" in fix
     assert untagged(text, sources) == []
 
 
@@ -524,7 +524,7 @@ def test_a_trace_without_a_bisect_names_no_fixed_release(sources):
     sources.trace.bisect.first_fixed = None
     text = render_all(sources)
     bullets = summary_of(text)
-    assert "Every fix this drafter needs" not in bullets[1] and "run sglang" not in bullets[-1]
+    assert "every fix this drafter needs" not in bullets[1] and "run sglang" not in bullets[-1]
     assert "**The fix:**" in text and untagged(text, sources) == []
 
 

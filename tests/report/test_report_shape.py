@@ -159,3 +159,30 @@ def test_the_incident_answer_states_the_peak_matching_context(run, documents):
     assert summary.reach_verdict(match["predicted"]) in line
     one = run.incident["evidence"]["one_stream"]["cell"]["speedup"]
     assert f"{one:.2f}x at one stream" in line
+
+
+def test_the_overlap_scheduler_asymmetry_is_said_uncontrolled_or_measured_as_the_run_did(run):
+    from eagle3lab.bench import interleave, launch_spread
+
+    def overlap_line(sources: ReportSources) -> str:
+        text = build.render_documents(sources)[0][build.REPORT_MD]
+        return next(line for line in text.splitlines() if line.startswith("The arms do not run the same scheduler"))
+
+    assert "These rounds do not control for it" in overlap_line(run)  # the committed run measured no control
+    first = run.patch.interleaved_sweep[0]
+    # a baseline without the scheduler in the same rounds, 10% slower in each: the asymmetry resolved
+    slower = [[tokens, seconds * 1.1] for tokens, seconds in first.round_baseline]
+    fields = launch_spread._interval_fields(first.round_baseline, slower)
+    control = first.model_copy(update={"role": "overlap_control", "eagle3_arm": "baseline-no-overlap-launch2-c1",
+                                       "eagle3_tok_s": first.baseline_tok_s / 1.1, "speedup": 1 / 1.1, **fields})
+    run.patch.interleaved_variants = [*run.patch.interleaved_variants, control]
+    line = overlap_line(run)
+    assert f"ran at {1 / 1.1:.3f} times the default baseline's rate" in line
+    assert "the scheduler makes sglang's default baseline faster, so it narrows EAGLE-3's speedup here" in line
+    same = interleave.pooled_rate(first.round_eagle3) / interleave.pooled_rate(slower)
+    assert f"over that baseline EAGLE-3's speedup is {same:.2f}x" in line and f"against {first.speedup:.2f}x" in line
+    documents, binder = build.render_documents(run)
+    assert provenance.broken_sentences(build.joined(documents), binder.sentences, run.tree(), RULES) == []
+    evidence, structural = run.evidence(), run.structural()
+    assert provenance.unsourced_numbers(documents[build.REPORT_MD], evidence, structural) == []
+    assert provenance.untagged_blocks(documents[build.REPORT_MD], structural) == []

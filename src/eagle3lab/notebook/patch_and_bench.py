@@ -213,6 +213,12 @@ def relaunched_spread(plan: SpecArmPlan, profile: Profile, models: Models, confi
                interleave.EAGLE3: _PairArm(True, shims, patch, plan.models(models), plan.kind)}
     arms_of.update({v.name: _PairArm(True, shims, patch, v.models(models), v.kind) for v in variants
                     if profile.bench_interleave_rounds})
+    extra = [v.name for v in variants if profile.bench_interleave_rounds]
+    if profile.bench_interleave_rounds and profile.bench_interleave_overlap_control:
+        # a baseline without the overlap scheduler (as sglang runs EAGLE-3) beside sglang's default one, at
+        # `concurrency`, in the same rounds: what the scheduler gives the baseline on this machine
+        arms_of[OVERLAP_CONTROL] = _PairArm(False, baseline_shims, None, models, ARM_KIND_BASELINE, NO_OVERLAP)
+        extra.append(OVERLAP_CONTROL)
     variant_samples: list[LaunchSample] = []
     for launch in range(2, profile.bench_launch_repeats + 2):
         if profile.bench_interleave_rounds:
@@ -221,10 +227,12 @@ def relaunched_spread(plan: SpecArmPlan, profile: Profile, models: Models, confi
                       for c in sorted({concurrency, *profile.interleave_concurrency})}
             order.append(interleave.order_label(len(blocks[concurrency])))
             by_point, by_variant = _interleaved_pair(launch, profile, arms_of, blocks, out_dir, logs_dir, trace, shims,
-                                                     {concurrency: [v.name for v in variants]})
+                                                     {concurrency: extra})
             pairs.append(by_point[concurrency])
-            interleaved.extend(s for s in by_point.values() if not isinstance(s, str))
-            variant_samples.extend(s for s in by_variant.values() if not isinstance(s, str))
+            interleaved.extend(s.model_copy(update={"baseline_overlap_schedule": True})  # sglang's default
+                               for s in by_point.values() if not isinstance(s, str))
+            variant_samples.extend(s.model_copy(update={"role": "overlap_control"} if arm == OVERLAP_CONTROL else {})
+                                   for (arm, _), s in by_variant.items() if not isinstance(s, str))
             continue
         runs = ["baseline", "eagle3"] if launch % 2 == 0 else ["eagle3", "baseline"]
         order.append(", ".join(runs))
@@ -240,7 +248,7 @@ def relaunched_spread(plan: SpecArmPlan, profile: Profile, models: Models, confi
     record = spread.spread_record([p for p in pairs if not isinstance(p, str)], concurrency, " | ".join(order),
                                   [p for p in pairs if isinstance(p, str)])
     headline = {(s.launch, s.concurrency): s for s in interleaved}
-    costs = [c for v in variant_samples if (h := headline.get((v.launch, v.concurrency)))
+    costs = [c for v in variant_samples if v.role is None and (h := headline.get((v.launch, v.concurrency)))
              and (c := spread.variant_cost(h, v)) is not None]
     return Relaunched(record, interleaved, variant_samples, costs)
 
@@ -254,6 +262,14 @@ class _PairArm:
     patch: str | None  # applied for the launch's start-up only
     models: Models
     kind: str  # the arm kind its results are recorded under
+    extra_args: tuple[str, ...] = ()  # server flags beyond the profile's
+
+
+# bench_interleave_overlap_control: sglang runs every EAGLE-3 server without its overlap scheduler (spec v1) and the
+# pair's baseline with it (sglang's default); OVERLAP_CONTROL is a baseline launched without it, measured in the same
+# rounds at the variants' concurrency, so the asymmetry is measured, not assumed.
+NO_OVERLAP = ("--disable-overlap-schedule",)
+OVERLAP_CONTROL = "baseline-no-overlap"
 
 
 def _interleaved_pair(launch: int, profile: Profile, arms_of: dict[str, _PairArm],
@@ -266,9 +282,10 @@ def _interleaved_pair(launch: int, profile: Profile, arms_of: dict[str, _PairArm
     same baseline blocks)."""
     plan_blocks = interleave.schedule(blocks, extra=extra)
     check_greedy(profile, plan_blocks[0].config)
-    specs = {name: server_spec(profile, arm.models, speculative=arm.speculative, shims=arm.shims,
-                               port=free_port(profile.host) if arm.speculative else None)
-             for name, arm in arms_of.items()}
+    specs = {name: dataclasses.replace(spec, extra_args=spec.extra_args + arm.extra_args)
+             for name, arm in arms_of.items()
+             for spec in [server_spec(profile, arm.models, speculative=arm.speculative, shims=arm.shims,
+                                      port=None if name == interleave.BASELINE else free_port(profile.host))]}
     measured: dict[tuple[str, int], list[ArmResult]] = {(name, c): [] for name in arms_of for c in blocks}
     with contextlib.ExitStack() as servers:
         for name, spec in specs.items():
@@ -280,9 +297,9 @@ def _interleaved_pair(launch: int, profile: Profile, arms_of: dict[str, _PairArm
                 run_arm(f"{block.arm}-launch{launch}-c{block.concurrency}-round{block.round}",
                         specs[block.arm].base_url, block.config, out_dir, kind=arms_of[block.arm].kind))
 
-    def sample(arm: str, c: int) -> LaunchSample | str:
-        return spread.interleaved_sample(launch, measured[(interleave.BASELINE, c)], measured[(arm, c)], c, trace,
-                                         profile.name, shims)
+    def sample(arm: str, c: int) -> LaunchSample | str:  # a plain arm has no cycle: no timers read for it
+        return spread.interleaved_sample(launch, measured[(interleave.BASELINE, c)], measured[(arm, c)], c,
+                                         trace if arms_of[arm].speculative else None, profile.name, shims)
 
     return ({c: sample(interleave.EAGLE3, c) for c in sorted(blocks)},
             {(arm, c): sample(arm, c) for c, arms in (extra or {}).items() for arm in arms if measured[(arm, c)]})

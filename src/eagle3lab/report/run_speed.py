@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from eagle3lab.bench import launch_spread
+from eagle3lab.bench import interleave, launch_spread
 from eagle3lab.report import provenance
 from eagle3lab.sidecars import LaunchSample, PatchBenchSidecar
 
@@ -59,7 +59,7 @@ def derived(s03: Optional[PatchBenchSidecar]) -> dict[str, Any]:
     """What the report computes from notebook 03's sidecar and prints: the two launches on their common prompts at
     each concurrency (kept in the evidence tree, so each printed number has its key)."""
     if s03 is None:
-        return {"common_prompts": [], "round_prompts": []}
+        return {"common_prompts": [], "round_prompts": [], "overlap": None}
     profile = s03.profile_values
     output_len = int(profile.get("bench_output_len") or 0)
     per_c, num = profile.get("bench_prompts_per_concurrency"), int(profile.get("bench_num_prompts") or 0)
@@ -77,7 +77,7 @@ def derived(s03: Optional[PatchBenchSidecar]) -> dict[str, Any]:
             rows.append({**row, "sequential_accept": first.get("accept_length")})
     points = interleaved_points(s03)
     prompts = launch_spread.round_prompts(points[0], output_len) if points else []
-    return {"common_prompts": rows, "round_prompts": prompts}
+    return {"common_prompts": rows, "round_prompts": prompts, "overlap": like_for_like(s03)}
 
 
 def _interval(b: provenance.Binder, key: str, point: LaunchSample) -> str:
@@ -180,31 +180,82 @@ def _applies(row: dict[str, Any]) -> bool:
     return value is True or value == "yes"
 
 
+def overlap_control(s03: Optional[PatchBenchSidecar]) -> Optional[int]:
+    """The index in ``interleaved_variants`` of the baseline without sglang's overlap scheduler, measured beside
+    the pair's default baseline (``bench_interleave_overlap_control``); None where the run measured none."""
+    if s03 is None:
+        return None
+    return next((i for i, s in enumerate(s03.interleaved_variants) if s.role == "overlap_control"), None)
+
+
+def like_for_like(s03: Optional[PatchBenchSidecar]) -> Optional[dict[str, Any]]:
+    """EAGLE-3 against the baseline without the overlap scheduler (the same scheduler as its own), in the rounds
+    both were measured in: each arm pooled over its blocks, the ratio's bootstrap interval over the paired rounds
+    (``bench.interleave.speedup_interval``, the control's blocks where the baseline's stand)."""
+    i = overlap_control(s03)
+    if s03 is None or i is None:
+        return None
+    control = s03.interleaved_variants[i]
+    pair = next((p for p in interleaved_points(s03)
+                 if (p.launch, p.concurrency) == (control.launch, control.concurrency)), None)
+    if pair is None or len(pair.round_eagle3) != len(control.round_eagle3) or not control.round_eagle3:
+        return None
+    speedup = interleave.pooled_rate(pair.round_eagle3) / interleave.pooled_rate(control.round_eagle3)
+    interval = interleave.speedup_interval(control.round_eagle3, pair.round_eagle3)
+    return {"concurrency": control.concurrency, "rounds": len(control.round_eagle3), "speedup": speedup,
+            "low": interval.low if interval else None, "high": interval.high if interval else None,
+            "level_pct": interval.level * 100 if interval else None, "default_speedup": pair.speedup}
+
+
+def overlap_verdict(low: Optional[float], high: Optional[float]) -> str:
+    """What the rounds resolve about the scheduler: the no-overlap baseline's rate over the default one's."""
+    verdict = interval_verdict(low, high)
+    if verdict == "slower":
+        return "the scheduler makes sglang's default baseline faster, so it narrows EAGLE-3's speedup here"
+    if verdict == "faster":
+        return "the scheduler makes sglang's default baseline slower, so it widens EAGLE-3's speedup here"
+    return "these rounds do not resolve a difference"
+
+
 def overlap_sentence(b: provenance.Binder, s03: Optional[PatchBenchSidecar],
                      diagnostics: Sequence[dict[str, Any]]) -> Optional[str]:
-    """The overlap-scheduler asymmetry of this run's servers, where the run's own diagnostics find it: the baseline
-    server ran sglang's overlap scheduler and the EAGLE-3 server could not, and the two servers' TTFT at
-    concurrency 1 beside the plain step. On CPU there is no device to overlap with; the scheduler then only hands
-    each batch's output back one step later, which shows first in the time to the first token."""
+    """The overlap scheduler, the one difference of scheduler between the arms: sglang turns it off under
+    speculation and keeps it for the baseline. Where the run measured a baseline without it in the same rounds
+    (``overlap_control``), what it gives the default baseline and EAGLE-3's speedup over a baseline with the same
+    scheduler, each with its interval; else the asymmetry as the run's diagnostics and TTFTs show it, said to be
+    uncontrolled."""
     row = next((r for r in diagnostics if (r.get("cause") or r.get("rule")) == "overlap_scheduler_off"), None)
     if s03 is None or row is None or not _applies(row):
         return None
     arms = {(r.get("arm"), r.get("concurrency")): i for i, r in enumerate(s03.arms)}
     base, spec = arms.get(("baseline", 1)), arms.get(("eagle3", 1))
-    launches = s03.launch_spread.launches if s03.launch_spread else []
-    step = next((i for i, x in enumerate(launches) if x.launch == 1 and x.plain_step_ms), None)
-    if base is None or spec is None or s03.arms[base].get("ttft_p50_ms") is None or \
-            s03.arms[spec].get("ttft_p50_ms") is None:
-        return None
-    step_text = (f", a plain step {b.num(f'patch.launch_spread.launches.{step}.plain_step_ms', '.2f')} ms by the "
-                 f"cycle timers" if step is not None else "")
+    ttft = ""
+    if base is not None and spec is not None and s03.arms[base].get("ttft_p50_ms") is not None and \
+            s03.arms[spec].get("ttft_p50_ms") is not None:
+        ttft = (f" (in the sweep, TTFT p50 at concurrency 1: baseline {b.num(f'patch.arms.{base}.ttft_p50_ms', '.2f')} "
+                f"ms, EAGLE-3 {b.num(f'patch.arms.{spec}.ttft_p50_ms', '.2f')} ms)")
+    lead = ("The arms do not run the same scheduler: sglang keeps its overlap scheduler for the baseline and turns it "
+            f"off under speculation (this run's server logs){ttft} **[measured]**")
+    i, same = overlap_control(s03), like_for_like(s03)
+    if i is None or same is None:
+        return b.sentence("run_speed.overlap", (
+            f"{lead}. These rounds do not control for it (`bench_interleave_overlap_control` off), so every speedup "
+            f"above includes it."))
+    key, derived_key = f"patch.interleaved_variants.{i}", f"{DERIVED}.overlap"
+    control = s03.interleaved_variants[i]
+    ratio_interval = (f" ({b.num(f'{key}.interval_level_pct', 'g')}% interval "
+                      f"{b.num(f'{key}.speedup_low', '.3f')}-{b.num(f'{key}.speedup_high', '.3f')})"
+                      if control.speedup_low is not None and control.speedup_high is not None else "")
+    same_interval = (f" ({b.num(f'{derived_key}.level_pct', 'g')}% interval "
+                     f"{b.num(f'{derived_key}.low', '.2f')}-{b.num(f'{derived_key}.high', '.2f')})"
+                     if same["low"] is not None and same["high"] is not None else "")
     return b.sentence("run_speed.overlap", (
-        f"The two arms do not run the same scheduler: the baseline server ran sglang's overlap scheduler and the "
-        f"EAGLE-3 server could not (sglang turns it off under speculation; this run's server logs) **[measured]**. "
-        f"On CPU it has no device to overlap with and hands each batch's output back one step later; at "
-        f"concurrency 1 the baseline's TTFT p50 was {b.num(f'patch.arms.{base}.ttft_p50_ms', '.2f')} ms against "
-        f"EAGLE-3's {b.num(f'patch.arms.{spec}.ttft_p50_ms', '.2f')} ms{step_text} **[measured]**. These rounds do "
-        f"not control for it, so every speedup above may include it."))
+        f"{lead}. Measured in the same rounds at concurrency {b.num(f'{key}.concurrency', 'd')}, a baseline without "
+        f"it (`--disable-overlap-schedule`) ran at {b.num(f'{key}.speedup', '.3f')} times the default baseline's "
+        f"rate{ratio_interval}: {b.rule('overlap_verdict', overlap_verdict, f'{key}.speedup_low', f'{key}.speedup_high')}"
+        f"; over that baseline EAGLE-3's speedup is {b.num(f'{derived_key}.speedup', '.2f')}x{same_interval}, "
+        f"against {b.num(f'{derived_key}.default_speedup', '.2f')}x over the default one **[measured]**."))
 
 
-RULES = {"interval_verdicts": verdicts_text, "interval_verdict": interval_verdict, "prompt_mix": prompt_mix_verdict}
+RULES = {"interval_verdicts": verdicts_text, "interval_verdict": interval_verdict, "prompt_mix": prompt_mix_verdict,
+         "overlap_verdict": overlap_verdict}

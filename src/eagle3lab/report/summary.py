@@ -99,9 +99,9 @@ def _fix(b: provenance.Binder, trace: Optional[dict], fix: Optional[dict]) -> Op
         order = (trace.get("capture_order") or {}).get("first_fixed")
         keys = ["trace.bisect.first_fixed"] + (["trace.capture_order.first_fixed"] if order else [])
         if delegation:
-            text += (f". Every fix this drafter needs is in sglang {b.rule('every_fix', every_fix_release, *keys)}"
+            text += (f". sglang {b.rule('every_fix', every_fix_release, *keys)} has every fix this drafter needs"
                      f" (delegation {b.num('trace.bisect.first_fixed', 's')}"
-                     + (f", CUDA-graph capture order {b.num('trace.capture_order.first_fixed', 's')}" if order else "")
+                     + (f", capture order {b.num('trace.capture_order.first_fixed', 's')}" if order else "")
                      + ") **[traced]**")
     return b.sentence("summary.fix", text + ".")
 
@@ -136,7 +136,7 @@ def _incident(b: provenance.Binder, incident: Mapping[str, Any], premise: Option
 def _run(b: provenance.Binder, s03: Optional[PatchBenchSidecar], profile: str) -> Optional[str]:
     if s03 is None or not s03.speedup:
         return None
-    caveat = " A tiny random model on CPU: no evidence about GPUs." if profile == "cpu" else ""
+    caveat = " Tiny random model on CPU: no evidence about GPUs." if profile == "cpu" else ""
     clause = run_speed.summary_clause(b, s03)
     if clause is None:
         return b.sentence("summary.run_speedup", (
@@ -155,8 +155,8 @@ def _todo(b: provenance.Binder, trace: Optional[dict]) -> str:
     upgrade = f"run {release} **[traced]**" if release else "apply this project's patches"
     return b.sentence("summary.todo", (
         f"**What to do, in order:** check your model and release with `eagle3lab preflight-model`; {upgrade}; "
-        f"measure with `eagle3lab bench` (interleaved, with intervals); ask `eagle3lab doctor` why it does not pay; "
-        f"get the break-even acceptance for your GPUs from `eagle3lab predict`."))
+        f"measure with `eagle3lab bench`; ask `eagle3lab doctor` why it does not pay; get your break-even acceptance "
+        f"from `eagle3lab predict`."))
 
 
 def summary_lines(crash: Optional[dict], trace: Optional[dict], fix: Optional[dict], incident: Mapping[str, Any],

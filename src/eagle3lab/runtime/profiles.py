@@ -92,6 +92,13 @@ class Profile(BaseModel):
                     "concurrency's block on both servers), so that the cost model's run check can compare both arms "
                     "at every point in the same spells of the machine; those not in bench_concurrency are not "
                     "measured. null: concurrency 1 only")
+    bench_interleave_overlap_control: bool = Field(
+        default=False,
+        description="in an interleaved launch, a baseline without sglang's overlap scheduler "
+                    "(--disable-overlap-schedule, as sglang runs every EAGLE-3 server) joins the rounds at "
+                    "concurrency 1 beside sglang's default baseline: what the scheduler gives the baseline, and "
+                    "EAGLE-3's speedup over a baseline with the same scheduler, measured in the same spells with "
+                    "the rounds' interval (one more server)")
     bench_crosscheck_rounds: int = Field(
         default=1, ge=1, le=MAX_CROSSCHECK_ROUNDS,
         description="runs of sglang's bench_serving and of our client each, alternated in mirrored order on the "

@@ -178,6 +178,11 @@ class LaunchSample(Record):
     # each round's measured prompts, in order from the point's first prompt (the sequential launch measured the
     # first ones of the same stream): empty in sidecars written before they were kept
     round_prompts: list[int] = Field(default_factory=list)
+    # whether the pair's baseline ran sglang's overlap scheduler (the EAGLE-3 server never does); None: not recorded
+    baseline_overlap_schedule: Optional[bool] = None
+    # "overlap_control": a baseline without the overlap scheduler measured against the pair's baseline with it, in
+    # the same rounds (its rate in eagle3_tok_s, the ratio in speedup); None: the pair itself or an EAGLE-3 variant
+    role: Optional[str] = None
     # percentile bootstrap interval of the pooled speedup over the rounds; None with one round or no rounds
     speedup_low: Optional[float] = None
     speedup_high: Optional[float] = None
