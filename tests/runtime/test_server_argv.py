@@ -25,7 +25,9 @@ def test_gpu_profile_argv_has_the_incident_flags():
     assert flag(argv, "--speculative-algorithm") == "EAGLE3"
     assert (flag(argv, "--tp-size"), flag(argv, "--speculative-num-steps"), flag(argv, "--speculative-eagle-topk"),
             flag(argv, "--speculative-num-draft-tokens")) == ("8", "3", "1", "4")
-    assert "--mem-fraction-static" not in argv, "sglang sizes the memory fraction unless the user sets it"
+    plain = server_spec(profile, Models(profile.target_model, profile.draft_model), speculative=False).argv()
+    assert flag(argv, "--mem-fraction-static") == flag(plain, "--mem-fraction-static") == str(profile.mem_fraction_static), \
+        "both arms get the profile's one fraction, so neither gets sglang's own (which differs by arm)"
     assert "--trust-remote-code" in argv and "--disable-cuda-graph" not in argv
     assert flag(argv, "--host") == "127.0.0.1"
     assert spec.env == {**gpu_environment(), **OFFLINE_ENV}, \
