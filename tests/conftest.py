@@ -76,6 +76,7 @@ INSTALLED_SGLANG = "installed-sglang"
 FULL_REPORT = "full-report"
 RUNS_SGLANG = ("server", "notebook", "network")
 FULL_REPORT_IDS = ("tests/report/test_report.py::", "tests/fix/test_fixverify.py::",
+                   "tests/test_ci_summary.py::test_the_verdicts_of_the_full_report_come_from_its_sidecars",
                    "tests/faults/test_fault_outputs.py::test_report_no_run_from_a_real_run_and_on_a_full_disk")
 # baseline servers only, and the canary's reads of wheels: they never patch sglang
 GROUP_OF_MODULE = {"tests/bench/test_bench.py": "bench", "tests/canary/test_canary_index.py": "canary"}

@@ -3,10 +3,14 @@ run, and, where a notebook failed or never ran, rows that say so without failing
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 
+import pytest
+
+from eagle3lab import ci_summary, sidecars
 from timing import patience
 
 
@@ -51,3 +55,26 @@ def test_a_failed_notebook_and_an_unreadable_sidecar_are_rows_that_say_so(tmp_pa
 def test_an_unknown_profile_is_one_line(tmp_path):
     done = summary_cli(tmp_path, "--profile", "no-such-profile")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "no-such-profile" in done.stderr
+
+
+@pytest.mark.notebook
+@pytest.mark.server
+def test_the_verdicts_of_the_full_report_come_from_its_sidecars(full_report):
+    """The README's main job, end to end: each row says what the notebooks measured and asserted."""
+    rows = {row.check: row for row in ci_summary.verdict_rows("cpu")}
+    crash = sidecars.read(sidecars.CrashReproSidecar, "cpu")
+    trace = sidecars.read(sidecars.InterfaceTraceSidecar, "cpu")
+    bench = sidecars.read(sidecars.PatchBenchSidecar, "cpu")
+    assert rows["crash reproduced (01)"].verdict == "yes"
+    assert f"has no {crash.crash.report.missing_attribute}" in rows["crash reproduced (01)"].evidence
+    missing = trace.verdict.missing_members
+    assert rows["interface trace (02)"].verdict == f"{len(missing)} member(s) missing" and missing
+    assert ", ".join(missing) in rows["interface trace (02)"].evidence
+    assert rows["patch (03)"].verdict == "applied" and ", ".join(bench.delegated_members) in rows["patch (03)"].evidence
+    assert rows["relaunch (03)"].verdict == "serves" and "full delegation patch: ready" in rows["relaunch (03)"].evidence
+    head = min(bench.interleaved_sweep, key=lambda s: s.concurrency or 0)
+    speed = rows["speedup (03)"]
+    assert speed.verdict.startswith(f"{head.speedup:.2f}x, ") and f"concurrency {head.concurrency}" in speed.evidence
+    if head.speedup_low is not None:
+        assert f"{head.speedup_low:.2f}-{head.speedup_high:.2f}" in speed.verdict
+    assert json.dumps(ci_summary.markdown("cpu")).count("| speedup (03) |") == 1
