@@ -228,9 +228,10 @@ def relaunched_spread(plan: SpecArmPlan, profile: Profile, models: Models, confi
             order.append(interleave.order_label(len(blocks[concurrency])))
             by_point, by_variant = _interleaved_pair(launch, profile, arms_of, blocks, out_dir, logs_dir, trace, shims,
                                                      {concurrency: extra})
+            by_point = {c: s if isinstance(s, str) else s.model_copy(update={"baseline_overlap_schedule": True})
+                        for c, s in by_point.items()}  # sglang's default, on the launch table's pair as well
             pairs.append(by_point[concurrency])
-            interleaved.extend(s.model_copy(update={"baseline_overlap_schedule": True})  # sglang's default
-                               for s in by_point.values() if not isinstance(s, str))
+            interleaved.extend(s for s in by_point.values() if not isinstance(s, str))
             variant_samples.extend(s.model_copy(update={"role": "overlap_control"} if arm == OVERLAP_CONTROL else {})
                                    for (arm, _), s in by_variant.items() if not isinstance(s, str))
             continue
