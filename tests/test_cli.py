@@ -50,6 +50,7 @@ BAD_ARGUMENTS = {
                  "--draft-tokens", "4", "--accept", "2.5", "--context", "2048", "--batch", "one,two"], "one,two"),
     "canary": (["--from-record", "--release", "not-a-version"], "not-a-version"),
     "ci-summary": (["--profile", "no-such-profile"], "no-such-profile"),
+    "gpu-check": (["--profile", "no-such-profile"], "no-such-profile"),
     "doctor": (["--launch", "--speculative-algorithm EAGLE3", "--server-log", "/no/such/server.log"],
                "/no/such/server.log"),
     "bench": (["--base-url", "http://127.0.0.1:9", "--concurrency", "one,two"], "one,two"),

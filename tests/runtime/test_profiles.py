@@ -47,6 +47,8 @@ def test_gpu_1x_profile_is_the_tiny_pair_on_one_gpu_with_graphs():
     # depth 8 with the drafter's ids equal to sglang's graph default [2, n//2, n-3]: 0.5.9's graphs capture [2, 4, 5]
     # while eager forwards capture [3, 5, 6], the one-layer shift of the Kimi drafter (issue 17, item 6)
     assert (profile.model_num_layers, profile.tiny_aux_layer_ids) == (8, [2, 4, 5])
+    # as cpu: fp32 so the lossless check is exact equality, random ids as the tiny drafter was trained on
+    assert (profile.dtype, profile.lossless_min_agreement, profile.bench_prompt_kind) == ("float32", None, "ids")
 
 
 def test_both_profiles_define_the_same_keys():

@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("run", "execute notebooks with papermill (default: all, cpu profile)"),
     "report": ("report", "run 01 -> 02 -> 03, export HTML, refresh REPORT.md"),
     "setup": ("setup", "check sglang, build the stub driver, the tiny model and its trained drafter for a profile"),
+    "gpu-check": ("gpu_check", "the one-GPU check (make gpu-check): gpu-1x's notebooks on one CUDA GPU, one table"),
     "preflight": ("preflight", "check GPUs, sglang, checkpoints, disk, server flags and layer ids of a deployment "
                                "without launching"),
     "fetch-models": ("fetch_models", "download (or resume) a profile's checkpoints before any launch"),
