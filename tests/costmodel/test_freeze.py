@@ -3,9 +3,12 @@ the evaluations use it, and the rules for the next sealed set were written down 
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
-from eagle3lab.costmodel.freeze import current_engine, load_constants, orchestration, refit
+from eagle3lab.costmodel.freeze import CONSTANTS, constants_commit, current_engine, load_constants, orchestration, refit
+from eagle3lab.paths import REPO_ROOT
 from eagle3lab.costmodel.validation import load_dataset
 
 
@@ -31,3 +34,13 @@ def test_the_sealed_evaluation_rules_cover_every_input_a_point_needs():
     rules = load_constants().sealed_evaluation_rules
     assert {"engine", "hardware", "tp", "context", "options", "calibration", "acceptance"} <= set(rules)
     assert "never instead" in rules["engine"]  # points the model has no engine for still count
+
+
+def test_the_recorded_constants_commit_holds_the_constants_as_they_are_now():
+    """The record names a commit whose constants.yaml is byte-identical to today's: a revision of the constants
+    without a new record fails here (needs the repository's history, as a clone has it)."""
+    commit = constants_commit()
+    assert commit is not None, "costmodel/data/constants_commit.yaml is missing"
+    rel = CONSTANTS.relative_to(REPO_ROOT).as_posix()
+    then = subprocess.run(["git", "show", f"{commit}:{rel}"], cwd=REPO_ROOT, capture_output=True, check=True).stdout
+    assert then == CONSTANTS.read_bytes()
