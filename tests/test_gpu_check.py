@@ -13,6 +13,7 @@ import pytest
 from timing import patience
 
 from eagle3lab import gpu_check, sidecars
+from eagle3lab.errors import SidecarError
 from eagle3lab.paths import REPO_ROOT
 from eagle3lab.runtime import gpuinfo
 from eagle3lab.runtime.profiles import load_profile
@@ -120,6 +121,18 @@ def test_without_sidecars_every_row_fails_and_the_evidence_is_still_written(tmp_
     data = json.loads(path.read_text())
     assert path.parent == tmp_path and data["ok"] is False and data["gpu"]["gpus"][0]["sm"] == "sm_90"
     assert [r["check"] for r in data["rows"]] == [r.check for r in rows]
+
+
+def test_a_malformed_sidecar_is_refused_naming_its_file_not_shown_as_a_notebook_that_did_not_finish(tmp_path,
+                                                                                                    monkeypatch):
+    monkeypatch.setenv("EAGLE3LAB_ARTIFACTS_DIR", str(tmp_path))
+    broken = sidecars.sidecar_path(sidecars.CrashReproSidecar.NOTEBOOK, "gpu-1x")
+    broken.parent.mkdir(parents=True, exist_ok=True)
+    broken.write_text("{not json", encoding="utf-8")
+    inventory = gpuinfo.GpuInventory(1, [gpuinfo.Gpu(0, "NVIDIA H200", (9, 0), 141 * 2**30)])  # described: mocked_gpu
+    with pytest.raises(SidecarError) as err:
+        gpu_check.rows("gpu-1x", inventory, [1])
+    assert broken.name in str(err.value) and "\n" not in str(err.value)
 
 
 def test_no_gpu_from_torch_is_the_same_one_line():

@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence
 
 from eagle3lab import sidecars
 from eagle3lab.atomic import write_json_atomic
-from eagle3lab.errors import Eagle3LabError, SidecarError
+from eagle3lab.errors import Eagle3LabError
 from eagle3lab.paths import repo_dir
 from eagle3lab.runtime import gpuinfo
 
@@ -106,18 +106,12 @@ def bench_row(speedups: Sequence[dict[str, Any]], planned: Sequence[int]) -> Row
                (points or "no point measured") + (f"; not measured: {missing}" if missing else ""))
 
 
-def _read(schema: type[sidecars.Sidecar], profile: str) -> Any:
-    try:
-        return sidecars.read(schema, profile)
-    except SidecarError:
-        return None
-
-
 def rows(profile: str, inventory: gpuinfo.GpuInventory, planned: Sequence[int]) -> list[Row]:
-    """Every row, from the sidecars the run left for ``profile`` (a missing one is a FAIL row, never an error)."""
-    s01 = _read(sidecars.CrashReproSidecar, profile)
-    s02 = _read(sidecars.InterfaceTraceSidecar, profile)
-    s03 = _read(sidecars.PatchBenchSidecar, profile)
+    """Every row, from the sidecars the run left for ``profile``: a missing one is a FAIL row; a malformed one is
+    refused in one line (``SidecarError`` names the file), not shown as a notebook that did not finish."""
+    s01 = sidecars.read_if_present(sidecars.CrashReproSidecar, profile)
+    s02 = sidecars.read_if_present(sidecars.InterfaceTraceSidecar, profile)
+    s03 = sidecars.read_if_present(sidecars.PatchBenchSidecar, profile)
     return [gpu_row(inventory), crash_row(s01.crash if s01 else None), patch_row(s03),
             capture_row(s02.layer_table("gpu") if s02 else None), lossless_row(s03.lossless if s03 else None),
             bench_row(s03.speedup if s03 else [], planned)]

@@ -218,11 +218,13 @@ def test_the_interleaved_launch_measured_every_point_and_the_model_is_checked_ag
     assert "interleaved rounds" in check["calibrated_on"] and check["speedup_mape_pct"] is not None
     text = report_documents(root)
     assert "The same model against the interleaved launch" in text
-    # the validation appendix leads with the interleaved check and says how far the sweep measured the same points apart
+    # the validation appendix leads with the interleaved check and says how far the sweep measured the same
+    # points apart
     sweep = json.loads((root / "artifacts" / "report_model_evidence.cpu.json").read_text())["run_check"]["rows"]
     both = [r["concurrency"] for r in sweep if "measured_speedup" in r]
     assert check["sweep_gap"]["concurrency"] in both
-    summary = next(line for line in text.splitlines() if line.startswith("On this run, against the interleaved launch"))
+    summary = next(line for line in text.splitlines()
+                   if line.startswith("On this run, against the interleaved launch"))
     assert summary.index(f"{check['speedup_mape_pct']:,.1f}% counting the decode passes only") < \
         summary.index("Against the sequential sweep") < summary.index(f"{check['sweep_gap']['gap_pct']:,.1f}% apart")
 

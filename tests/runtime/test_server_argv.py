@@ -26,7 +26,8 @@ def test_gpu_profile_argv_has_the_incident_flags():
     assert (flag(argv, "--tp-size"), flag(argv, "--speculative-num-steps"), flag(argv, "--speculative-eagle-topk"),
             flag(argv, "--speculative-num-draft-tokens")) == ("8", "3", "1", "4")
     plain = server_spec(profile, Models(profile.target_model, profile.draft_model), speculative=False).argv()
-    assert flag(argv, "--mem-fraction-static") == flag(plain, "--mem-fraction-static") == str(profile.mem_fraction_static), \
+    fraction = str(profile.mem_fraction_static)
+    assert flag(argv, "--mem-fraction-static") == flag(plain, "--mem-fraction-static") == fraction, \
         "both arms get the profile's one fraction, so neither gets sglang's own (which differs by arm)"
     assert "--trust-remote-code" in argv and "--disable-cuda-graph" not in argv
     assert flag(argv, "--host") == "127.0.0.1"
