@@ -25,7 +25,7 @@ from eagle3lab.runtime import deployment, envinfo
 from eagle3lab.notebook import params as nbparams, show
 from eagle3lab import sidecars
 from eagle3lab.bench import acceptance, lossless
-from eagle3lab.notebook import patch_and_bench as patchbench
+from eagle3lab.notebook import arm_capture, patch_and_bench as patchbench
 from eagle3lab.notebook import model_validation as nbvalidation
 from eagle3lab.bench.sweep import ARM_KIND_BASELINE, BenchReport, point_rows
 from eagle3lab.runtime.cpu_harness import CONTROL_SHIMS, SPEC_SHIMS
@@ -63,7 +63,8 @@ bench_dir = repo_dir("artifacts") / f"03_bench.{P.name}"
 models = deployment.resolve_models(P)
 shims = SPEC_SHIMS if P.cpu_harness else ()
 drafters = patchbench.resolve_drafters(P, models)
-plans = patchbench.eagle3_arm_plans(drafters, experiment_concurrency, control_concurrency)
+plans = patchbench.eagle3_arm_plans(drafters, experiment_concurrency, control_concurrency,
+                                    served=arm_capture.served_capture(P))  # labels from the release's trace
 eagle3_models = plans[0].models(models)  # the relaunch chain serves the headline drafter, so its server is reused
 show.table({"profile": P.name, "target": models.target, "draft": eagle3_models.draft, "patch": patch,
             "CPU harness shims": ", ".join(shims) or "none"})

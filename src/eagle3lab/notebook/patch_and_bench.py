@@ -24,6 +24,7 @@ from eagle3lab.bench.workload import SweepConfig, model_vocab_size, special_id_f
 from eagle3lab.errors import BenchError, BenchmarkIncomplete, ExpectationError
 from eagle3lab.package import patching
 from eagle3lab.progress import progress_bar
+from eagle3lab.notebook.arm_capture import ServedCapture, fed as _fed
 from eagle3lab.package.diffs import PatchInfo
 from eagle3lab.fix.relaunch import StepResult, patched_server, serving_server, stop_serving
 from eagle3lab.runtime.cpu_harness.changes import harness_changes
@@ -458,18 +459,21 @@ def resolve_drafters(profile: Profile, models: Models) -> Drafters:
 
 
 def eagle3_arm_plans(drafters: Drafters, experiment_concurrency: Sequence[int] = (1,),
-                     control_concurrency: Sequence[int] | None = None) -> list[SpecArmPlan]:
+                     control_concurrency: Sequence[int] | None = None,
+                     served: ServedCapture | None = None) -> list[SpecArmPlan]:
     """The headline arm (trained drafter, the whole sweep) and, where the drafters exist, the control arm
     (untrained drafter) and the layer-mismatch arm (trained drafter, ids shifted one layer early), each at
     ``experiment_concurrency`` only, to keep the run short; an empty list leaves the experiments out. The control
     arm runs at ``control_concurrency`` too (more than one batch size: how its cycle grows per running request,
-    for the cost model's CPU entry)."""
+    for the cost model's CPU entry). With ``served`` (``arm_capture.served_capture``), the trained and shifted
+    arms' purposes say what each path feeds the drafter, from the release's trace."""
     levels = tuple(experiment_concurrency)
     control_levels = tuple(sorted(set(levels) | set(control_concurrency or ()))) if levels else levels
     if not levels:
         drafters = Drafters(drafters.trained, drafters.trained_layer_ids)
     plans = [SpecArmPlan("eagle3", ARM_KIND_EAGLE3, drafters.trained, drafters.trained_layer_ids, None,
-                         "EAGLE-3 with the trained drafter, served the aux layer ids it was trained on")]
+                         _fed("EAGLE-3 with the trained drafter, served the aux layer ids it was trained on",
+                              served, drafters.trained_layer_ids, drafters.trained_layer_ids))]
     if drafters.control is not None:
         plans.append(SpecArmPlan("eagle3-untrained", ARM_KIND_EAGLE3_CONTROL, drafters.control,
                                  drafters.control_layer_ids, control_levels,
@@ -477,8 +481,8 @@ def eagle3_arm_plans(drafters: Drafters, experiment_concurrency: Sequence[int] =
     if drafters.shifted is not None:
         plans.append(SpecArmPlan("eagle3-shifted", ARM_KIND_EAGLE3_SHIFTED, drafters.shifted,
                                  drafters.shifted_layer_ids, levels,
-                                 "the trained drafter fed each aux hidden state one layer early (what sglang 0.5.9's "
-                                 "CUDA-graph capture hands it)"))
+                                 _fed("the trained drafter with its aux layer ids moved one layer early", served,
+                                      drafters.trained_layer_ids, drafters.shifted_layer_ids)))
     return plans
 
 
