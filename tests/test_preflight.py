@@ -208,7 +208,9 @@ def test_gpu_1x_capture_order_warns_graphs_2_4_5_against_eager_3_5_6():
     check = preflight.check_capture_order(load_profile("gpu-1x"), setup)
     assert check.outcome == "warn", check.detail
     assert (check.data["layers"]["cuda_graph_layers"], check.data["layers"]["eager_layers"]) == ([2, 4, 5], [3, 5, 6])
+    # the tiny drafter is trained on the output of layer i (the +1): the order patch alone, not the first-id rule
     assert "patch apply patches/sglang-eagle3-capture-order.patch" in check.fix
+    assert "first-id-rule" not in check.fix and "0.5.11" in check.fix
 
 
 def test_capture_order_is_ok_with_cuda_graphs_off():

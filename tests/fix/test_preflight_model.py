@@ -124,9 +124,23 @@ def test_capture_order_warns_for_kimi_ids_on_0_5_9_with_graphs_and_names_the_fix
     order = json.loads(proc.stdout)["capture_order"]
     assert order["defect"] and order["warn"]
     assert (order["layers"]["cuda_graph_layers"], order["layers"]["eager_layers"]) == ([2, 30, 58], [3, 31, 59])
-    assert "patches/sglang-eagle3-capture-order.patch" in order["fix"] and "22836" in order["fix"]
+    # sglang PR #25454's convention: a first id other than 1 is captured as given, so the fix is the order patch
+    # with the first-id rule (or the first release with both), never the order fix alone (+1 on both paths)
+    assert order["convention"] == {"pr": "https://github.com/sgl-project/sglang/pull/25454",
+                                   "expected_layers": [2, 30, 58], "agrees": False}
+    assert "patches/sglang-eagle3-capture-order.patch" in order["fix"]
+    assert "patches/sglang-eagle3-first-id-rule.patch" in order["fix"] and "0.5.13 or newer" in order["fix"]
+    assert "0.5.10" not in order["fix"] and "0.5.11" not in order["fix"]
     plain = _cli("--config", str(target), "--draft-config", str(draft), "--sglang", "0.5.9")
     assert "WARNING capture order" in plain.stdout
     off = _cli("--config", str(target), "--draft-config", str(draft), "--sglang", "0.5.9", "--no-cuda-graph",
                "--json")
-    assert json.loads(off.stdout)["capture_order"]["warn"] is False
+    # graphs off: eager forwards alone, still +1 on a first id of 2 -- the convention warning stays
+    off_order = json.loads(off.stdout)["capture_order"]
+    assert off_order["warn"] is True and off_order["convention"]["agrees"] is False
+    spec = draft / "config.json"
+    spec.write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"],
+                                "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 57]}}))
+    specforge = _cli("--config", str(target), "--draft-config", str(spec), "--sglang", "0.5.9", "--no-cuda-graph",
+                     "--json")
+    assert json.loads(specforge.stdout)["capture_order"]["warn"] is False  # first id 1: the +1 is intended

@@ -19,7 +19,7 @@ from typing import Any, Optional
 import unidiff
 
 from eagle3lab.errors import EntryClassError, SourceError
-from eagle3lab.fix.capture_order_fix import PATCH_NAME as CAPTURE_PATCH
+from eagle3lab.fix import capture_rule_fix
 from eagle3lab.fix.fixcheck import patched_source
 from eagle3lab.fix.fixseries import read_series, refusals
 from eagle3lab.package import diffs
@@ -121,12 +121,16 @@ def capture_order_answer(src: sources.SglangSource, depth: Optional[int], ids: O
                            "layers": None, "warn": False, "fix": None}
     if depth is not None and ids is not None:
         out["layers"] = order.layers(depth, ids)
-        out["warn"] = bool(cuda_graphs and out["layers"]["mismatch"])
+        # sglang PR #25454's convention: a first id of 1 means +1, any other first id the ids as given
+        expected = [i + 1 for i in ids] if list(ids)[:1] == [1] else list(ids)
+        paths = [out["layers"]["eager_layers"]] + ([out["layers"]["cuda_graph_layers"]] if cuda_graphs else [])
+        out["convention"] = {"pr": capture_rule_fix.CONVENTION_PR, "expected_layers": expected,
+                             "agrees": all(p == expected for p in paths)}
+        out["warn"] = bool(cuda_graphs and out["layers"]["mismatch"]) or not out["convention"]["agrees"]
     elif order.defect and cuda_graphs:
-        out["warn"] = True  # the drafter's ids are not known: any that differ from the default are affected
+        out["warn"] = True  # the drafter's ids are not known: hit unless the hook maps them to the defaults
     if out["warn"]:
-        out["fix"] = (f"upgrade to an sglang release with {capture_order.FIX_PR}, or apply "
-                      f"patches/{CAPTURE_PATCH}.patch (python -m eagle3lab patch apply patches/{CAPTURE_PATCH}.patch)")
+        out["fix"] = capture_rule_fix.right_fix(ids, release=src.version)
     return out
 
 
@@ -216,9 +220,15 @@ def text(answer: dict[str, Any]) -> str:
         layers = order.get("layers")
         what = (f"CUDA-graph replays capture {layers['cuda_graph_layers']}, eager forwards {layers['eager_layers']} "
                 f"for drafter ids {layers['drafter_ids']} on {layers['depth']} layers" if layers
-                else "the drafter's ids are unknown (pass --draft-config): any that differ from the default are hit")
-        lines.append(f"WARNING capture order: sglang {answer['sglang_version']} captures CUDA graphs before the "
-                     f"drafter's ids are set ({', '.join(order['graph_resets'])}); {what}")
+                else "the drafter's ids are unknown (pass --draft-config): hit unless sglang's hook maps them to "
+                "the defaults (on 0.5.9, ids equal to the default are hit: eager forwards add 1)")
+        convention = order.get("convention") or {}
+        if order.get("defect") and order.get("cuda_graphs"):
+            lines.append(f"WARNING capture order: sglang {answer['sglang_version']} captures CUDA graphs before the "
+                         f"drafter's ids are set ({', '.join(order['graph_resets'])}); {what}")
+        if convention and not convention["agrees"]:
+            lines.append(f"WARNING layer convention: under {convention['pr']} these ids mean layers "
+                         f"{convention['expected_layers']} on both paths; {what}")
         lines.append(f"  fix: {order['fix']}")
     elif order:
         lines.append(f"capture order: {'no mismatch' if not order.get('defect') else 'mismatch not hit'} "

@@ -9,8 +9,7 @@ from eagle3lab.errors import Eagle3LabError
 from eagle3lab.runtime import deployment, gpuinfo, modelinfo
 from eagle3lab.runtime.profiles import Profile
 from eagle3lab.runtime.tinymodel.configs import REAL_AUX_LAYER_IDS, REAL_NUM_LAYERS
-from eagle3lab.fix import capture_order_fix
-from eagle3lab.sidecars import InterfaceTraceSidecar, read_if_present
+from eagle3lab.fix import capture_order_fix, capture_rule_fix
 from eagle3lab.trace import audit, capture_order, sources
 from eagle3lab.trace.startup import StartupProfile
 from eagle3lab.preflight.result import Check, Preflight, SLOW
@@ -70,11 +69,8 @@ def check_capture_order(profile: Profile, setup: modelinfo.LayerSetup | None = N
     order = capture_order.trace_capture_order(src)
     data: dict[str, Any] = {"order": order.to_dict(), "fix_pr": capture_order.FIX_PR,
                             "patch": f"patches/{capture_order_fix.PATCH_NAME}.patch"}
-    first_fixed = _first_fixed(profile)
-    upgrade = (f"upgrade sglang to {first_fixed} or newer" if first_fixed
-               else f"upgrade to an sglang release with {capture_order.FIX_PR}")
-    fix = (f"{upgrade}, or apply the patch: python -m eagle3lab patch apply "
-           f"patches/{capture_order_fix.PATCH_NAME}.patch")
+    # the tiny drafter is trained on the output of layer i (the +1); others: sglang PR #25454's convention
+    intended = True if profile.uses_tiny_model else None
     where = ", ".join(c.where for c in order.graph_resets) or "no graph-runner reset"
     if profile.device != "cuda" or profile.disable_cuda_graph:
         return Check(name, "ok", f"CUDA graphs off: every forward is eager (sglang {src.version}, defect in this "
@@ -93,24 +89,18 @@ def check_capture_order(profile: Profile, setup: modelinfo.LayerSetup | None = N
                       f"graph replays {layers['cuda_graph_layers']}, eager forwards {layers['eager_layers']}")
         return Check(name, "warn", f"sglang {src.version} captures CUDA graphs with the model's default layers "
                                    f"before the drafter's ids are set ({where}); the drafter's config is not on "
-                                   f"disk, so its own ids are not known yet{quoted}", fix, data)
+                                   f"disk, so its own ids are not known yet{quoted}",
+                     capture_rule_fix.right_fix(None, plus_one_intended=intended, release=src.version), data)
     layers = order.layers(setup.depth, setup.aux_layer_ids)
     data["layers"] = layers
     detail = (f"sglang {src.version}, CUDA graphs on, drafter ids {setup.aux_layer_ids} on {setup.depth} layers: "
               f"graph replays capture {layers['cuda_graph_layers']}, eager forwards {layers['eager_layers']} "
               f"({where})")
     if layers["mismatch"]:
-        return Check(name, "warn", detail + ": decode and verify read other layers than prefill", fix, data)
+        return Check(name, "warn", detail + ": decode and verify read other layers than prefill",
+                     capture_rule_fix.right_fix(setup.aux_layer_ids, plus_one_intended=intended,
+                                                  release=src.version), data)
     return Check(name, "ok", detail, data=data)
-
-
-def _first_fixed(profile: Profile) -> str | None:
-    """The release notebook 02 bisected as the first with the order fixed, if it has run."""
-    try:
-        trace = read_if_present(InterfaceTraceSidecar, profile.name)
-    except Eagle3LabError:
-        return None
-    return trace.capture_order.first_fixed if trace and trace.capture_order else None
 
 
 def check_first_raise(profile: Profile, result: Preflight, inv: gpuinfo.GpuInventory | None,
