@@ -517,6 +517,17 @@ def test_the_capture_order_defect_is_stated_from_notebook_02s_trace_with_its_sou
     fix = summary_of(text)[1]  # the summary names the release with every fix: the newer of the two
     assert "sglang 0.5.11 has every fix this drafter needs (delegation 0.5.10, capture order 0.5.11)" in fix
     assert untagged(text, sources) == []
+    # with notebook 02's milestones: a first id of 2 is captured as given under sglang PR #25454's convention, so
+    # the release with every fix is the first with both the order fix and the PR's rule, not the order fix alone
+    sources.trace.capture_order.milestones = {"order_fixed": "0.5.11", "convention_rule": "0.5.13", "both": "0.5.13",
+                                              "convention_pr": "https://github.com/sgl-project/sglang/pull/25454"}
+    text = render_all(sources)
+    fix = summary_of(text)[1]
+    assert ("sglang 0.5.13 has every fix this drafter needs (delegation 0.5.10, capture order and ids as given "
+            "(PR #25454) 0.5.13)") in fix
+    assert "0.5.13 is the first release with both fixes" in text and "sglang-eagle3-first-id-rule.patch" in text
+    assert "Run sglang 0.5.13 or later" in text and "upgrade to sglang 0.5.10" not in text
+    assert untagged(text, sources) == [] and unsourced(text, sources) == []
 
 
 def test_a_trace_without_a_bisect_names_no_fixed_release(sources):

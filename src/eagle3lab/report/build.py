@@ -176,7 +176,7 @@ def render_documents(sources: ReportSources) -> tuple[dict[str, str], provenance
                             has_matching=bool(sources.model.incident.get("context_matching_reported_peak")))
     speed = run_speed.context(binder, s03, sources.derived()["run_speed"])
     order = (trace or {}).get("capture_order") or {}
-    release = every_fix_release((trace or {}).get("first_fixed"), order.get("first_fixed")) if trace else None
+    release = every_fix_release((trace or {}).get("first_fixed"), order.get("right_release")) if trace else None
     loader = jinja2.Environment(loader=jinja2.PackageLoader("eagle3lab.report", "templates"),
                                 undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     context = dict(

@@ -122,8 +122,16 @@ def _capture_order_context(s02: InterfaceTraceSidecar) -> dict[str, Any] | None:
     depth = data.get("depth")
     rows = [row for row in data.get("layers", []) if row.get("depth") == depth]
     defect = next((r for r in data.get("releases", []) if r.get("defect")), None)
+    marks = data.get("milestones") or {}
+    ids = data.get("drafter_ids") or []
+    # sglang PR #25454's convention: a first id other than 1 is captured as given, which needs the order fix and
+    # the PR's rule (marks["both"]); ids starting at 1 need the order fix alone
+    as_given = bool(ids) and ids[0] != 1 and bool(marks.get("both"))
     return {"ids": data.get("drafter_ids"), "depth": depth, "ids_source": data.get("ids_source"), "rows": rows,
             "first_fixed": data.get("first_fixed"), "fix_pr": data.get("fix_pr"),
+            "as_given": as_given, "both": marks.get("both"), "convention_pr": marks.get("convention_pr"),
+            "right_key": "milestones.both" if as_given else "first_fixed",
+            "right_release": marks.get("both") if as_given else data.get("first_fixed"),
             "sites": [c["where"] for c in (defect or {}).get("calls", []) if not c.get("with_ids")],
             "default": (defect or {}).get("default_expr")}
 

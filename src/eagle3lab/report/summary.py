@@ -85,6 +85,16 @@ def _broke(b: provenance.Binder, crash: Optional[dict], trace: Optional[dict]) -
     return b.sentence("summary.crash", f"**What broke:** {lacks}{crashed}.")
 
 
+def _order_key(trace: Mapping[str, Any]) -> tuple[Optional[str], str]:
+    """The evidence key of the release whose capture is right for the incident's drafter, and what it fixes: the
+    order fix alone for ids starting at 1, the order fix with sglang PR #25454's rule otherwise."""
+    order = trace.get("capture_order") or {}
+    if not order.get("right_release"):
+        return None, ""
+    what = "capture order and ids as given (PR #25454)" if order.get("as_given") else "capture order"
+    return f"trace.capture_order.{order['right_key']}", what
+
+
 def _fix(b: provenance.Binder, trace: Optional[dict], fix: Optional[dict]) -> Optional[str]:
     if not fix and not trace:
         return None
@@ -96,12 +106,12 @@ def _fix(b: provenance.Binder, trace: Optional[dict], fix: Optional[dict]) -> Op
         text += (f"; the write-up's one-method patch is "
                  f"{b.rule('enough_text', enough_text, 'trace.verdict.one_method_enough')} **[traced]**")
         delegation = trace.get("first_fixed")
-        order = (trace.get("capture_order") or {}).get("first_fixed")
-        keys = ["trace.bisect.first_fixed"] + (["trace.capture_order.first_fixed"] if order else [])
+        order_key, what = _order_key(trace)
+        keys = ["trace.bisect.first_fixed"] + ([order_key] if order_key else [])
         if delegation:
             text += (f". sglang {b.rule('every_fix', every_fix_release, *keys)} has every fix this drafter needs"
                      f" (delegation {b.num('trace.bisect.first_fixed', 's')}"
-                     + (f", capture order {b.num('trace.capture_order.first_fixed', 's')}" if order else "")
+                     + (f", {what} {b.num(order_key, 's')}" if order_key else "")
                      + ") **[traced]**")
     return b.sentence("summary.fix", text + ".")
 
@@ -149,8 +159,8 @@ def _run(b: provenance.Binder, s03: Optional[PatchBenchSidecar], profile: str) -
 def _todo(b: provenance.Binder, trace: Optional[dict]) -> str:
     release = ""
     if trace and trace.get("first_fixed"):
-        order = (trace.get("capture_order") or {}).get("first_fixed")
-        keys = ["trace.bisect.first_fixed"] + (["trace.capture_order.first_fixed"] if order else [])
+        order_key, _ = _order_key(trace)
+        keys = ["trace.bisect.first_fixed"] + ([order_key] if order_key else [])
         release = f"sglang {b.rule('every_fix', every_fix_release, *keys)} or later, or this project's patches"
     upgrade = f"run {release} **[traced]**" if release else "apply this project's patches"
     return b.sentence("summary.todo", (
