@@ -52,6 +52,29 @@ def test_a_failed_notebook_and_an_unreadable_sidecar_are_rows_that_say_so(tmp_pa
     assert "01_crash_repro failed (01_crash_repro.cpu.failed.ipynb); 02_interface_trace passed" in done.stdout
 
 
+def test_a_failed_run_that_published_nothing_is_summarised_from_its_staged_copies(tmp_path):
+    """``report`` stages a run's outputs (``eagle3lab.staging``): a run that failed in 03 after 01 passed leaves the
+    last good run published and its own copies staged; the summary describes the failed run, and says so."""
+    reports, artifacts = tmp_path / "reports", tmp_path / "artifacts"
+    reports.mkdir()
+    (reports / "01_crash_repro.cpu.ipynb").write_text("{}")  # the last good run, published
+    (reports / "03_patch_and_bench.cpu.ipynb").write_text("{}")
+    stage = artifacts / "staging" / "cpu-20261205T050000Z-123"
+    (stage / "reports").mkdir(parents=True)
+    (stage / "sidecars").mkdir()
+    (stage / "reports" / "01_crash_repro.cpu.ipynb").write_text("{}")
+    (stage / "reports" / "03_patch_and_bench.cpu.failed.ipynb").write_text("{}")
+    done = summary_cli(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "A run that published nothing; from its copies in cpu-20261205T050000Z-123." in done.stdout
+    assert "03_patch_and_bench failed (03_patch_and_bench.cpu.failed.ipynb)" in done.stdout
+    assert table_rows(done.stdout)["patch (03)"][0] == "notebook failed"
+
+    os.utime(stage / "reports" / "03_patch_and_bench.cpu.failed.ipynb", (1, 1))  # a later good run published
+    os.utime(stage / "reports" / "01_crash_repro.cpu.ipynb", (1, 1))
+    assert "published nothing" not in summary_cli(tmp_path).stdout
+
+
 def test_an_unknown_profile_is_one_line(tmp_path):
     done = summary_cli(tmp_path, "--profile", "no-such-profile")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "no-such-profile" in done.stderr

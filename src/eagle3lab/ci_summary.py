@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, TypeVar
 
-from eagle3lab import sidecars
+from eagle3lab import sidecars, staging
 from eagle3lab.errors import Eagle3LabError, SidecarError
 from eagle3lab.paths import REPO_ROOT
 from eagle3lab.runbook import NOTEBOOKS, executed_path, failed_path
@@ -149,7 +149,16 @@ def _cell(text: str) -> str:
 
 
 def markdown(profile: str = "cpu") -> str:
-    """The verdict table, with each notebook's state above it."""
+    """The verdict table, with each notebook's state above it; of a failed run that published nothing (``staging``),
+    from that run's staged copies."""
+    failed = staging.unpublished(profile)
+    if failed is None:
+        return _markdown(profile)
+    with staging.viewing(failed):
+        return _markdown(profile, f"A run that published nothing; from its copies in {_relative(failed)}.")
+
+
+def _markdown(profile: str, note: str = "") -> str:
     states = []
     for notebook in NOTEBOOKS:
         try:
@@ -157,7 +166,8 @@ def markdown(profile: str = "cpu") -> str:
         except Eagle3LabError:  # a notebook this checkout does not have
             state, copy = "not in this checkout", None
         states.append(f"{notebook} {state}" + (f" ({_relative(copy)})" if copy else ""))
-    lines = [f"## eagle3lab notebooks, profile {profile}", "", "; ".join(states) + ".", "",
+    lines = [f"## eagle3lab notebooks, profile {profile}", "", *([note, ""] if note else []),
+             "; ".join(states) + ".", "",
              "| check | verdict | evidence |", "| --- | --- | --- |"]
     lines += [f"| {row.check} | {_cell(row.verdict)} | {_cell(row.evidence)} |" for row in verdict_rows(profile)]
     return "\n".join(lines) + "\n"

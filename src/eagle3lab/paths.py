@@ -33,3 +33,25 @@ def cache_dir(*parts: str) -> Path:
 
 def params_dir() -> Path:
     return REPO_ROOT / "params"
+
+
+def sidecar_dir() -> Path:
+    """Where the notebooks' sidecars live: ``artifacts/``, or ``EAGLE3LAB_SIDECARS_DIR`` (a staged run's folder)."""
+    staged = os.environ.get("EAGLE3LAB_SIDECARS_DIR")
+    if not staged:
+        return repo_dir("artifacts")
+    path = Path(staged)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def staged_as() -> list[tuple[str, str]]:
+    """While a run is staged (``eagle3lab.staging``): each staging folder and the folder it is published to, so a
+    path recorded during the run can be written as it will be after publishing."""
+    import json
+
+    try:
+        pairs = json.loads(os.environ.get("EAGLE3LAB_STAGED_AS") or "[]")
+    except ValueError:
+        return []
+    return [(str(staged), str(real)) for staged, real in pairs]

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 from eagle3lab.atomic import write_json_atomic, write_text_atomic
-from eagle3lab.paths import REPO_ROOT
+from eagle3lab.paths import REPO_ROOT, staged_as
 from eagle3lab.report import provenance
 from eagle3lab.report.sentences import RULES
 from eagle3lab.report.build import REPORT_MD, ReportSources, joined, render_documents
@@ -50,7 +50,8 @@ def write_report(sources: ReportSources, report_md: Path) -> tuple[Path, Path]:
     document's sha256. The documents go first (a full disk keeps the old ones and writes nothing else); should the
     evidence then fail, the hashes no longer match and ``check_report`` says so."""
     documents, binder = render_documents(sources)
-    replacements = [(str(REPO_ROOT) + "/", ""), (str(REPO_ROOT), "."), (str(Path.home()), "~")]
+    # a staged run's paths as they will be once published, then machine paths out
+    replacements = [*staged_as(), (str(REPO_ROOT) + "/", ""), (str(REPO_ROOT), "."), (str(Path.home()), "~")]
     data = {"profile": sources.profile, "generated": sources.generated,
             "report_sha256": _sha256(documents[REPORT_MD]),
             "documents_sha256": {name: _sha256(text) for name, text in documents.items()},

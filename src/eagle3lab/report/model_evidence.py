@@ -17,7 +17,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from eagle3lab.atomic import write_json_atomic
 from eagle3lab.errors import PerfModelError
-from eagle3lab.paths import repo_dir
+from eagle3lab.paths import sidecar_dir
 from eagle3lab.bench.sweep import ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_CONTROL, BenchReport
 from eagle3lab.costmodel.cycle import check_accept_length, plain_step, plain_tok_s, spec_cycle, speedup
 from eagle3lab.costmodel import turnover as turnover_model
@@ -57,8 +57,9 @@ class ModelEvidence:
 
 
 def evidence_path(profile: str) -> Path:
-    """``artifacts/report_model_evidence.<profile>.json``: the model's numbers behind that profile's REPORT.md."""
-    return repo_dir("artifacts") / f"report_model_evidence.{profile}.json"
+    """``artifacts/report_model_evidence.<profile>.json``: the model's numbers behind that profile's REPORT.md
+    (beside the sidecars, so a staged run publishes it with them)."""
+    return sidecar_dir() / f"report_model_evidence.{profile}.json"
 
 
 def save(evidence: ModelEvidence, profile: str) -> Path:

@@ -11,7 +11,7 @@ from typing import Optional, TypeVar
 from pydantic import ValidationError
 from eagle3lab.atomic import write_json_atomic
 from eagle3lab.errors import SidecarError
-from eagle3lab.paths import repo_dir
+from eagle3lab.paths import sidecar_dir
 from eagle3lab.sidecars.base import SCHEMA_VERSION, Sidecar
 from eagle3lab.sidecars.crash_repro import CrashReproSidecar
 from eagle3lab.sidecars.interface_trace import InterfaceTraceSidecar
@@ -32,8 +32,8 @@ def today() -> str:
 
 
 def sidecar_path(notebook: str, profile: str) -> Path:
-    """``artifacts/<notebook>.<profile>.json``."""
-    return repo_dir("artifacts") / f"{notebook}.{profile}.json"
+    """``artifacts/<notebook>.<profile>.json`` (in a staged run, its staging folder: ``eagle3lab.staging``)."""
+    return sidecar_dir() / f"{notebook}.{profile}.json"
 
 
 def write(sidecar: Sidecar) -> Path:
