@@ -98,8 +98,10 @@ class ReportSources:
         units = validation_section.in_display_units(self.model.validation_protocol)
         if self.crash is None:
             return units
+        pss = self.crash.crash.peak_pss_bytes  # PSS is printed for the crash launch only
         return {**units, "crash_peak_rss_gib": gib(self.crash.crash.peak_rss_bytes),
-                "control_peak_rss_gib": gib(self.crash.control.peak_rss_bytes)}
+                "control_peak_rss_gib": gib(self.crash.control.peak_rss_bytes),
+                **({"crash_peak_pss_gib": gib(pss)} if pss else {})}
 
     def tree(self) -> dict[str, Any]:
         """The evidence as one tree of plain values: what a bound sentence's keys name (``provenance.lookup``)."""

@@ -26,8 +26,8 @@ def crash_context(s01: CrashReproSidecar | None) -> tuple[dict | None, dict | No
     # PSS counts every page once across the server's processes; summed RSS counts shared pages once per process
     pss = crash.peak_pss_bytes
     return ({"signature": crash.signature, "call_site": crash.call_site, "category": crash.category,
-             "seconds": crash.seconds_to_outcome, "rss": round(gib(crash.peak_rss_bytes), 2),
-             "pss": round(gib(pss), 2) if pss else None, "sglang": s01.environment.get("sglang"),
+             "seconds": crash.seconds_to_outcome, "rss": f"{gib(crash.peak_rss_bytes):.2f}",
+             "pss": f"{gib(pss):.2f}" if pss else None, "sglang": s01.environment.get("sglang"),
              "argv": crash.argv},
             {"seconds": control.seconds_to_ready, "tokens": control.completion_tokens,
              "generate": round(control.generate_seconds, 3)})
