@@ -34,6 +34,7 @@ from eagle3lab.package.location import installed_root
 from eagle3lab.package import backups
 from eagle3lab.package.restore import restore, require_release
 from eagle3lab import preflight
+from eagle3lab.progress import kernel_setting as progress_for_kernels
 from eagle3lab import runguard
 from eagle3lab.runtime.tinymodel.drafter_training import needs_trained_drafter, trained_drafter_cached
 
@@ -243,7 +244,8 @@ def run_notebook(name: str, profile: str = "cpu", parameters: dict[str, Any] | N
     running = running_path(output)
     run = _Execution()
     previous = os.environ.get("EAGLE3LAB_PROGRESS")
-    os.environ["EAGLE3LAB_PROGRESS"] = "0"  # the kernel inherits it: no per-request bars in executed notebooks
+    # The kernel inherits it: a line per measured point (to the notebook and this process's stderr), no bars.
+    os.environ["EAGLE3LAB_PROGRESS"] = progress_for_kernels()
     run.start(lambda: papermill.execute_notebook(
         str(source), str(running), parameters={"profile": profile_argument(profile), **(parameters or {})},
         kernel_name=KERNEL_NAME, cwd=str(source.parent),

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from eagle3lab.bench import cpuload, interleave
-from eagle3lab.bench.sweep import ARM_KIND_BASELINE, run_arm
+from eagle3lab.bench.sweep import ARM_KIND_BASELINE, point_summary, run_arm
 from eagle3lab.errors import BenchError
+from eagle3lab.progress import PointProgress
 from eagle3lab.bench.metrics import PointMetrics
 from eagle3lab.bench.workload import SweepConfig
 
@@ -189,14 +190,20 @@ def cross_check(concurrency: int, base_url: str, tokenizer_dir: str, config: Swe
     started = time.perf_counter()
     ours: list[PointMetrics] = []
     runs: list[BenchServingRun] = []
-    for number, pair in enumerate(pairs, start=1):
-        for client in pair:
-            if client == THEIRS:
-                runs.append(run_bench_serving(base_url, tokenizer_dir, single, concurrency, out_dir, number))
-                continue
-            point = run_arm(f"crosscheck_ours_round{number}", base_url, single, out_dir, kind=ARM_KIND_BASELINE,
-                            log=lambda line: None).points[0]
-            if not point.measured or point.metrics is None:
-                raise BenchError(f"our cross-check run {number} failed: {point.reason}", problem="remeasure_failed")
-            ours.append(point.metrics)
+    with PointProgress(f"cross-check c={concurrency}", 2 * len(pairs), unit="run") as progress:
+        for number, pair in enumerate(pairs, start=1):
+            for client in pair:
+                what = f"round {number}/{len(pairs)} {'bench_serving' if client == THEIRS else 'our client'}"
+                if client == THEIRS:
+                    runs.append(run_bench_serving(base_url, tokenizer_dir, single, concurrency, out_dir, number))
+                    rate = float(runs[-1].result.get("output_throughput") or 0.0)
+                    progress.point(what, f"{rate:.1f} tok/s")
+                    continue
+                point = run_arm(f"crosscheck_ours_round{number}", base_url, single, out_dir, kind=ARM_KIND_BASELINE,
+                                log=lambda line: None).points[0]
+                progress.point(what, point_summary(point))
+                if not point.measured or point.metrics is None:
+                    raise BenchError(f"our cross-check run {number} failed: {point.reason}",
+                                     problem="remeasure_failed")
+                ours.append(point.metrics)
     return compare(ours, runs, count, [pair[0] for pair in pairs], seconds=time.perf_counter() - started)

@@ -25,10 +25,10 @@ from eagle3lab.bench import interleave, launch_spread
 from eagle3lab.bench.loadgen import fetch_json
 from eagle3lab.bench.lossless import LosslessComparison, compare_outputs
 from eagle3lab.bench.sweep import (ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ArmResult, PointResult, load_requests,
-                                   run_arm)
+                                   arm_summary, run_arm)
 from eagle3lab.bench.workload import SweepConfig
 from eagle3lab.errors import BenchError
-from eagle3lab.progress import progress_bar
+from eagle3lab.progress import PointProgress
 
 TOOL = "eagle3lab bench"
 RESULT_FILE, CSV_FILE = "bench_result.json", "bench_result.csv"
@@ -128,10 +128,13 @@ def run_pair(spec_url: str, base_url: str, config: SweepConfig, out_dir: Path, r
     urls = {interleave.BASELINE: base_url, interleave.EAGLE3: spec_url}
     kinds = {interleave.BASELINE: ARM_KIND_BASELINE, interleave.EAGLE3: ARM_KIND_EAGLE3}
     measured: dict[tuple[str, int], list[ArmResult]] = {(a, c): [] for a in urls for c in blocks}
-    for block in progress_bar(interleave.schedule(blocks), desc="interleaved A/B", unit="block"):
-        name = f"{block.arm}-c{block.concurrency}-round{block.round}"
-        measured[(block.arm, block.concurrency)].append(
-            run_arm(name, urls[block.arm], block.config, out_dir, kind=kinds[block.arm], log=lambda _: None))
+    plan = interleave.schedule(blocks)
+    with PointProgress("interleaved A/B", len(plan), unit="block") as progress:
+        for block in plan:
+            name = f"{block.arm}-c{block.concurrency}-round{block.round}"
+            arm = run_arm(name, urls[block.arm], block.config, out_dir, kind=kinds[block.arm], log=lambda _: None)
+            measured[(block.arm, block.concurrency)].append(arm)
+            progress.point(f"{block.arm} c={block.concurrency} round {block.round}", arm_summary(arm))
     out = Result({SPECULATIVE: spec_url, BASELINE: base_url}, workload(config, dataset, chat_template))
     for c in sorted(blocks):
         base_blocks, spec_blocks = measured[(interleave.BASELINE, c)], measured[(interleave.EAGLE3, c)]

@@ -28,7 +28,7 @@ from eagle3lab.bench import cpuload
 from eagle3lab.bench.host import COPY_BANDWIDTH_KEY
 from eagle3lab.runtime import procwatch
 from eagle3lab.errors import BenchError
-from eagle3lab.progress import progress_bar
+from eagle3lab.progress import PointProgress
 from eagle3lab.bench.loadgen import (DeathWatch, JsonlSink, fetch_json, flush_cache, is_stall, run_phase,
                                      server_lost, watch_for_death, watch_stopped)
 from eagle3lab.bench.metrics import PointMetrics, RequestRecord, compute_point_metrics, format_point
@@ -307,15 +307,33 @@ async def run_sweep(base_url: str, config: SweepConfig, sink: JsonlSink, label: 
     """Every concurrency of ``config`` in order; stops after the first failed point."""
     total = sum(config.warmup_count(c) + config.prompts_for(c) for c in config.concurrency)
     points: list[PointResult] = []
-    with progress_bar(total=total, desc=label, unit="req") as bar:
+    with PointProgress(label, len(config.concurrency), total=total, unit="req") as progress:
         for concurrency in config.concurrency:
-            bar.set_postfix_str(f"c={concurrency}")
-            point = await _run_point(base_url, config, concurrency, sink, lambda: bar.update(1), watch)
+            point = await _run_point(base_url, config, concurrency, sink, progress.tick, watch)
             points.append(point)
             on_point(point)
+            progress.point(f"c={concurrency}", point_summary(point))
             if point.status == POINT_FAILED:
                 break
     return points
+
+
+def point_summary(point: PointResult) -> str:
+    """A point's outcome in a few words, for progress lines: status, throughput, requests done, why not ok."""
+    words = [point.status]
+    if point.metrics is not None:
+        words.append(f"{point.metrics.output_tok_per_s:.1f} tok/s, {point.metrics.completed}/"
+                     f"{point.metrics.requests} requests")
+    if point.reason:
+        words.append(point.reason[:120])
+    return ", ".join(words)
+
+
+def arm_summary(arm: ArmResult) -> str:
+    """An arm's outcome for progress lines: each point's summary, or why the arm has none."""
+    if not arm.points:
+        return f"{arm.status}: {arm.reason}" if arm.reason else arm.status
+    return "; ".join(point_summary(p) for p in arm.points)
 
 
 def _arm_paths(name: str, out_dir: Path) -> tuple[Path, Path]:

@@ -19,11 +19,11 @@ from eagle3lab.bench.crosscheck import CrossCheck, cross_check
 from eagle3lab.bench.lossless import REQUIRED_CONCURRENCY, LosslessReport, lossless_policy, lossless_report
 from eagle3lab.bench.sweep import (ARM_FAILED, ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_CONTROL,
                                    ARM_KIND_EAGLE3_SHIFTED, POINT_FAILED, ArmResult, BenchReport, load_requests,
-                                   not_runnable_arm, point_rows, run_arm, save_arm)
+                                   arm_summary, not_runnable_arm, point_rows, run_arm, save_arm)
 from eagle3lab.bench.workload import SweepConfig, model_vocab_size, special_id_floor
 from eagle3lab.errors import BenchError, BenchmarkIncomplete, ExpectationError
 from eagle3lab.package import patching
-from eagle3lab.progress import progress_bar
+from eagle3lab.progress import PointProgress
 from eagle3lab.notebook.arm_capture import ServedCapture, fed as _fed
 from eagle3lab.package.diffs import PatchInfo
 from eagle3lab.fix.relaunch import StepResult, patched_server, serving_server, stop_serving
@@ -294,10 +294,12 @@ def _interleaved_pair(launch: int, profile: Profile, arms_of: dict[str, _PairArm
             log = Path(logs_dir) / f"03_{name}-launch{launch}.{profile.name}.log"
             patches = [arms_of[name].patch] if arms_of[name].patch else []
             servers.enter_context(patched_server(spec, log, profile.ready_timeout_s, patches))
-        for block in progress_bar(plan_blocks, desc=f"interleaved launch {launch}", unit="block", leave=False):
-            measured[(block.arm, block.concurrency)].append(
-                run_arm(f"{block.arm}-launch{launch}-c{block.concurrency}-round{block.round}",
-                        specs[block.arm].base_url, block.config, out_dir, kind=arms_of[block.arm].kind))
+        with PointProgress(f"interleaved launch {launch}", len(plan_blocks), unit="block", leave=False) as progress:
+            for block in plan_blocks:
+                arm = run_arm(f"{block.arm}-launch{launch}-c{block.concurrency}-round{block.round}",
+                              specs[block.arm].base_url, block.config, out_dir, kind=arms_of[block.arm].kind)
+                measured[(block.arm, block.concurrency)].append(arm)
+                progress.point(f"{block.arm} c={block.concurrency} round {block.round}", arm_summary(arm))
 
     def sample(arm: str, c: int) -> LaunchSample | str:  # a plain arm has no cycle: no timers read for it
         return spread.interleaved_sample(launch, measured[(interleave.BASELINE, c)], measured[(arm, c)], c,
