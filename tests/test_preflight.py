@@ -19,7 +19,6 @@ import pytest
 from eagle3lab.errors import PreflightFailed
 from eagle3lab.runtime import gpuinfo
 from eagle3lab import preflight
-from eagle3lab.runtime.checkpoints import Checkpoint
 from eagle3lab.runtime.gpuinfo import Gpu, GpuInventory
 from eagle3lab.runtime.profiles import load_profile
 from kimi_checkpoint import RTX_PRO_6000_MIB, write_checkpoint
@@ -283,7 +282,7 @@ def kimi_memory(tmp_path_factory, tiny_models):
 
 def test_preflight_fails_sglangs_default_fraction_for_kimi_k25_mocked_8x_rtx_pro_6000(kimi_memory):
     _, old = kimi_memory
-    eagle3, baseline, pools = old["KV cache (EAGLE-3)"], old["KV cache (baseline)"], old["GPU memory"]
+    eagle3, pools = old["KV cache (EAGLE-3)"], old["GPU memory"]
     assert eagle3.outcome == "fail" and eagle3.detail.startswith("too small: ")
     assert "sglang's mem_fraction_static 0.752" in eagle3.detail and "--set mem_fraction_static=0.827" in eagle3.fix
     assert eagle3.data["arm"]["pool_tokens"] < eagle3.data["min_tokens"]

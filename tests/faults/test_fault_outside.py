@@ -371,8 +371,8 @@ def test_make_on_a_disk_too_small_for_the_venv_says_so_before_pip(tmp_path):
                             capture_output=True, text=True, cwd=checkout, timeout=60)
     assert result.returncode != 0, result.stdout
     errors = [line for line in result.stdout.splitlines() if line.startswith("error:")]
-    assert errors == [f"error: the venv needs about 12 GB and this disk has 0 GB free; free some space or pass VENV= "
-                      f"on a bigger disk"], result.stdout + result.stderr
+    assert errors == ["error: the venv needs about 12 GB and this disk has 0 GB free; free some space or pass VENV= "
+                      "on a bigger disk"], result.stdout + result.stderr
     assert "left:" not in result.stdout, "a half venv was left on the small disk"
 
 

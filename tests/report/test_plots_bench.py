@@ -32,7 +32,7 @@ def report() -> BenchReport:
 
 
 def lines_by_label(fig) -> dict[str, tuple[list, list]]:
-    return {l.get_label(): (list(l.get_xdata()), list(l.get_ydata())) for ax in fig.axes for l in ax.get_lines()}
+    return {ln.get_label(): (list(ln.get_xdata()), list(ln.get_ydata())) for ax in fig.axes for ln in ax.get_lines()}
 
 
 def notes(fig) -> str:
@@ -54,7 +54,7 @@ def test_throughput_draws_measured_points_and_notes_the_missing_arm(report):
 
 def test_acceptance_says_why_there_is_no_line(report):
     fig = plot_acceptance(report)
-    assert [l for l in lines_by_label(fig) if not l.startswith("_")] == []
+    assert [label for label in lines_by_label(fig) if not label.startswith("_")] == []
     assert "baseline: no speculation" in notes(fig) and "eagle3: not runnable" in notes(fig)
     assert "no measured points" in notes(fig) and list(fig.axes[0].get_yticks()) == []  # no scale to read 0 off
     plt.close(fig)
@@ -86,7 +86,7 @@ def test_accept_distribution_is_the_share_of_verify_steps_per_accepted_count(rep
 
 def test_latency_percentiles_in_milliseconds(report):
     fig = plot_latency(report)
-    ttft, itl, e2e = ({l.get_label(): list(l.get_ydata()) for l in ax.get_lines()} for ax in fig.axes)
+    ttft, itl, e2e = ({ln.get_label(): list(ln.get_ydata()) for ln in ax.get_lines()} for ax in fig.axes)
     assert ttft["baseline p50"] == pytest.approx([100.0, 100.0])  # first token 0.1 s after sending
     assert itl["baseline p99"] == pytest.approx([100.0, 100.0])
     assert e2e["baseline p50"] == pytest.approx([400.0, 800.0])

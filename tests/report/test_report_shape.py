@@ -99,7 +99,7 @@ def test_every_number_of_every_document_is_sourced_tagged_and_bound(run):
 def test_this_runs_verdicts_come_from_the_interleaved_intervals_not_the_sweeps_draws(run, documents):
     line = bullets(documents[build.REPORT_MD])[3]
     points = {p.concurrency: p for p in run.patch.interleaved_sweep}
-    for c, p in points.items():
+    for p in points.values():
         assert f"{p.speedup:.2f}x" in line and f"{p.speedup_low:.2f}-{p.speedup_high:.2f}" in line
     from eagle3lab.report.run_speed import verdicts_text
 

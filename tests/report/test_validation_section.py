@@ -88,12 +88,12 @@ def test_the_earlier_sets_are_records_not_demonstrably_held_out_with_both_third_
     text = section(render(sources))
     for past in protocol["past_evaluations"]:
         name = validation_section.set_names(past["split"])
-        line = next(l for l in text.splitlines() if l.startswith(f"**The {name}, not demonstrably held out:**"))
+        line = next(t for t in text.splitlines() if t.startswith(f"**The {name}, not demonstrably held out:**"))
         assert f"MAPE {past['mape_pct']:.1f}% over {past['points']} points as reported then" in line
         for commit in (past["constants_commit"], past["recorded_commit"], past["evaluated_commit"]):
             assert commit in line
         assert past["why"] in line
-    third = next(l for l in text.splitlines() if l.startswith("**The third set, not demonstrably held out:**"))
+    third = next(t for t in text.splitlines() if t.startswith("**The third set, not demonstrably held out:**"))
     assert "MAPE 13.0% over 105 points" in third and "24.1% with frozen" in third
     assert "416d3c6" in third and "33e7555" in third and "2ffbbc0" in third
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 from eagle3lab.canary.rows import ABSENT, FAIL, PASS, UNDECIDED, ReleaseRows, Row
 from eagle3lab.errors import SourceError

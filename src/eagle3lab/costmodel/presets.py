@@ -7,11 +7,8 @@ file next to where it came from. Derived numbers say how they were derived; assu
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
-from typing import Any, Callable, Optional
-
-import numpy as np
+from typing import Any, Optional
 
 from eagle3lab.errors import PerfModelError
 from eagle3lab.costmodel.arch import ModelArch, eagle3_drafter, model_from_config, with_name

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from eagle3lab.bench.diagnostics.evidence import CAUSES, UNKNOWN, YES, Evidence, Finding
-from eagle3lab.bench.diagnostics.logs import RESET_CAP, decode_lines, log_accept_lengths, running_limit
+from eagle3lab.bench.diagnostics.logs import RESET_CAP, log_accept_lengths, running_limit
 from eagle3lab.costmodel.cycle import Deployment, max_accept_length, plain_tok_s, spec_tok_s, speedup
 from eagle3lab.costmodel.presets import speculative_flags
 from eagle3lab.doctor.evidence import SPEC_KEYS, Built, DoctorInput

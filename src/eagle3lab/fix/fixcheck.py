@@ -111,7 +111,8 @@ def patched_source(src: SglangSource, patch_text: str) -> tuple[Optional[SglangS
     out = SglangSource(src.version, f"{src.origin} + patch", texts, list(src.skipped), trees)
     facts = getattr(src, "_eagle3lab_release_facts", None)
     if facts is not None:
-        setattr(out, "_eagle3lab_release_facts", facts)  # the runtime is untouched: same contract
+        # the runtime is untouched: same contract (trace/facts.py caches them under this undeclared attribute)
+        setattr(out, "_eagle3lab_release_facts", facts)  # noqa: B010
     return out, ""
 
 

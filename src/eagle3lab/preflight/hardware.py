@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from eagle3lab.runtime import envinfo, gpuinfo
-from eagle3lab.runtime.checkpoints import Checkpoint
 from eagle3lab.runtime.launch_env import (CUDNN_CHECK_ENV, CUDNN_CHECK_REASON, CUDNN_CHECK_SITE,
                                           launch_environment)
 from eagle3lab.runtime.profiles import Profile

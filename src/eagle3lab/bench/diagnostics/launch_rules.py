@@ -199,7 +199,7 @@ def rule_overlap(ev: Evidence) -> Finding:
     spec_off = bool(spec.get(key)) if spec and key in spec else line is not None
     base_on = None if not base or key not in base else not base[key]
     others = []
-    for other, off_value, what, pattern in _FEATURES[1:]:
+    for _other, _off_value, what, pattern in _FEATURES[1:]:
         other_line = first_line(pattern, ev.spec_log)
         if other_line:
             others.append(f"{what} off too (log: {other_line})")

@@ -66,19 +66,20 @@ class DecodeLine:
     text: str
 
 
+def _grab(text: str, pattern: re.Pattern[str], cast: Callable[[str], Any]) -> Any:
+    """One field of a decode line, cast; None when the line does not carry it."""
+    found = pattern.search(text)
+    return cast(found.group("v")) if found else None
+
+
 def decode_lines(log_text: Optional[str]) -> list[DecodeLine]:
     """Every 'Decode batch' line of a server log, parsed."""
     out = []
     for match in DECODE_LINE.finditer(log_text or ""):
         text = match.group(0)
-
-        def grab(pattern: re.Pattern[str], cast: Callable[[str], Any]) -> Any:
-            found = pattern.search(text)
-            return cast(found.group("v")) if found else None
-
-        out.append(DecodeLine(running=int(match.group("running")), queued=grab(_QUEUE, int),
-                              accept_len=grab(_ACCEPT, float), graph=grab(_GRAPH, lambda v: v == "True"),
-                              gen_tok_s=grab(_GEN, float), text=text.strip()))
+        out.append(DecodeLine(running=int(match.group("running")), queued=_grab(text, _QUEUE, int),
+                              accept_len=_grab(text, _ACCEPT, float), graph=_grab(text, _GRAPH, lambda v: v == "True"),
+                              gen_tok_s=_grab(text, _GEN, float), text=text.strip()))
     return out
 
 
