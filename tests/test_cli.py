@@ -53,6 +53,7 @@ BAD_ARGUMENTS = {
     "gpu-check": (["--profile", "no-such-profile"], "no-such-profile"),
     "doctor": (["--launch", "--speculative-algorithm EAGLE3", "--server-log", "/no/such/server.log"],
                "/no/such/server.log"),
+    "evaluate-sealed": (["--set", "no-such-set"], "no-such-set"),
     "bench": (["--base-url", "http://127.0.0.1:9", "--concurrency", "one,two"], "one,two"),
 }
 

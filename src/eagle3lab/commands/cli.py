@@ -45,6 +45,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "canary": ("canary", "does a new engine release break EAGLE-3 for a model you serve? (every wrapper, from the "
                          "wheels' source; make canary)"),
     "bench": ("bench", "measure a running server (--base-url), or EAGLE-3 against a plain server (--baseline-url)"),
+    "evaluate-sealed": ("evaluate_sealed", "evaluate the sealed held-out set once with the frozen constants "
+                                           "(refuses if already evaluated, if the constants or the seal changed)"),
     "doctor": ("doctor", "why does EAGLE-3 give no speedup on my deployment? (launch command, server log, "
                          "bench_serving output)"),
 }
