@@ -140,3 +140,24 @@ def test_unsupported_architecture_is_one_line(tmp_path, capsys):
     assert main(_with(config=str(cfg))) == 2
     err = capsys.readouterr().err.strip()
     assert "FalconH1ForCausalLM is not modelled" in err and len(err.splitlines()) == 1
+
+
+def test_dcp_above_1_is_said_to_be_outside_the_model_in_one_note_and_changes_nothing(capsys):
+    """DCP is not modelled: --dcp 2 gets the DCP-1 answer and one note saying so, in the table and in the JSON."""
+    assert main(_with(tp="2", dcp="2") + ["--json"]) == 0
+    with_dcp = json.loads(capsys.readouterr().out)
+    assert main(_with(tp="2") + ["--json"]) == 0
+    without = json.loads(capsys.readouterr().out)
+    dcp_notes = [n for n in with_dcp["notes"] if "DCP 2" in n]
+    assert len(dcp_notes) == 1 and "not modelled" in dcp_notes[0]
+    assert not [n for n in without["notes"] if "DCP" in n]
+    assert with_dcp["points"] == without["points"]
+    assert main(_with(tp="2", dcp="2")) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if "DCP 2" in line]
+    assert len(notes) == 1 and notes[0].startswith("note: decode context parallelism (DCP 2) is not modelled")
+
+
+def test_dcp_below_1_is_one_line_and_exit_2(capsys):
+    assert main(_with(dcp="0")) == 2
+    line = capsys.readouterr().err.strip()
+    assert "\n" not in line and "--dcp" in line and "got 1 and 0" in line
