@@ -40,6 +40,24 @@ def _holder(path: Path) -> str:
         return "another process"
 
 
+def run_lock_holder() -> str | None:
+    """The run holding this checkout's run lock ("pid N (command)"), or None (free, or held by this process).
+
+    Read, never probed: the file exists only while held (removed on release) and names a live pid then, so a
+    check cannot make a starting run see the lock as taken. A file left by a killed run names a dead pid.
+    """
+    path = run_lock_path()
+    if str(path.resolve()) in _held:
+        return None
+    try:
+        pid = int(json.loads(path.read_text(encoding="utf-8") or "{}")["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if pid == os.getpid() or not psutil.pid_exists(pid):
+        return None
+    return _holder(path)
+
+
 def _acquire(path: Path, what: str) -> int:
     """An open descriptor holding ``flock`` on the file now at ``path`` (retried if it was replaced meanwhile)."""
     while True:

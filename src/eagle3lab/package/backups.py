@@ -245,6 +245,28 @@ def describe_lock_holder(path: Path) -> str:
     return f"pid {pid} ({holder.get('command') or 'eagle3lab'}{state})"
 
 
+def lock_holder(root: Path) -> str | None:
+    """Who holds the patch lock of ``root`` right now ("pid N (command, state)"); None when it is free or held
+    by this process. A probe: a shared lock taken and dropped at once, never waited for (the file keeps its last
+    holder's name after release, so only the lock itself says whether anyone holds it now)."""
+    path = lock_path(root)
+    if str(path) in (getattr(_local, "held", None) or {}):
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None  # never locked here, or unreadable: nothing to name
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+            return None
+        return describe_lock_holder(path)
+    finally:
+        os.close(fd)  # closing drops the probe's lock
+    return None
+
+
 def _wait_for_lock(fd: int, path: Path, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while True:

@@ -95,9 +95,12 @@ def require_release(root: Path, for_what: str) -> PackageState:
     state = require_known_state(root)
     if state.held:
         m = state.held[0]
-        how = "applied with `patch apply`" if m.kind == backups.APPLIED else f"held right now by {m.describe_holder()}"
+        if m.kind == backups.APPLIED:
+            how, then = "applied with `patch apply`", f"run {RESTORE_COMMAND}"
+        else:  # a live holder: restoring under it would pull the files from under a running job
+            how, then = f"held right now by {m.describe_holder()}", "wait for it to end (it puts the release back)"
         raise StaleStateError(f"{for_what} needs the sglang release, but {root} carries patch {m.patch} ({how}; "
-                              f"backup manifest {m.path}); run {RESTORE_COMMAND}",
+                              f"backup manifest {m.path}); {then}",
                               patch=m.patch, path=m.path, holder_pid=m.holder.get("pid"), problem="patched")
     return state
 

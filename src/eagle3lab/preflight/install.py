@@ -10,7 +10,8 @@ from eagle3lab.errors import Eagle3LabError
 from eagle3lab.runtime import checkpoints, deployment, envinfo
 from eagle3lab.runtime.checkpoints import Checkpoint
 from eagle3lab.runtime.profiles import Profile
-from eagle3lab.package import patching
+from eagle3lab.package import inuse, patching
+from eagle3lab.package.location import installed_root
 from eagle3lab.preflight.result import Check, Outcome, plural, size_text
 
 
@@ -22,6 +23,20 @@ def check_sglang(profile: Profile) -> Check:
         return Check(name, "fail", str(exc), "make setup")
     changes = envinfo.installed_changes()
     data = {"version": version, **changes}
+    if changes["missing"] or changes["modified"]:
+        busy = _in_use()
+        if busy:
+            data["in_use"] = busy.describe()
+            # A job holding the patch lock may be mid-patch, or keep its backups in another cache: what it
+            # changed goes back when it ends, so this warns (a run waits for the lock) instead of failing.
+            others = sorted(set(changes["modified"] + changes["missing"]) - busy.files)
+            also = (f"; {plural(len(others), 'file')} differs from the release beyond the patches named here "
+                    f"(first: {others[0]})" if others else "")
+            outcome: Outcome = "warn" if busy.patch_lock or not others else "fail"
+            return Check(name, outcome, f"sglang {version} is in use by a running job, not drifted: "
+                                        f"{busy.describe()}{also}",
+                         f"wait for {busy.holder()} to end (it puts sglang's files back), then run preflight again",
+                         data)
     if changes["missing"]:
         return Check(name, "fail", f"sglang {version} is missing {plural(len(changes['missing']), 'file')} of its "
                                    f"release (first: {changes['missing'][0]})",
@@ -44,6 +59,14 @@ def check_sglang(profile: Profile) -> Check:
     return Check(name, "fail", f"sglang {version} differs from its release in "
                                f"{plural(len(changes['modified']), 'file')} (first: {changes['modified'][0]})",
                  f"pip install --force-reinstall --no-deps sglang=={version}", data)
+
+
+def _in_use() -> inuse.InUse | None:
+    """Who holds the installed sglang's files now (None if that cannot be read: the drift is reported as is)."""
+    try:
+        return inuse.in_use(installed_root())
+    except (Eagle3LabError, OSError):
+        return None
 
 
 def check_checkpoint(profile: Profile, ckpt: Checkpoint) -> Check:
