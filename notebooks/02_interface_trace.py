@@ -18,8 +18,6 @@
 # a checked delegation fix for every wrapper that still lacks it.
 
 # %%
-from IPython.display import Image, display
-
 from eagle3lab.notebook import fixes as fixbook
 from eagle3lab.fix import fixverify
 from eagle3lab.trace import audit, sources
@@ -200,8 +198,7 @@ show.table(fixverify.capture_rows(verification["capture"]))
 
 # %%
 figure_paths = tracebook.figures(conf_here, conf_newest, bisect)
-for path in figure_paths:
-    display(Image(filename=str(path)))
+show.images(figure_paths)
 
 # %%
 sidecar_file = sidecars.write(sidecars.InterfaceTraceSidecar(
