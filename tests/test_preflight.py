@@ -25,7 +25,7 @@ from kimi_checkpoint import RTX_PRO_6000_MIB, write_checkpoint
 from timing import patience
 
 CHECKS = ["GPUs", "GPU architecture", "sglang", "target checkpoint", "draft checkpoint", "KV cache (baseline)",
-          "KV cache (EAGLE-3)", "GPU memory", "free disk",
+          "KV cache (EAGLE-3)", "GPU memory", "free disk", "weight loads",
           "server flags (baseline)", "server flags (EAGLE-3)", "sglang check_server_args (baseline)",
           "sglang check_server_args (EAGLE-3)", "drafter aux layers", "first raise", "capture order", "NVIDIA driver", "cuDNN",
           "sgl-kernel", "GPUs idle", "interconnect"]

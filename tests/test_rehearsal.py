@@ -4,7 +4,8 @@ Everything that makes the GPU profile different from ``cpu`` except the GPUs run
 offline from a Hugging Face cache (the tiny models under ``moonshotai/Kimi-K2.5`` and
 ``AQ-MedAI/Kimi-K25-eagle3``), configs and tokenizers read from the snapshot with the profile's
 ``trust_remote_code``, launches with the hub offline, the preflight, sglang's parsing of both command lines,
-text prompts, sglang's own bench_serving on the snapshot's tokenizer, and the report. The device and size keys
+text prompts, sglang's own bench_serving on the snapshot's tokenizer, and the report. The launches that die at
+start-up (notebook 01's crash, notebook 03's unpatched and one-method steps) run on the profile's dummy weights. The device and size keys
 are overridden to run on CPU; the preflight's GPU checks are what that override skips, and it says so.
 """
 
@@ -65,10 +66,15 @@ def test_the_gpu_profile_runs_end_to_end_from_an_offline_hub_cache(offline_hub, 
     assert Path(s01["models"]["target"]).parent == snapshot
     assert s01["crash"]["signature"].startswith("AttributeError: 'KimiK25ForConditionalGeneration'")
     assert str(snapshot) in " ".join(s01["crash"]["argv"]) and HUB_IDS["target"] not in s01["crash"]["argv"]
+    # the crash dies at start-up, so it runs on blackwell-8x's dummy weights; the control serves real ones
+    crash_argv = s01["crash"]["argv"]
+    assert crash_argv[crash_argv.index("--load-format") + 1] == "dummy", "the same raise on dummy weights"
+    assert "--load-format" not in s01["control"]["argv"]
     checks = {c["name"]: c for c in s01["preflight"]["checks"]}
     assert s01["preflight"]["ok"] and not s01["preflight"]["quick"]
     assert checks["GPUs"]["outcome"] == "skipped" and "runs on cpu (device key)" in checks["GPUs"]["detail"]
     assert checks["target checkpoint"]["outcome"] == checks["draft checkpoint"]["outcome"] == "ok"
+    assert checks["weight loads"]["data"]["full_weight_loads"] == 3, checks["weight loads"]["detail"]
     for label in ("baseline", "EAGLE-3"):
         assert checks[f"server flags ({label})"]["outcome"] == "ok"
         assert checks[f"server flags ({label})"]["data"]["validated"] is True, "sglang read the snapshot's configs"
@@ -82,6 +88,9 @@ def test_the_gpu_profile_runs_end_to_end_from_an_offline_hub_cache(offline_hub, 
     assert "models--AQ-MedAI--Kimi-K25-eagle3" in setups["blackwell-8x"]["draft_config"]
 
     s03 = json.loads((artifacts / "03_patch_and_bench.blackwell-8x.json").read_text())
+    weights = [(step["step"], step["load_format"]) for step in s03["chain"]]
+    assert weights == [("unpatched", "dummy"), ("one-method patch", "dummy"), ("full delegation patch", "auto")]
+    assert s03["chain"][0]["category"] == s03["chain"][1]["category"] == "interface_gap", "both still die at start-up"
     assert s03["parameters"]["prompt_kind"] == "text"
     baseline = next(row for row in s03["arms"] if row["arm"] == "baseline")
     sent = SweepConfig.from_profile(load_profile("blackwell-8x", overrides=overrides)).prompts_for(1)

@@ -21,7 +21,7 @@ import requests
 from eagle3lab.errors import ExpectationError, ServerDiedError, ServerTimeoutError
 from eagle3lab.package.patching import FULL_DELEGATION_PATCH, ONE_METHOD_PATCH, patched, resolve_patch
 from eagle3lab.runtime.crashlog import CrashReport, crash_report
-from eagle3lab.runtime.deployment import Models, server_spec
+from eagle3lab.runtime.deployment import Models, server_spec, startup_check_load_format, startup_check_patches
 from eagle3lab.runtime.profiles import Profile
 from eagle3lab.runtime.server import LaunchOutcome, ServerProcess, ServerSpec
 from eagle3lab.sidecars import ChainStepRecord, ProbeRecord
@@ -93,14 +93,18 @@ class StepResult:
     argv: list[str] = field(default_factory=list)
     probe: ServeProbe | None = None
     server: ServerProcess | None = field(default=None, repr=False, compare=False)  # kept serving, if asked
+    load_format: str = "auto"  # sglang's --load-format of the launch: "dummy" for a start-up check on dummy weights
 
     def record(self) -> ChainStepRecord:
         """The typed record notebook 03's sidecar keeps (and the report reads)."""
         report, probe = self.report, self.probe
         return ChainStepRecord(
-            step=self.step.name, patches=list(self.step.patches), outcome=self.status,
+            step=self.step.name, outcome=self.status,
+            patches=list(startup_check_patches(None if self.load_format == "auto" else self.load_format,
+                                               self.step.patches)),  # as applied for the launch
             category=report.category if report else None, error=report.signature if report else None,
             call_site=str(report.call_site) if report and report.call_site else None, seconds=self.seconds,
+            load_format=self.load_format,
             probe=None if probe is None else ProbeRecord(**asdict(probe), ok=probe.ok, speculated=probe.speculated))
 
     def row(self) -> dict[str, Any]:
@@ -113,7 +117,7 @@ def chain_row(record: ChainStepRecord) -> dict[str, Any]:
     probe = record.probe
     return {"step": record.step, "patch": ", ".join(record.patches) or "none", "outcome": record.outcome,
             "classified error": record.category, "error": record.error, "runtime call site": record.call_site,
-            "seconds to outcome": record.seconds,
+            "weights": record.load_format, "seconds to outcome": record.seconds,
             "/generate": None if probe is None else ("ok" if probe.ok else f"failed: {probe.error}"),
             "verify steps (probe)": probe.spec_verify_ct if probe else None,
             "accept length (probe)": probe.spec_accept_length if probe else None}
@@ -157,13 +161,17 @@ def patched_server(spec: ServerSpec, log: Path, timeout_s: float, patches: Seque
 
 
 def run_step(step: ChainStep, profile: Profile, models: Models, logs_dir: Path, shims: Sequence[str],
-             port: int | None = None, keep_serving: bool = False) -> StepResult:
+             port: int | None = None, keep_serving: bool = False, startup_check: bool = False) -> StepResult:
     """Apply the step's patches, launch with EAGLE-3, restore the package once the server is up or gone, probe a
     ready server with one ``/generate``; with ``keep_serving`` a server that answered stays up (``result.server``,
-    stopped by the caller, by ``stop_serving`` or at exit at the latest)."""
-    spec = server_spec(profile, models, speculative=True, shims=shims, port=port)
+    stopped by the caller, by ``stop_serving`` or at exit at the latest). A ``startup_check`` (a step expected to
+    die at start-up) reads the profile's ``startup_checks_load_format`` weights, with the patch dummy weights need
+    (``deployment.startup_check_patches``)."""
+    load_format = startup_check_load_format(profile) if startup_check else None
+    spec = server_spec(profile, models, speculative=True, shims=shims, port=port, load_format=load_format)
     log = Path(logs_dir) / f"03_chain_{step.name.replace(' ', '_')}.{profile.name}.log"
-    server, outcome = launch_patched(spec, log, profile.ready_timeout_s, step.patches)
+    server, outcome = launch_patched(spec, log, profile.ready_timeout_s,
+                                     startup_check_patches(load_format, step.patches))
     try:
         probe = probe_generate(spec.base_url) if outcome.status == "ready" else None
     except BaseException:
@@ -173,14 +181,16 @@ def run_step(step: ChainStep, profile: Profile, models: Models, logs_dir: Path, 
     kept = server if keep_serving and probe is not None and probe.ok else None
     if kept is None:
         server.stop()
-    return StepResult(step, outcome.status, outcome.seconds, report, log, spec.argv(), probe, kept)
+    return StepResult(step, outcome.status, outcome.seconds, report, log, spec.argv(), probe, kept,
+                      spec.load_format or "auto")
 
 
 def run_chain(profile: Profile, models: Models, logs_dir: Path, shims: Sequence[str],
               steps: Sequence[ChainStep] = DEFAULT_CHAIN, port: int | None = None,
               progress: Any = None, keep_last_serving: bool = False) -> list[StepResult]:
     """Every step in order; a step's failure to launch is a result, not an exception. With ``keep_last_serving``
-    the last step's server stays up if it answered (see ``serving_server``)."""
+    the last step's server stays up if it answered (see ``serving_server``). Every step but the last is a start-up
+    check (``run_step``): the chain's story is that they die at start-up and the last one serves."""
     results: list[StepResult] = []
     try:
         for index, step in enumerate(steps):
@@ -188,7 +198,7 @@ def run_chain(profile: Profile, models: Models, logs_dir: Path, shims: Sequence[
                 progress(f"relaunch: {step.name}")
             last = index == len(steps) - 1
             results.append(run_step(step, profile, models, logs_dir, shims, port, keep_serving=keep_last_serving
-                                    and last))
+                                    and last, startup_check=not last))
     except BaseException:
         stop_serving(results)
         raise

@@ -34,6 +34,7 @@ PATCHES_DIR = REPO_ROOT / "patches"
 # The two patches every notebook talks about, by their names in patches/.
 FULL_DELEGATION_PATCH = "kimi_k25-eagle3-delegation"
 ONE_METHOD_PATCH = "kimi_k25-one-method"
+DUMMY_POST_LOAD_PATCH = "kimi_k25-dummy-post-load-weights"  # --load-format dummy on the Kimi wrapper: see the patch
 
 APPLICABLE = "applicable"
 APPLIED = "applied"

@@ -18,6 +18,7 @@ from eagle3lab.preflight.install import check_checkpoint, check_disk, check_sgla
 from eagle3lab.preflight.flags import FULL_CHECK, check_full_server_args, check_server_flags
 from eagle3lab.preflight.layers import check_capture_order, check_first_raise, check_layers
 from eagle3lab.preflight.memory import KV, MEMORY, check_memory
+from eagle3lab.preflight.loads import check_loads
 
 
 def run_preflight(profile: Profile, *, quick: bool = False,
@@ -35,7 +36,7 @@ def run_preflight(profile: Profile, *, quick: bool = False,
     target, draft, _ = deployment.locate_models(profile)
     result.checks += [check_checkpoint(profile, target), check_checkpoint(profile, draft)]
     memory_at = len(result.checks)
-    result.checks += [check_disk([target, draft])]
+    result.checks += [check_disk([target, draft]), check_loads(profile, target)]
     models = deployment.Models(target.path or target.source, draft.path or draft.source,
                                trust_remote_code=profile.trust_remote_code)
     skip_slow = quick and bool(result.failures)

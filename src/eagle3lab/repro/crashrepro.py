@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import requests
 
 from eagle3lab.runtime.crashlog import CrashReport, crash_report
-from eagle3lab.runtime.deployment import Models, server_spec
+from eagle3lab.runtime.deployment import Models, server_spec, startup_check_load_format
 from eagle3lab.errors import ExpectationError, ServerDiedError
 from eagle3lab.runtime.profiles import Profile
 from eagle3lab.runtime.server import LaunchOutcome, launch, running_server
@@ -100,10 +100,13 @@ def log_path(logs_dir: Path, run: str, profile: Profile) -> Path:
 
 def reproduce_crash(profile: Profile, models: Models, logs_dir: Path, shims: Sequence[str] = (),
                     run: str = "01_eagle3_launch", port: int | None = None) -> CrashRun:
-    """Launch the real server with EAGLE-3 and read the crash out of its log (on the unpatched release only)."""
+    """Launch the real server with EAGLE-3 and read the crash out of its log (on the unpatched release only). The
+    launch reads the profile's ``startup_checks_load_format`` weights: the raise comes at start-up before any
+    forward (``preflight.loads``), so dummy weights reach it as the checkpoint's do."""
 
     root = installed_root()
-    spec = server_spec(profile, models, speculative=True, shims=shims, port=port)
+    spec = server_spec(profile, models, speculative=True, shims=shims, port=port,
+                       load_format=startup_check_load_format(profile))
     # The patch lock from the check to the crash: no other run can patch sglang between "unpatched" and the
     # server importing it (two runs in one environment once crashed a patched package here).
     with backups.package_lock(root):

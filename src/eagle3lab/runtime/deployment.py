@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from eagle3lab.errors import ModelPathError
+from eagle3lab.package.patching import DUMMY_POST_LOAD_PATCH
 from eagle3lab.runtime import checkpoints, modelinfo
 from eagle3lab.runtime.checkpoints import Checkpoint
 from eagle3lab.runtime.envinfo import check_sglang
@@ -92,9 +93,27 @@ def layer_setup(profile: Profile) -> modelinfo.LayerSetup:
     return modelinfo.layer_setup(profile, target.path, draft.path, fix)
 
 
+def startup_check_load_format(profile: Profile) -> str | None:
+    """``--load-format`` of a launch expected to die at start-up (the profile's ``startup_checks_load_format``):
+    "dummy" when the profile asks for sglang's random weights there, None (sglang's "auto") otherwise."""
+    return None if profile.startup_checks_load_format == "auto" else profile.startup_checks_load_format
+
+
+def startup_check_patches(load_format: str | None, patches: Sequence[str]) -> tuple[str, ...]:
+    """The patches a start-up check launches with. A patched launch on dummy weights also gets the wrapper's
+    ``post_load_weights`` patch: it passes the first hook and on a GPU captures CUDA graphs (forwards) before the
+    next one, and sglang's dummy loader finishes only the top-level model, so the inner model's MLA weights would
+    be None there. An unpatched launch raises at the first hook before any forward and stays on the release as
+    shipped (notebook 01 requires it)."""
+    if load_format == "dummy" and patches and DUMMY_POST_LOAD_PATCH not in patches:
+        return (*patches, DUMMY_POST_LOAD_PATCH)
+    return tuple(patches)
+
+
 def server_spec(profile: Profile, models: Models, *, speculative: bool, shims: Sequence[str] = (),
-                port: int | None = None) -> ServerSpec:
-    """The launch for this profile, with or without EAGLE-3; checks the sglang release first."""
+                port: int | None = None, load_format: str | None = None) -> ServerSpec:
+    """The launch for this profile, with or without EAGLE-3; checks the sglang release first. ``load_format``:
+    sglang's ``--load-format`` (None: its default, the checkpoint's weights)."""
     check_sglang(profile.sglang_version)
     spec = SpeculativeSpec.from_profile(profile, models.draft) if speculative else None
     return ServerSpec(
@@ -103,5 +122,5 @@ def server_spec(profile: Profile, models: Models, *, speculative: bool, shims: S
         attention_backend=profile.attention_backend, disable_cuda_graph=profile.disable_cuda_graph,
         context_length=profile.context_length, max_total_tokens=profile.max_total_tokens,
         max_running_requests=profile.max_running_requests, mem_fraction_static=profile.mem_fraction_static,
-        speculative=spec, extra_args=tuple(profile.extra_server_args),
+        speculative=spec, load_format=load_format, extra_args=tuple(profile.extra_server_args),
         env=launch_environment(profile, shims, speculative))

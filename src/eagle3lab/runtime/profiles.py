@@ -59,6 +59,12 @@ class Profile(BaseModel):
     host: str = Field(description="address the server binds (127.0.0.1 unless told)")
     port: int = Field(gt=0, lt=65536, description="server port")
     ready_timeout_s: float = Field(gt=0, description="seconds to wait for readiness or death")
+    startup_checks_load_format: Literal["auto", "dummy"] = Field(
+        default="auto",
+        description="--load-format of the launches expected to die at start-up (notebook 01's crash, notebook 03's "
+                    "unpatched and one-method steps): 'dummy' gives them sglang's random weights, since they raise "
+                    "before any weight is read, so a large checkpoint is read only by the launches that serve; "
+                    "'auto' reads the checkpoint for them too")
     extra_server_args: list[str] = Field(description="more launch_server flags, appended verbatim")
     bench_concurrency: list[Annotated[int, Field(gt=0, le=MAX_BENCH_CONCURRENCY)]] = Field(
         min_length=1, description="concurrency sweep of the benchmark")

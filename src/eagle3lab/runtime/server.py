@@ -57,6 +57,7 @@ class ServerSpec:
     max_running_requests: int | None = None
     mem_fraction_static: float | None = None
     speculative: SpeculativeSpec | None = None
+    load_format: str | None = None  # --load-format; None: sglang's own (auto, the checkpoint's weights)
     extra_args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     python: str = sys.executable
@@ -75,6 +76,8 @@ class ServerSpec:
             "context_length": self.context_length, "max_total_tokens": self.max_total_tokens,
             "max_running_requests": self.max_running_requests, "mem_fraction_static": self.mem_fraction_static,
         }
+        if self.load_format is not None:  # only when set: sglang's default is "auto", not None
+            args["load_format"] = self.load_format
         if self.speculative is not None:
             args.update(self.speculative.server_args())
         return args

@@ -33,6 +33,7 @@ class ChainStepRecord(Record):
     call_site: Optional[str] = None
     seconds: float
     probe: Optional[ProbeRecord] = None
+    load_format: str = "auto"  # sglang's --load-format: "dummy" for a start-up check on random weights
 
 
 class SpecArmRecord(Record):
