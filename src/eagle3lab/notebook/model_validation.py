@@ -79,8 +79,9 @@ def protocol_view(protocol: Optional[Mapping[str, Any]] = None,
     ctx = validation_section.context(data, rows, provenance.Binder(evidence_tree(data)))
     return ValidationView(
         protocol=data,
-        verdict=validation_section.goal_verdict((data.get("sealed") or {}).get("mape_pct"),
-                                                (data.get("sealed") or {}).get("target_mape_pct", 20.0)),
+        verdict=validation_section.sealed_goal_verdict((data.get("sealed") or {}).get("mape_pct"),
+                                                       (data.get("sealed") or {}).get("target_mape_pct", 20.0),
+                                                       (data.get("sealed") or {}).get("below_every_baseline")),
         headline=ctx["headline"], later_headlines=ctx["later_headlines"], frozen=ctx["frozen"], what=ctx["what"], public_checks=ctx["public_checks"], groups=ctx["groups"],
         naive=ctx["naive"], shape_only_note=ctx["shape_only_note"], sweeps=ctx["sweeps"], sources=ctx["sources"],
         context=ctx["context"], frozen_2=ctx["frozen_2"], what_2=ctx["what_2"],

@@ -31,6 +31,13 @@ def goal_verdict(mape_pct: Optional[float], target_pct: float) -> str:
     return "met" if mape_pct <= target_pct else "not met"
 
 
+def sealed_goal_verdict(mape_pct: Optional[float], target_pct: float, below_every_baseline: Optional[bool]) -> str:
+    """The sealed set's goal has two halves (issue 36): MAPE at most the target AND below every naive baseline;
+    'met' only when both hold (the sentence around it says which half failed)."""
+    verdict = goal_verdict(mape_pct, target_pct)
+    return "not met" if verdict == "met" and not below_every_baseline else verdict
+
+
 def mape_text(mape_pct: Optional[float]) -> str:
     return "n/a" if mape_pct is None else f"{mape_pct:.1f}%"
 
@@ -94,7 +101,7 @@ def other_figures(others: Sequence[Mapping[str, Any]]) -> str:
     return "".join(f"; {o['mape_pct']:.1f}% with {o['constants']} ({o['note']})" for o in others)
 
 
-RULES = {"goal_verdict": goal_verdict, "mape_text": mape_text, "naive_text": naive_text, "names": names,
+RULES = {"goal_verdict": goal_verdict, "sealed_goal_verdict": sealed_goal_verdict, "mape_text": mape_text, "naive_text": naive_text, "names": names,
          "frozen_constants": frozen_constants, "refit_text": refit_text, "set_names": set_names,
          "conditions": conditions, "below_text": below_text, "baselines_text": baselines_text,
          "other_figures": other_figures}
@@ -114,6 +121,11 @@ def _naive_cell(value: Optional[Mapping[str, Any]]) -> str:
     return "--" if not value else f"{value['mape_pct']:.1f} ({value['points']})"
 
 
+def _sealed_verdict(b: provenance.Binder, k: str) -> str:
+    return b.rule("sealed_goal_verdict", sealed_goal_verdict, f"{k}.mape_pct", f"{k}.target_mape_pct",
+                  f"{k}.below_every_baseline")
+
+
 def headline(b: provenance.Binder, protocol: Mapping[str, Any]) -> Optional[str]:
     """The sealed set's one evaluation: the only figure the report calls held out (its sha256 was committed before
     any evaluation or constant revision), with the constants' commit and the three naive baselines beside it."""
@@ -126,8 +138,8 @@ def headline(b: provenance.Binder, protocol: Mapping[str, Any]) -> Optional[str]
         f"{b.num(f'{k}.sealed_commit', 's')} before any evaluation or revision of the constants), evaluated once "
         f"with the constants frozen in {b.num(f'{k}.constants_commit', 's')} ({b.num(f'{k}.constants', 's')}): the "
         f"model's speedups miss by MAPE {b.rule('mape_text', mape_text, f'{k}.mape_pct')} over "
-        f"{b.num(f'{k}.points', 'd')} points against the goal of at most {b.num(f'{k}.target_mape_pct', 'g')}%: **"
-        f"{b.rule('goal_verdict', goal_verdict, f'{k}.mape_pct', f'{k}.target_mape_pct')}**; naive baselines on the "
+        f"{b.num(f'{k}.points', 'd')} points against the goal (at most {b.num(f'{k}.target_mape_pct', 'g')}% and below "
+        f"every naive baseline): **{_sealed_verdict(b, k)}**; naive baselines on the "
         f"same points: {b.rule('baselines_text', baselines_text, f'{k}.baselines_mape_pct')}, the model "
         f"{b.rule('below_text', below_text, f'{k}.below_every_baseline')} **[modelled]** vs **[reported]**."))
 
@@ -189,8 +201,8 @@ def trust_clause(b: provenance.Binder, protocol: Mapping[str, Any]) -> str:
         k = f"{KEY}.sealed"
         parts.append(f"held out (sealed before any evaluation; constants of {b.num(f'{k}.constants_commit', 's')}), "
                      f"MAPE {b.rule('mape_text', mape_text, f'{k}.mape_pct')} over {b.num(f'{k}.points', 'd')} "
-                     f"points against the goal of at most {b.num(f'{k}.target_mape_pct', 'g')}%: "
-                     f"{b.rule('goal_verdict', goal_verdict, f'{k}.mape_pct', f'{k}.target_mape_pct')}, "
+                     f"points against the goal (at most {b.num(f'{k}.target_mape_pct', 'g')}% and below every "
+                     f"naive baseline): {_sealed_verdict(b, k)}, "
                      f"{b.rule('below_text', below_text, f'{k}.below_every_baseline')} of the naive baselines "
                      f"({b.rule('baselines_text', baselines_text, f'{k}.baselines_mape_pct')})")
     else:
