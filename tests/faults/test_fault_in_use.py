@@ -98,3 +98,22 @@ def test_this_process_is_never_named_and_free_locks_name_nobody(sandbox):
         assert not inuse.in_use(sandbox.root)
     runguard.run_lock_path().write_text(json.dumps({"pid": 2 ** 22 + 12345, "command": "killed run"}))
     assert runguard.run_lock_holder() is None  # a file left by a killed run names a dead pid
+
+
+def test_run_and_report_meeting_a_held_patch_name_its_holder(sandbox, no_leftover_processes):
+    """Another checkout's job (its own run lock, so only sglang's files are shared) holds a patch: run and report
+    wait on the patch lock naming the holder, and give up in one line naming it again."""
+    holder = hold(sandbox, f"with patching.patched('{FULL}'):")
+    try:
+        for args in (("run", "--notebooks", "01"), ("report",)):
+            done = subprocess.run([sys.executable, "-m", "eagle3lab", *args], capture_output=True, text=True,
+                                  env={**env(sandbox), "EAGLE3LAB_LOCK_TIMEOUT_S": "2"}, cwd=sandbox.work,
+                                  timeout=patience(300))
+            assert done.returncode == 2, done.stderr[-2000:]
+            waited = [x for x in done.stderr.splitlines() if x.startswith("eagle3lab: waiting for")]
+            assert waited and all(f"waiting for pid {holder.pid} (" in x for x in waited), done.stderr[-2000:]
+            assert f"still held after 2 s by pid {holder.pid} (" in done.stderr.splitlines()[-1], done.stderr[-2000:]
+        assert not list((sandbox.work / "reports").glob("*.ipynb"))
+    finally:
+        end(holder)
+    sandbox.assert_nothing_left()
