@@ -189,3 +189,54 @@ def test_run_chain_makes_every_step_but_the_last_a_start_up_check_with_run_step_
         (step.name, startup_check)) or relaunch.StepResult(step, "died", 0.0, None, tmp_path / "log"))
     relaunch.run_chain(load_profile("blackwell-8x"), Models("t", "d"), tmp_path, ())
     assert asked == [("unpatched", True), ("one-method patch", True), ("full delegation patch", False)]
+
+
+# --- the ready timeout from the checkpoint's size ----------------------------------------------------------------
+
+
+def _sparse(path: Path, size: int) -> None:
+    with open(path, "wb") as file:
+        file.truncate(size)  # a real file of that size, no blocks written
+
+
+def test_the_ready_timeout_adds_the_checkpoints_read_time(tmp_path):
+    from eagle3lab.runtime.deployment import checkpoint_bytes, ready_timeout_s
+
+    profile = load_profile("blackwell-8x")
+    model = tmp_path / "model"
+    model.mkdir()
+    sizes = [3_000_000_000, 2_000_000_000]
+    for i, size in enumerate(sizes):
+        _sparse(tmp_path / f"blob{i}", size)
+        (model / f"model-0000{i + 1}.safetensors").symlink_to(tmp_path / f"blob{i}")  # as a hub snapshot links them
+    (model / "config.json").write_text("{}")
+    assert checkpoint_bytes(str(model)) == sum(sizes)
+    models = Models(str(model), "/models/draft")
+    read_s = sum(sizes) / (profile.checkpoint_read_mb_s * 1e6)
+    assert ready_timeout_s(profile, models) == pytest.approx(profile.ready_timeout_s + read_s)
+    assert ready_timeout_s(profile, models, "dummy") == profile.ready_timeout_s, "dummy weights read nothing"
+    flat = load_profile("blackwell-8x", overrides={"checkpoint_read_mb_s": None})
+    assert ready_timeout_s(flat, models) == flat.ready_timeout_s
+    cpu = load_profile("cpu")
+    assert cpu.checkpoint_read_mb_s is None and ready_timeout_s(cpu, models) == cpu.ready_timeout_s
+
+
+def test_the_preflight_row_gives_the_timeout_for_kimis_index_size(tmp_path):
+    """Kimi-K2.5's size from its index (tests/kimi_checkpoint.py); a checkpoint reporting that many bytes."""
+    import json
+
+    from kimi_checkpoint import write_checkpoint
+
+    from eagle3lab.runtime.checkpoints import Checkpoint
+
+    folder = write_checkpoint(tmp_path)
+    total = json.loads((folder / "model.safetensors.index.json").read_text())["metadata"]["total_size"]
+    _sparse(folder / "model-00001-of-00001.safetensors", total)
+    profile = load_profile("blackwell-8x")
+    target = Checkpoint("target", profile.target_model, "local", str(folder))
+    target.bytes = total
+    check = check_loads(profile, target)
+    expected = profile.ready_timeout_s + total / (profile.checkpoint_read_mb_s * 1e6)
+    assert check.data["ready_timeout_s"] == pytest.approx(expected)
+    assert f"{expected:,.0f} s to be ready" in check.detail
+    print(check.detail)

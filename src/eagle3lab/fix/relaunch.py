@@ -21,7 +21,8 @@ import requests
 from eagle3lab.errors import ExpectationError, ServerDiedError, ServerTimeoutError
 from eagle3lab.package.patching import FULL_DELEGATION_PATCH, ONE_METHOD_PATCH, patched, resolve_patch
 from eagle3lab.runtime.crashlog import CrashReport, crash_report
-from eagle3lab.runtime.deployment import Models, server_spec, startup_check_load_format, startup_check_patches
+from eagle3lab.runtime.deployment import (Models, ready_timeout_s, server_spec, startup_check_load_format,
+                                          startup_check_patches)
 from eagle3lab.runtime.profiles import Profile
 from eagle3lab.runtime.server import LaunchOutcome, ServerProcess, ServerSpec
 from eagle3lab.sidecars import ChainStepRecord, ProbeRecord
@@ -170,7 +171,7 @@ def run_step(step: ChainStep, profile: Profile, models: Models, logs_dir: Path, 
     load_format = startup_check_load_format(profile) if startup_check else None
     spec = server_spec(profile, models, speculative=True, shims=shims, port=port, load_format=load_format)
     log = Path(logs_dir) / f"03_chain_{step.name.replace(' ', '_')}.{profile.name}.log"
-    server, outcome = launch_patched(spec, log, profile.ready_timeout_s,
+    server, outcome = launch_patched(spec, log, ready_timeout_s(profile, models, load_format),
                                      startup_check_patches(load_format, step.patches))
     try:
         probe = probe_generate(spec.base_url) if outcome.status == "ready" else None

@@ -30,7 +30,7 @@ from eagle3lab.fix.relaunch import StepResult, patched_server, serving_server, s
 from eagle3lab.runtime.cpu_harness.changes import harness_changes
 from eagle3lab.runtime.cpu_harness.spec_shims import GREEDY_ONLY
 from eagle3lab.runtime import modelinfo
-from eagle3lab.runtime.deployment import Models, server_spec
+from eagle3lab.runtime.deployment import Models, ready_timeout_s, server_spec
 from eagle3lab.runtime.server import free_port
 from eagle3lab.runtime.profiles import Profile
 from eagle3lab.errors import PerfModelError
@@ -87,7 +87,7 @@ def run_server_arm(name: str, profile: Profile, models: Models, config: SweepCon
     spec = server_spec(profile, models, speculative=speculative, shims=shims)
     log = Path(logs_dir) / f"03_{name}.{profile.name}.log"
     check = None
-    with patched_server(spec, log, profile.ready_timeout_s, [patch] if patch else ()) as server:
+    with patched_server(spec, log, ready_timeout_s(profile, models), [patch] if patch else ()) as server:
         ready_s = round(server.elapsed(), 2)
         arm = run_arm(name, spec.base_url, config, out_dir, kind=kind)
         arm.server_ready_seconds = ready_s
@@ -293,7 +293,7 @@ def _interleaved_pair(launch: int, profile: Profile, arms_of: dict[str, _PairArm
         for name, spec in specs.items():
             log = Path(logs_dir) / f"03_{name}-launch{launch}.{profile.name}.log"
             patches = [arms_of[name].patch] if arms_of[name].patch else []
-            servers.enter_context(patched_server(spec, log, profile.ready_timeout_s, patches))
+            servers.enter_context(patched_server(spec, log, ready_timeout_s(profile, arms_of[name].models), patches))
         with PointProgress(f"interleaved launch {launch}", len(plan_blocks), unit="block", leave=False) as progress:
             for block in plan_blocks:
                 arm = run_arm(f"{block.arm}-launch{launch}-c{block.concurrency}-round{block.round}",

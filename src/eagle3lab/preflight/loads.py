@@ -17,6 +17,7 @@ from typing import Any
 from eagle3lab.fix.relaunch import DEFAULT_CHAIN
 from eagle3lab.preflight.result import Check
 from eagle3lab.runtime.checkpoints import Checkpoint
+from eagle3lab.runtime import deployment
 from eagle3lab.runtime.deployment import startup_check_load_format
 from eagle3lab.runtime.profiles import Profile
 
@@ -85,6 +86,11 @@ def check_loads(profile: Profile, target: Checkpoint | None = None) -> Check:
     detail = (f"{len(full)} of {len(launches)} planned launches read the checkpoint{read}; "
               + (f"{len(dummy)} start-up checks run on dummy weights ({', '.join(dummy)})" if dummy else
                  f"the start-up checks read it too (startup_checks_load_format: {profile.startup_checks_load_format})"))
+    timeout = deployment.ready_timeout_s(profile, deployment.Models(target.path, "")) if target and target.path \
+        else profile.ready_timeout_s
+    detail += f"; a launch that reads it may take {timeout:,.0f} s to be ready" + (
+        f" (ready_timeout_s + the checkpoint at {profile.checkpoint_read_mb_s:g} MB/s)"
+        if profile.checkpoint_read_mb_s is not None and size else "")
     data: dict[str, Any] = {"full_weight_loads": len(full), "launches": [asdict(launch) for launch in launches],
-                            "checkpoint_bytes": size}
+                            "checkpoint_bytes": size, "ready_timeout_s": timeout}
     return Check(NAME, "info", detail, data=data)

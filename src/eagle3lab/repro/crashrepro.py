@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import requests
 
 from eagle3lab.runtime.crashlog import CrashReport, crash_report
-from eagle3lab.runtime.deployment import Models, server_spec, startup_check_load_format
+from eagle3lab.runtime.deployment import Models, ready_timeout_s, server_spec, startup_check_load_format
 from eagle3lab.errors import ExpectationError, ServerDiedError
 from eagle3lab.runtime.profiles import Profile
 from eagle3lab.runtime.server import LaunchOutcome, launch, running_server
@@ -111,7 +111,8 @@ def reproduce_crash(profile: Profile, models: Models, logs_dir: Path, shims: Seq
     # server importing it (two runs in one environment once crashed a patched package here).
     with backups.package_lock(root):
         require_release(root, "reproducing the crash")  # a leftover patch would change the crash
-        outcome = launch(spec, log_path(logs_dir, run, profile), timeout_s=profile.ready_timeout_s)
+        outcome = launch(spec, log_path(logs_dir, run, profile),
+                         timeout_s=ready_timeout_s(profile, models, spec.load_format))
     return CrashRun(spec.argv(), outcome, crash_report(outcome.log_text(), profile.name))
 
 
@@ -154,7 +155,7 @@ def control_run(profile: Profile, models: Models, logs_dir: Path, shims: Sequenc
     spec = server_spec(profile, models, speculative=False, shims=shims, port=port)
     path = log_path(logs_dir, "01_control", profile)
     try:
-        with running_server(spec, path, timeout_s=profile.ready_timeout_s) as server:
+        with running_server(spec, path, timeout_s=ready_timeout_s(profile, models)) as server:
             ready_s = server.elapsed()
             body, seconds = generate(spec.base_url, prompt, max_new_tokens)
             peak = max(server.peak_rss_bytes, server.tree_rss_bytes())

@@ -10,6 +10,7 @@ profile asks for them; this is the only place where the profiles differ in code.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 from eagle3lab.errors import ModelPathError
@@ -108,6 +109,33 @@ def startup_check_patches(load_format: str | None, patches: Sequence[str]) -> tu
     if load_format == "dummy" and patches and DUMMY_POST_LOAD_PATCH not in patches:
         return (*patches, DUMMY_POST_LOAD_PATCH)
     return tuple(patches)
+
+
+WEIGHT_FILES = ("*.safetensors", "*.bin")  # what a load reads from a model directory
+
+
+def checkpoint_bytes(path: str) -> int:
+    """Bytes of the weight files in a local model directory (a hub snapshot's links are followed to their blobs);
+    0 for anything that is not a directory."""
+    folder = Path(path)
+    if not folder.is_dir():
+        return 0
+    total = 0
+    for pattern in WEIGHT_FILES:
+        for file in folder.glob(pattern):
+            try:
+                total += file.stat().st_size
+            except OSError:
+                continue  # a dangling link: checkpoints.examine reports it, the load fails on it
+    return total
+
+
+def ready_timeout_s(profile: Profile, models: Models, load_format: str | None = None) -> float:
+    """How long a launch may take to be ready: ``ready_timeout_s``, plus the target checkpoint's bytes at
+    ``checkpoint_read_mb_s`` when the profile sets it and the launch reads the checkpoint (not on dummy weights)."""
+    if profile.checkpoint_read_mb_s is None or load_format == "dummy":
+        return profile.ready_timeout_s
+    return profile.ready_timeout_s + checkpoint_bytes(models.target) / (profile.checkpoint_read_mb_s * 1e6)
 
 
 def server_spec(profile: Profile, models: Models, *, speculative: bool, shims: Sequence[str] = (),

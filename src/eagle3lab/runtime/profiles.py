@@ -58,7 +58,13 @@ class Profile(BaseModel):
     speculative_num_draft_tokens: int = Field(gt=0, description="--speculative-num-draft-tokens")
     host: str = Field(description="address the server binds (127.0.0.1 unless told)")
     port: int = Field(gt=0, lt=65536, description="server port")
-    ready_timeout_s: float = Field(gt=0, description="seconds to wait for readiness or death")
+    ready_timeout_s: float = Field(gt=0, description="seconds to wait for readiness or death, besides reading the "
+                                                     "checkpoint when checkpoint_read_mb_s is set")
+    checkpoint_read_mb_s: Optional[float] = Field(
+        default=None, gt=0,
+        description="the read speed (MB/s) a launch that reads the checkpoint is given time for: its ready timeout is "
+                    "ready_timeout_s + the target checkpoint's bytes at this speed (deployment.ready_timeout_s); "
+                    "null: ready_timeout_s alone")
     startup_checks_load_format: Literal["auto", "dummy"] = Field(
         default="auto",
         description="--load-format of the launches expected to die at start-up (notebook 01's crash, notebook 03's "
