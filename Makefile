@@ -4,7 +4,8 @@
 # PROFILE=blackwell-8x make run   runs the incident's deployment (8 GPUs and the real checkpoints needed).
 # SET="port=30123 bench_concurrency=[1,2]" make run   overrides profile keys for this run.
 
-PYTHON  ?= python3.11
+PY_VERSION := 3.11
+PYTHON  ?= python$(PY_VERSION)
 VENV    ?= .venv
 PROFILE ?= cpu
 SET     ?=
@@ -20,7 +21,15 @@ VENV_GB ?= 12
 .PHONY: setup run report test test-fast check lint-imports browser lab notebooks clean canary set-args vllm-setup run-vllm gpu-check
 
 $(STAMP): requirements.txt pyproject.toml
-	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or pass PYTHON=..."; exit 1; }
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python $(PY_VERSION) or pass PYTHON=..."; exit 1; }
+	@# sglang 0.5.9's pins need Python 3.11 (pyproject's requires-python); pip says so only after minutes of
+	@# resolving (192 s measured with 3.12), so ask the interpreter first: the venv's own if there is one.
+	@if [ -x $(PY) ]; then py=$(PY); else py=$(PYTHON); fi; \
+	  found=$$($$py -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null); \
+	  [ "$$found" = "$(PY_VERSION)" ] && exit 0; found=$${found:-of unknown version}; \
+	  if [ -x $(PY) ]; then echo "error: the venv $(VENV) has Python $$found, needs $(PY_VERSION); remove it or pass VENV=..."; \
+	  else echo "error: $(PYTHON) is Python $$found, needs $(PY_VERSION); pass PYTHON=python$(PY_VERSION) or the path of a Python $(PY_VERSION)"; fi; \
+	  exit 1
 	@# sglang's dependencies (CUDA builds of torch and its libraries among them) take about 11 GB in the venv
 	@# (measured 2026-12-03); pip out of space prints 30 lines and leaves half a venv, so say it first, in one line.
 	@test -x $(PY) || { free=$$(df -Pk "$(dir $(abspath $(VENV)))" | awk 'NR==2 {print int($$4 / 1048576)}'); [ "$$free" -ge $(VENV_GB) ] || \
@@ -142,7 +151,13 @@ RELEASES ?=
 export RELEASES
 
 $(CANARY_STAMP): requirements.txt pyproject.toml
-	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or pass PYTHON=..."; exit 1; }
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python $(PY_VERSION) or pass PYTHON=..."; exit 1; }
+	@# sglang 0.5.9's pins need Python 3.11 (pyproject's requires-python); pip says so only after minutes of
+	@# resolving (192 s measured with 3.12), so ask the interpreter first: the venv's own if there is one.
+	@found=$$($(if $(wildcard $(PY)),$(PY),$(PYTHON)) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null); \
+	  [ "$$found" = "$(PY_VERSION)" ] || { $(if $(wildcard $(PY)),\
+	  echo "error: the venv $(VENV) has Python $${found:-of unknown version}, needs $(PY_VERSION); remove $(VENV) or pass VENV=...";,\
+	  echo "error: $(PYTHON) is Python $${found:-of unknown version}, needs $(PY_VERSION); pass PYTHON=python$(PY_VERSION) (or the path of a $(PY_VERSION) interpreter)";) exit 1; }
 	@test -x $(CANARY_PY) || $(PYTHON) -m venv $(CANARY_VENV)
 	$(CANARY_PY) -m pip install --quiet $$(for p in $(CANARY_PACKAGES); do grep -i "^$$p==" requirements.txt; done)
 	$(CANARY_PY) -m pip install --quiet --no-deps $$(grep -E '^(torch|transformers)==' requirements.txt) -e .

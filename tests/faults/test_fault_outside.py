@@ -376,6 +376,43 @@ def test_make_on_a_disk_too_small_for_the_venv_says_so_before_pip(tmp_path):
     assert "left:" not in result.stdout, "a half venv was left on the small disk"
 
 
+def fake_python(path: Path, version: str, calls: Path) -> Path:
+    """An interpreter that says it is Python ``version`` and records anything else it is asked to do."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'#!/bin/sh\ncase "$1" in -c) echo {version}; exit 0;; esac\necho "$*" >> {calls}\nexit 1\n')
+    path.chmod(0o755)
+    return path
+
+
+# Issue 43 (10): with Python 3.12, make spent 192 s in pip before "requires a different Python".
+@pytest.mark.parametrize("case", ["PYTHON", "an old venv", "3.11"])
+def test_make_checks_the_python_version_before_the_venv(tmp_path, case):
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    for name in ("Makefile", "requirements.txt", "pyproject.toml"):
+        shutil.copy(REPO_ROOT / name, checkout / name)
+    calls, venv = tmp_path / "calls", tmp_path / "venv"
+    python = fake_python(tmp_path / "bin" / f"python{'3.11' if case == '3.11' else '3.12'}",
+                         "3.11" if case == "3.11" else "3.12", calls)
+    if case == "an old venv":  # a venv made with 3.12 by an earlier make
+        fake_python(venv / "bin" / "python", "3.12", calls)
+    result = subprocess.run(["make", "--no-print-directory", f"PYTHON={python}", f"VENV={venv}", "VENV_GB=0",
+                             f"{venv}/.eagle3lab-installed"], capture_output=True, text=True, cwd=checkout,
+                            timeout=60)
+    assert result.returncode != 0
+    errors = [line for line in result.stdout.splitlines() if line.startswith("error:")]
+    said = calls.read_text() if calls.exists() else ""
+    if case == "3.11":  # the check passes: the venv is made (by the fake, which then fails)
+        assert errors == [] and said.startswith("-m venv "), result.stdout + result.stderr
+        return
+    expected = (f"error: {python} is Python 3.12, needs 3.11; pass PYTHON=python3.11 or the path of a Python 3.11"
+                if case == "PYTHON" else
+                f"error: the venv {venv} has Python 3.12, needs 3.11; remove it or pass VENV=...")
+    assert errors == [expected], result.stdout + result.stderr
+    assert said == "", "the interpreter was asked to make the venv or run pip"
+    assert case == "an old venv" or not venv.exists()
+
+
 def test_a_full_disk_deep_in_a_library_is_recognised():
     from eagle3lab.commands.cli import full_disk_line
 
