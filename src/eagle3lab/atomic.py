@@ -43,7 +43,7 @@ def write_with(path: Path | str, fill: Callable[[Any], None], *, binary: bool = 
     except OSError as exc:
         raise OutputWriteError(_describe(exc, path), path=path, errno=exc.errno) from None
     try:
-        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as handle:
+        with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8") as handle:
             fill(handle)
             handle.flush()
             os.fsync(handle.fileno())

@@ -158,8 +158,8 @@ def deferred() -> Iterator[None]:
     try:
         yield
     finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
+        for restored, handler in saved.items():
+            signal.signal(restored, handler)
         if caught:
             _deliver(caught[0], saved[caught[0]])
 
@@ -197,5 +197,5 @@ def cli_handlers() -> Iterator[None]:
     try:
         yield
     finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
+        for restored, handler in saved.items():
+            signal.signal(restored, handler)

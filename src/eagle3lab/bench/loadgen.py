@@ -36,7 +36,7 @@ def describe_error(exc: BaseException) -> str:
 
 def is_stall(error: str | None) -> bool:
     """Did this request end on the stall timeout (no byte for ``stall_timeout_s``: aiohttp's read timeout)?"""
-    return bool(error) and error.startswith(f"{aiohttp.SocketTimeoutError.__name__}: ")  # describe_error's form
+    return error is not None and error.startswith(f"{aiohttp.SocketTimeoutError.__name__}: ")  # describe_error's form
 
 
 async def _mark_sent(session: aiohttp.ClientSession, ctx: SimpleNamespace, params: Any) -> None:
@@ -282,7 +282,7 @@ def arrival_times(count: int, rate: float | None, seed: str) -> list[float] | No
 
 
 def _on_death(done: "asyncio.Future[str]", died: list[str], unreachable: asyncio.Event,
-              workers: list["asyncio.Future[None]"]) -> None:
+              workers: Sequence["asyncio.Future[None]"]) -> None:
     if done.cancelled() or done.exception() is not None:
         return
     died.append(done.result())

@@ -122,7 +122,8 @@ class PointMetrics:
     @property
     def decode_step_s(self) -> float | None:
         """Mean time per output token after the first (TPOT): one decode step as each request saw it."""
-        return self.tpot_s.mean if self.tpot_s.count and self.tpot_s.mean > 0 else None
+        mean = self.tpot_s.mean
+        return mean if self.tpot_s.count and mean is not None and mean > 0 else None
 
     @property
     def decode_tok_per_s(self) -> float | None:
@@ -216,10 +217,10 @@ def compute_point_metrics(
     accept_mean = (
         float(np.mean([(r.completion_tokens or 0) / (r.spec_verify_ct or 1) for r in spec])) if spec else None
     )
-    reported = [r for r in spec if r.spec_accept_length is not None]
-    server_mean = float(np.mean([r.spec_accept_length for r in reported])) if reported else None
-    disagreements = sum(abs((r.completion_tokens or 0) / (r.spec_verify_ct or 1) - r.spec_accept_length) > 1e-9
-                        for r in reported) if reported else None  # type: ignore[operator]
+    reported = [(r, r.spec_accept_length) for r in spec if r.spec_accept_length is not None]
+    server_mean = float(np.mean([length for _, length in reported])) if reported else None
+    disagreements = sum(abs((r.completion_tokens or 0) / (r.spec_verify_ct or 1) - length) > 1e-9
+                        for r, length in reported) if reported else None
     histogram = _summed_histogram(r.spec_accept_histogram for r in spec if r.spec_accept_histogram) or None
     per_step = (sum((k + 1) * h for k, h in enumerate(histogram)) / sum(histogram)
                 if histogram and sum(histogram) else None)

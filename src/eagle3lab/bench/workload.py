@@ -200,7 +200,8 @@ def _as_text(config: SweepConfig, ids: list[list[int]]) -> list[str]:
         tokenizer = AutoTokenizer.from_pretrained(config.tokenizer_dir, trust_remote_code=config.trust_remote_code)
     except (OSError, ValueError) as exc:
         raise BenchError(f"cannot load a tokenizer from {config.tokenizer_dir} ({type(exc).__name__}); "
-                         "point tokenizer_dir at the model directory", path=Path(config.tokenizer_dir),
+                         "point tokenizer_dir at the model directory",
+                         path=Path(config.tokenizer_dir) if config.tokenizer_dir else None,
                          key="tokenizer_dir") from None
     return [tokenizer.decode(row, skip_special_tokens=True) for row in ids]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from eagle3lab.errors import PerfModelError, UnsupportedArchitectureError
 
@@ -533,7 +533,8 @@ def eagle1_drafter(target: ModelArch, source: str = "sglang LlamaForCausalLMEagl
                      mla=None, storage=Storage(), source=source, fc_input=2 * target.hidden, fc_every_pass=True)
 
 
-DRAFTERS = {"eagle3": eagle3_drafter, "eagle1": eagle1_drafter}
+# each builds the drafter of a target (the rest of its parameters at their defaults)
+DRAFTERS: dict[str, Callable[[ModelArch], ModelArch]] = {"eagle3": eagle3_drafter, "eagle1": eagle1_drafter}
 
 
 def with_name(arch: ModelArch, name: str) -> ModelArch:

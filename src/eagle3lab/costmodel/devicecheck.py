@@ -98,7 +98,8 @@ def moe_layer(torch: Any, name: str, experts: int, top_k: int, hidden: int, inte
         rows.append({"tokens": tokens, "distinct_experts": distinct, "padded_rows": total, "seconds": seconds,
                      "expert_weight_bytes": weight_bytes, "achieved_bytes_per_s": weight_bytes / seconds,
                      "method": method})
-    w1.clear(), w2.clear()  # the GPU memory goes back before the next layer's weights
+    w1.clear()  # the GPU memory goes back before the next layer's weights
+    w2.clear()
     torch.cuda.empty_cache()
     return {"name": name, "experts": experts, "top_k": top_k, "hidden": hidden, "intermediate_per_rank": inter,
             "weights": "bf16, random", "routing": "uniform, k distinct experts per token, seed 0", "rows": rows}

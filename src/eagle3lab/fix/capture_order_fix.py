@@ -71,7 +71,8 @@ def generate_patch(src: SglangSource) -> str:
     """The unified diff (with the project's header) for ``src``; empty when the release has no no-argument call
     under the model executor (nothing to fix)."""
     fixed = patched_texts(src)
-    body, sites = [], []
+    body: list[str] = []
+    sites: list[str] = []
     for path, text in fixed.items():
         sites += [f"{path.removeprefix('srt/')}:{line}" for line in _no_id_calls(src)[path]]
         name = f"sglang/{path}"

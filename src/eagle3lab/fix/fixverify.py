@@ -146,7 +146,7 @@ def capture_verify(fix: Fix, entry: str, *, num_layers: int = 4, timeout_s: floa
     crashed = before is None or (before.failed_hook is not None and before.failed_hook.error_type == "AttributeError")
     ok = crashed and after.ok
     reason = "" if ok else (
-        f"unpatched run did not die on a missing hook ({before.outcome})" if not crashed
+        f"unpatched run did not die on a missing hook ({before.outcome if before else None})" if not crashed
         else f"patched run: {after.outcome} {after.error_type or ''} {after.error_message or ''}".strip())
     return {"entry": entry, "patch": f"{fix.name}.patch", "release": fix.release, "inner": f"self.{attr}",
             "unpatched": before.to_dict() if before else None, "patched": after.to_dict(), "verified": ok,

@@ -93,9 +93,9 @@ def plan_checks(results: dict[str, dict[str, Any]], entries: Optional[list[str]]
         texts = sorted(f.text for f in result["_objects"] if f.ok)
         planned.append(PlannedCheck("imports", release, resultcache.key_of("imports", release, texts, basis),
                                     partial(fixverify.import_check, release, result["_objects"]), _imports_ok))
-    result = results.get(installed)
+    installed_result = results.get(installed)
     for entry in entries or sorted(WRAPPER_CONFIGS):
-        fix = next((f for f in (result or {}).get("_objects", []) if entry in f.entries), None)
+        fix = next((f for f in (installed_result or {}).get("_objects", []) if entry in f.entries), None)
         if fix is None or not fix.ok:
             refused.append({"entry": entry, "reason": "no checked patch for it in the installed release"})
             continue

@@ -48,5 +48,6 @@ def install(grace_s: float = EXIT_GRACE_S) -> bool:
     except ImportError:
         return False
     if not getattr(parentpoller.os, "eagle3lab_guard", False):
-        parentpoller.os = _ExitAfterRestore(os, grace_s)
+        # the poller's own view of the os module, replaced on purpose (its os._exit is what the guard wraps)
+        parentpoller.os = _ExitAfterRestore(os, grace_s)  # type: ignore[assignment]
     return True

@@ -283,7 +283,9 @@ class ModuleIndex:
             if "EntryClass" not in self.src.text(path):
                 continue
             mod = self.module_of_path(path)
-            for name in mod.entry if mod else []:
+            if mod is None:
+                continue
+            for name in mod.entry:
                 out.append((path, self.resolve(mod.name, name)))
         return out
 

@@ -310,8 +310,9 @@ class _Walker:
                         self.open_branches.pop()
                 continue
             if isinstance(stmt, (ast.Return, ast.Raise)):
-                if stmt.exc if isinstance(stmt, ast.Raise) else stmt.value:
-                    self.exprs(stmt.exc if isinstance(stmt, ast.Raise) else stmt.value, path, owner, cls, role, depth)
+                value = stmt.exc if isinstance(stmt, ast.Raise) else stmt.value
+                if value is not None:
+                    self.exprs(value, path, owner, cls, role, depth)
                 return False
             for child in ast.iter_child_nodes(stmt):
                 if isinstance(child, ast.stmt):

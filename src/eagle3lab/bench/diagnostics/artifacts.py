@@ -61,8 +61,8 @@ def accept_lengths_from_records(records: Iterable[Any]) -> list[float]:
         tokens, verifies = get("completion_tokens"), get("spec_verify_ct")
         if isinstance(tokens, int) and isinstance(verifies, int) and verifies > 0:
             out.append(tokens / verifies)
-        elif isinstance(get("spec_accept_length"), (int, float)):
-            out.append(float(get("spec_accept_length")))
+        elif isinstance(accept := get("spec_accept_length"), (int, float)):
+            out.append(float(accept))
     return out
 
 
@@ -78,8 +78,7 @@ def _read_text(path: Optional[Path], what: str) -> Optional[str]:
 def offline_threshold(offline: Optional[Mapping[str, Any]], variant: str = "aligned") -> Optional[Threshold]:
     """The drafter's offline acceptance (``Drafters.offline_acceptance``) for the served variant, as a threshold."""
     scores = (offline or {}).get(variant)
-    value = (scores or {}).get("mean_accept_length") if isinstance(scores, Mapping) else None
-    if not isinstance(value, (int, float)):
+    if not isinstance(scores, Mapping) or not isinstance(value := scores.get("mean_accept_length"), (int, float)):
         return None
     return Threshold(float(value), "measured", f"offline simulation of sglang's verify on the benchmark's prompt "
                                                f"distribution, {scores.get('requests', '?')} requests")

@@ -118,9 +118,9 @@ def running_limit(info: Optional[Mapping[str, Any]], log_text: Optional[str]) ->
     """
     states = (info or {}).get("internal_states") or []
     effective = [s.get("effective_max_running_requests_per_dp") for s in states if isinstance(s, Mapping)]
-    effective = [v for v in effective if isinstance(v, int)]
-    if effective:
-        return min(effective), f"server_info internal_states effective_max_running_requests_per_dp={min(effective)}"
+    limits = [v for v in effective if isinstance(v, int)]
+    if limits:
+        return min(limits), f"server_info internal_states effective_max_running_requests_per_dp={min(limits)}"
     scheduler = SCHEDULER_LIMITS.search(log_text or "")
     if scheduler:
         return int(scheduler.group(4)), f"log: {scheduler.group(0).strip()}"

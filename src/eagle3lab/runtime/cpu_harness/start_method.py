@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 from types import ModuleType
+from typing import Mapping
 
 from eagle3lab.runtime.cpu_harness.hooks import when_imported
 
@@ -33,7 +34,7 @@ def _fork_after_sglang_sets_spawn(engine: ModuleType) -> None:
     engine._set_envs_and_config = _set_envs_and_config
 
 
-def install_from_environment(environ: dict[str, str]) -> bool:
+def install_from_environment(environ: Mapping[str, str]) -> bool:
     """Fork sglang's subprocesses in this process when ``FORK_ENV`` is "1"; True if installed."""
     if environ.get(FORK_ENV, "").strip() != "1":
         return False
