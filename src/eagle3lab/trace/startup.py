@@ -83,7 +83,7 @@ class _Index:
 
     def method(
         self, cls: str, name: str, seen: Optional[set[str]] = None
-    ) -> Optional[tuple[str, str, ast.FunctionDef]]:
+    ) -> Optional[tuple[str, str, ast.FunctionDef | ast.AsyncFunctionDef]]:
         """(file, owner class, def) of ``cls.name``, searching bases by name (single-file MRO approximation)."""
         seen = seen or set()
         if cls in seen or cls not in self.classes:
