@@ -481,6 +481,28 @@ def _moe_from_config(cfg: Mapping[str, Any], arch: str, where: str, kv_heads: in
                      sliding_window=window, **common)
 
 
+def splits_across(model: ModelArch, tp: int) -> bool:
+    """Can the engine shard ``model`` over ``tp`` GPUs? The query heads split evenly, and the KV heads too or, past
+    their count, each is replicated a whole number of times (sglang's and vLLM's attention layers assert both; an
+    MLA latent is replicated whole). Why here: a TP the engine refuses at launch must not be modelled as if real."""
+    if tp < 1 or model.num_heads % tp:
+        return False
+    kv = model.num_kv_heads
+    return model.mla is not None or (kv % tp == 0 if kv >= tp else tp % kv == 0)
+
+
+def check_tp(tp: int, *models: ModelArch) -> None:
+    """One line naming the model whose heads ``tp`` cannot split, and the TP sizes that can split every model."""
+    for model in models:
+        if not splits_across(model, tp):
+            valid = [n for n in range(1, max(m.num_heads for m in models) + 1)
+                     if all(splits_across(m, n) for m in models)]
+            kv = "" if model.mla is not None else f" and {model.num_kv_heads} KV heads"
+            raise PerfModelError(f"--tp {tp} cannot split the {model.num_heads} attention heads{kv} of {model.name} "
+                                 f"evenly (the engine refuses such a launch); pass --tp one of "
+                                 f"{', '.join(map(str, valid))}", parameter="tp", value=tp, problem="indivisible")
+
+
 def eagle3_drafter(target: ModelArch, draft_vocab: int = DEFAULT_DRAFT_VOCAB,
                    source: str = "sglang/SpecForge EAGLE-3 drafter layout") -> ModelArch:
     """The EAGLE-3 drafter sglang serves with ``target`` (LlamaForCausalLMEagle3): one Llama decoder layer whose

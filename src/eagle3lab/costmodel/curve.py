@@ -11,6 +11,7 @@ datasheet memory bandwidth (``Engine.bandwidth_efficiency``). Points in between 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -59,8 +60,8 @@ def parse_curve(text: str) -> list[CurvePoint]:
         except ValueError:
             raise PerfModelError(f"--baseline-curve expects batch:tok/s pairs such as 1:63.6,128:2370, got '{part}'",
                                  parameter="baseline_curve", value=text, problem="unparsable") from None
-        if not sep or point.batch < 1 or not point.tok_s > 0:
-            raise PerfModelError(f"--baseline-curve: '{part}' needs a batch >= 1 and a rate > 0 (batch:tok/s)",
+        if not sep or point.batch < 1 or not point.tok_s > 0 or not math.isfinite(point.tok_s):
+            raise PerfModelError(f"--baseline-curve: '{part}' needs a batch >= 1 and a finite rate > 0 (batch:tok/s)",
                                  parameter="baseline_curve", value=text, problem="out_of_range")
         points.append(point)
     if not points or len({p.batch for p in points}) != len(points):

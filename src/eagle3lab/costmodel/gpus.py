@@ -8,6 +8,7 @@ link's curves where they were measured.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Callable, Optional
 
@@ -112,9 +113,9 @@ def parse_gpu_spec(text: str) -> tuple[Hardware, Optional[int]]:
         except ValueError:
             raise PerfModelError(f"--gpu: {key}={pairs[key]!r} is not a number ({SPEC_KEYS[key]})", parameter="gpu",
                                  value=text, problem="not_a_number") from None
-        if not value > 0:
-            raise PerfModelError(f"--gpu: {key} must be > 0 ({SPEC_KEYS[key]})", parameter="gpu", value=text,
-                                 problem="not_positive")
+        if not value > 0 or not math.isfinite(value):  # float() takes 'nan' and 'inf'
+            raise PerfModelError(f"--gpu: {key} must be a finite number > 0 ({SPEC_KEYS[key]}), got "
+                                 f"{pairs[key]!r}", parameter="gpu", value=text, problem="not_positive")
         return value
 
     kind, link_gbs = "none", 0.0
@@ -125,6 +126,9 @@ def parse_gpu_spec(text: str) -> tuple[Hardware, Optional[int]]:
                                  "nvlink, pcie, xgmi", parameter="gpu", value=text, problem="bad_link")
         kind, link_gbs = match.group(1), float(match.group(2))
     count = int(number("count")) if "count" in pairs else None
+    if count is not None and count != number("count"):
+        raise PerfModelError(f"--gpu: count={pairs['count']!r} must be a whole number of GPUs", parameter="gpu",
+                             value=text, problem="not_an_integer")
     given = f"given by the user (--gpu {text})"
     fp8 = number("fp8") * 1e12 if "fp8" in pairs else None
     latency = 1e-9

@@ -25,6 +25,7 @@ from eagle3lab.errors import PerfModelError
 from eagle3lab.costmodel.arch import (  # noqa: F401  (re-exported)
     DRAFTERS,
     ModelArch,
+    check_tp,
     drafter_from_config,
     eagle1_drafter,
     eagle3_drafter,
@@ -120,6 +121,7 @@ def predict_from_config(config: str | Path | dict, hardware: str | Hardware, tp:
         drafter = drafter_from_config(dcfg, dsource)
     else:
         drafter = eagle3_drafter(target, draft_vocab) if draft_vocab else eagle3_drafter(target)
+    check_tp(tp, target, drafter)
     preset = None if isinstance(hardware, Hardware) or is_spec(hardware) else hardware
     hw = hardware if isinstance(hardware, Hardware) else hardware_preset(hardware)
     # a named engine carries the frozen orchestration (data/constants.yaml); an Engine object is taken as given
