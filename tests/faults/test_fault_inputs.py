@@ -12,6 +12,9 @@ import pytest
 
 from eagle3lab.commands.cli import main
 from eagle3lab.commands.predict import MAX_BATCH, MAX_CONTEXT, MAX_STEPS
+from eagle3lab.errors import ProfileError
+from eagle3lab.paths import params_dir
+from eagle3lab.runtime.profiles import load_profile, parse_override
 
 PREDICT = ["predict", "--config", "llama-3.1-8b-instruct", "--hardware", "h100-sxm", "--tp", "1", "--steps", "3",
            "--topk", "1", "--draft-tokens", "4", "--accept", "2.5", "--context", "1024", "--batch", "1,8"]
@@ -126,3 +129,57 @@ def test_predict_refuses_a_gpu_spec_it_cannot_model(capsys, gpu, expected):
 def test_predict_still_answers_valid_input(capsys):
     assert main(with_flags(PREDICT, tp="8", context="0", baseline_tok_s="120")) == 0
     assert "break-even acceptance:" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# (5) profiles: tags that are not plain data, malformed YAML, bytes that are not UTF-8
+
+
+@pytest.mark.parametrize("command", [["run", "--notebooks", "01"], ["report", "--no-run"], ["preflight"], ["setup"]])
+def test_a_python_tag_in_set_is_one_line_and_runs_nothing(capsys, tmp_path, command):
+    marker = tmp_path / "executed"
+    line = refusal(capsys, [*command, "--profile", "cpu", "--set",
+                            f"port=!!python/object/apply:os.system ['touch {marker}']"])
+    assert line.startswith("eagle3lab: --set port: not valid YAML (the tag '!!python/object/apply:os.system' is "
+                           "not plain data"), line
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("pair, expected", [
+    ("port=[1, 2", "--set port: not valid YAML (expected ',' or ']'"),
+    ("bench_concurrency={a: 1, a: 2}", "--set bench_concurrency: not valid YAML (duplicate key 'a'"),
+    ("port=\udcff", "--set port: the value is not UTF-8 text"),
+    ("=3", "--set expects key=value, got '=3'"),
+    ("ready_timeout_s=.inf", "override: key 'ready_timeout_s': Input should be a finite number"),
+    ("checkpoint_read_mb_s=.nan", "override: key 'checkpoint_read_mb_s': Input should be a finite number"),
+])
+def test_a_malformed_set_is_one_line(capsys, pair, expected):
+    assert expected in refusal(capsys, ["preflight", "--profile", "cpu", "--set", pair])
+
+
+def test_parse_override_names_the_key_and_keeps_plain_data():
+    assert parse_override("bench_concurrency", "[1, 2]") == [1, 2]
+    with pytest.raises(ProfileError) as err:
+        parse_override("port", "!!python/name:os.system")
+    assert (err.value.key, err.value.problem, err.value.source) == ("port", "yaml", "override")
+
+
+def test_a_profile_of_non_utf8_bytes_is_one_line(capsys, tmp_path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes((params_dir() / "cpu.yaml").read_bytes() + "host: caf\u00e9\n".encode("latin-1"))
+    with pytest.raises(ProfileError) as err:
+        load_profile(path)
+    lines = path.read_bytes().count(b"\n")
+    assert (err.value.problem, err.value.line, err.value.source) == ("encoding", lines, str(path))
+    assert f"{path}:{lines}: not UTF-8 text (byte 0xe9" in str(err.value)
+    assert refusal(capsys, ["preflight", "--profile", str(path)]) == f"eagle3lab: {err.value}"
+
+
+def test_a_python_tag_in_a_profile_file_is_named_as_not_plain_data(capsys, tmp_path):
+    marker = tmp_path / "executed"
+    path = tmp_path / "tagged.yaml"
+    path.write_text((params_dir() / "cpu.yaml").read_text().replace(
+        "name: cpu", f"name: !!python/object/apply:os.system ['touch {marker}']"))
+    line = refusal(capsys, ["preflight", "--profile", str(path)])
+    assert f"{path}:" in line and "the tag '!!python/object/apply:os.system' is not plain data" in line
+    assert not marker.exists()

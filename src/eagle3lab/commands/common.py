@@ -6,20 +6,19 @@ import argparse
 import sys
 from typing import Any, NoReturn, Sequence
 
-import yaml
-
-from eagle3lab.errors import Eagle3LabError
-from eagle3lab.runtime.profiles import Profile, load_profile
+from eagle3lab.errors import ProfileError
+from eagle3lab.runtime.profiles import Profile, load_profile, parse_override
 
 
 def overrides(pairs: Sequence[str]) -> dict[str, Any]:
-    """``key=value`` pairs, values parsed as YAML (so ``port=30123`` is an int)."""
+    """``key=value`` pairs, values parsed as YAML plain data (so ``port=30123`` is an int); one line otherwise."""
     result = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep:
-            raise Eagle3LabError(f"--set expects key=value, got '{pair}'", value=pair, problem="bad_override")
-        result[key] = yaml.safe_load(value)
+        if not sep or not key.strip():
+            raise ProfileError(f"--set expects key=value, got '{pair}'", source="override", value=pair,
+                               problem="bad_override")
+        result[key.strip()] = parse_override(key.strip(), value)
     return result
 
 

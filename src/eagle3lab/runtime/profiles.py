@@ -8,6 +8,7 @@ surfacing minutes later as a confusing server error.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
@@ -30,7 +31,8 @@ NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXY
 class Profile(BaseModel):
     """Everything a notebook needs to know about one deployment."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    # allow_inf_nan=False: ``.inf`` or ``.nan`` in a float key (a timeout, a read speed) is never meant
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
     name: str = Field(min_length=1, max_length=64,
                       description="profile name, used in file names of figures and sidecars (letters, digits, . _ -)")
@@ -212,15 +214,61 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+PLAIN_DATA = "mappings, lists, strings, numbers, booleans and null"
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """The problem of a YAML error in words; a tag such as ``!!python/object/apply`` is named as not plain data."""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    tag = re.search(r"constructor for the tag '([^']*)'", problem) if isinstance(
+        exc, yaml.constructor.ConstructorError) else None
+    if tag:
+        return (f"the tag '{tag.group(1).replace('tag:yaml.org,2002:', '!!')}' is not plain data; a profile holds "
+                f"only {PLAIN_DATA}")
+    context = getattr(exc, "context", None)
+    return f"{problem}{', ' + context if context else ''}"
+
+
 def _yaml_error(path: Path, exc: yaml.YAMLError) -> ProfileError:
     """``file:line:column: problem`` (1-based, as editors count), so the mistake can be found at once."""
     mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    context = getattr(exc, "context", None)
     where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
-    return ProfileError(f"{where}: not valid YAML ({problem}{', ' + context if context else ''})",
+    return ProfileError(f"{where}: not valid YAML ({_yaml_problem(exc)})",
                         source=str(path), problem="yaml", line=mark.line + 1 if mark is not None else None,
                         column=mark.column + 1 if mark is not None else None)
+
+
+def _read_text(path: Path) -> str:
+    """The profile's text, or one line naming the file: unreadable, or not UTF-8 (with the first bad byte's line)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read the profile ({exc.strerror or exc}); check its permissions",
+                           source=str(path), problem="unreadable") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise ProfileError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+                           "save the profile as UTF-8", source=str(path), problem="encoding", line=line) from None
+
+
+def parse_override(key: str, text: str) -> Any:
+    """One ``--set key=value`` value as YAML plain data (``port=30123`` is an int), or one line naming the key.
+
+    Why the project's loader: a tag (``!!python/object/apply:...``) or malformed YAML from the command line gets the
+    same one line as in a profile file, not a PyYAML traceback."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes the shell passed that are not UTF-8 (Python keeps them as surrogates)
+        raise ProfileError(f"--set {key}: the value is not UTF-8 text; pass it in UTF-8", source="override", key=key,
+                           problem="encoding") from None
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"--set {key}: not valid YAML ({_yaml_problem(exc)}); pass plain data such as "
+                           f"{key}=30123, {key}=text or {key}=[1, 2]", source="override", key=key, problem="yaml",
+                           value=text) from None
 
 
 def load_profile(name_or_path: str | Path = DEFAULT_PROFILE, overrides: dict[str, Any] | None = None) -> Profile:
@@ -230,8 +278,9 @@ def load_profile(name_or_path: str | Path = DEFAULT_PROFILE, overrides: dict[str
         known = ", ".join(sorted(p.stem for p in params_dir().glob("*.yaml")))
         raise ProfileError(f"profile '{name_or_path}' not found at {path}; known profiles: {known}",
                            profile=str(name_or_path), source=str(path), problem="not_found")
+    text = _read_text(path)
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as exc:
         raise _yaml_error(path, exc) from None
     return validate_profile(data, str(path), overrides)
