@@ -78,7 +78,7 @@ class Block:
     config: SweepConfig
 
 
-def schedule(blocks: dict[int, Sequence[SweepConfig]], first: str = BASELINE, second: str = EAGLE3,
+def schedule(blocks: Mapping[int, Sequence[SweepConfig]], first: str = BASELINE, second: str = EAGLE3,
              extra: Mapping[int, Sequence[str]] | None = None) -> list[Block]:
     """Every concurrency's blocks (``block_configs``) woven into one run: round r measures round r of each
     concurrency, lowest first, every arm of each in the round's mirrored order (``round_order``; ``extra`` arms,
@@ -119,18 +119,20 @@ def pooled(points: Sequence[PointResult]) -> Pooled:
     seconds = sum(m.duration_s for m in measured)
     if seconds <= 0 or tokens <= 0:
         raise BenchError("the blocks produced no tokens in measured time")
-    accept = None
-    if all(m.accept_length for m in measured):  # else one block's acceptance is unknown, and so is the pool's
-        accept = tokens / sum(m.output_tokens / m.accept_length for m in measured)
+    # every block's (tokens, acceptance); when one block's acceptance is unknown, so is the pool's
+    known = [(m.output_tokens, m.accept_length) for m in measured if m.accept_length]
+    accept = tokens / sum(t / a for t, a in known) if len(known) == len(measured) else None
     return Pooled(tok_s=tokens / seconds, accept_length=accept, decode_tok_s=_pooled_decode_rate(measured))
 
 
 def _pooled_decode_rate(measured: Sequence[PointMetrics]) -> float | None:
     """Running requests over the requests' mean TPOT across all blocks (each block's mean weighted by its requests);
     None when the blocks ran at different concurrencies or a block has no TPOT."""
-    if len({m.concurrency for m in measured}) != 1 or not all(m.tpot_s.count and m.tpot_s.mean > 0 for m in measured):
+    tpots = [(mean, m.tpot_s.count) for m in measured
+             if m.tpot_s.count and (mean := m.tpot_s.mean) is not None and mean > 0]
+    if len({m.concurrency for m in measured}) != 1 or len(tpots) != len(measured):
         return None
-    tpot = sum(m.tpot_s.mean * m.tpot_s.count for m in measured) / sum(m.tpot_s.count for m in measured)
+    tpot = sum(mean * count for mean, count in tpots) / sum(count for _, count in tpots)
     return measured[0].concurrency / tpot
 
 

@@ -18,8 +18,8 @@ from eagle3lab.bench import cycle, interleave, launch_spread as spread
 from eagle3lab.bench.crosscheck import CrossCheck, cross_check
 from eagle3lab.bench.lossless import REQUIRED_CONCURRENCY, LosslessReport, lossless_policy, lossless_report
 from eagle3lab.bench.sweep import (ARM_FAILED, ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_CONTROL,
-                                   ARM_KIND_EAGLE3_SHIFTED, POINT_FAILED, ArmResult, BenchReport, load_requests,
-                                   arm_summary, not_runnable_arm, point_rows, run_arm, save_arm)
+                                   ARM_KIND_EAGLE3_SHIFTED, POINT_FAILED, ArmResult, BenchReport, PointResult,
+                                   load_requests, arm_summary, not_runnable_arm, point_rows, run_arm, save_arm)
 from eagle3lab.bench.workload import SweepConfig, model_vocab_size, special_id_floor
 from eagle3lab.errors import BenchError, BenchmarkIncomplete, ExpectationError
 from eagle3lab.package import patching
@@ -275,7 +275,7 @@ OVERLAP_CONTROL = "baseline-no-overlap"
 
 
 def _interleaved_pair(launch: int, profile: Profile, arms_of: dict[str, _PairArm],
-                      blocks: dict[int, Sequence[SweepConfig]], out_dir: Path, logs_dir: Path, trace: Path | None,
+                      blocks: Mapping[int, Sequence[SweepConfig]], out_dir: Path, logs_dir: Path, trace: Path | None,
                       shims: Sequence[str], extra: Mapping[int, Sequence[str]] | None = None
                       ) -> tuple[dict[int, LaunchSample | str], dict[tuple[str, int], LaunchSample | str]]:
     """Every server up at once (the speculative ones on free ports), every concurrency's block measured on the pair
@@ -292,7 +292,8 @@ def _interleaved_pair(launch: int, profile: Profile, arms_of: dict[str, _PairArm
     with contextlib.ExitStack() as servers:
         for name, spec in specs.items():
             log = Path(logs_dir) / f"03_{name}-launch{launch}.{profile.name}.log"
-            patches = [arms_of[name].patch] if arms_of[name].patch else []
+            patch = arms_of[name].patch
+            patches = [patch] if patch else []
             servers.enter_context(patched_server(spec, log, ready_timeout_s(profile, arms_of[name].models), patches))
         with PointProgress(f"interleaved launch {launch}", len(plan_blocks), unit="block", leave=False) as progress:
             for block in plan_blocks:
@@ -320,7 +321,8 @@ def save_complete_report(report: BenchReport, bench_dir: Path) -> Path:
     the broken record goes to ``bench_report.failed.json`` and the notebook fails here, before any figure is drawn,
     so the runbook keeps the last good executed notebook and the figures stay those of the last good run.
     """
-    broken = [(arm, point) for arm in report.arms for point in arm.points if point.status == POINT_FAILED]
+    broken: list[tuple[ArmResult, PointResult | None]] = [
+        (arm, point) for arm in report.arms for point in arm.points if point.status == POINT_FAILED]
     broken += [(arm, None) for arm in report.arms if arm.status == ARM_FAILED and not arm.points]
     if not broken:
         return report.save(Path(bench_dir) / BENCH_REPORT)

@@ -31,7 +31,7 @@ def check_layers(profile: Profile) -> Check:
                                        "target (sglang captures id i at the input of layer i + 1)",
                          "use a drafter trained for this target", data)
     try:
-        table = _traced_capture(setup)
+        table = _traced_capture(setup, depth)
     except Eagle3LabError as exc:  # e.g. an entry class this sglang release does not register
         return Check(name, "warn", f"drafter ids {ids} on a {depth}-layer target; the capture could not be traced: "
                                    f"{exc}", None, data)
@@ -50,14 +50,14 @@ def check_layers(profile: Profile) -> Check:
     return Check(name, "ok", detail, data=data)
 
 
-def _traced_capture(setup: modelinfo.LayerSetup) -> dict[str, Any]:
+def _traced_capture(setup: modelinfo.LayerSetup, depth: int) -> dict[str, Any]:
     # The trace stage owns which start-up calls pass the ids; preflight asks it instead of repeating it.
 
     src = sources.open_source("installed")
     if src.modified:
         src = sources.open_source(src.version)
     startup = StartupProfile(setup.startup, setup.device, cuda_graphs=setup.cuda_graphs)
-    return audit.layer_table(src, setup.entry_class or audit.KIMI_ENTRY, setup.depth,
+    return audit.layer_table(src, setup.entry_class or audit.KIMI_ENTRY, depth,
                              setup.aux_layer_ids, startup)
 
 
