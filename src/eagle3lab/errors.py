@@ -122,6 +122,8 @@ class PatchError(Eagle3LabError):
     hunk: int | None = None  # 1-based hunk of that file's section
     path: Path | None = None
     unrestored: tuple[str, ...] | None = None  # files a failed write could not put back
+    member: str | None = None  # "Class.method" an added method that is not exactly a forward
+    extra: str | None = None  # what that method does besides forwarding ("line 730: `os.system('x')`")
 
 
 class BenchError(Eagle3LabError):

@@ -228,6 +228,59 @@ def test_failed_verification_restores_the_original(root, tmp_path):
     assert (root / KIMI).read_text() == original
 
 
+def _edited_full_patch(root: Path, tmp_path: Path, old: str, new: str) -> Path:
+    """The full delegation patch with one edit inside the methods it adds (as a hand edit of patches/ would be)."""
+    original = (root / KIMI).read_text()
+    scratch = tmp_path / "scratch"
+    (scratch / KIMI).parent.mkdir(parents=True)
+    (scratch / KIMI).write_text(original)
+    patching.apply(FULL, scratch)
+    patched = (scratch / KIMI).read_text()
+    patching.revert(FULL, scratch)  # and its backup goes
+    assert patched.count(old) == 1, old
+    diff = difflib.unified_diff(original.splitlines(keepends=True),
+                                patched.replace(old, new).splitlines(keepends=True), f"a/{KIMI}", f"b/{KIMI}")
+    patch = tmp_path / "side-effect.patch"
+    patch.write_text((FULL.read_text().split("--- a/", 1)[0]) + "".join(diff))
+    return patch
+
+
+@pytest.mark.parametrize("old, new, method, quoted", [
+    ("        return self.language_model.get_embed_and_head()\n",
+     "        open('/tmp/eagle3lab-pwned', 'w').write('x')\n        return self.language_model.get_embed_and_head()\n",
+     "get_embed_and_head", "open('/tmp/eagle3lab-pwned', 'w').write('x')"),
+    ("        self.language_model.set_eagle3_layers_to_capture(layer_ids)\n",
+     "        self.language_model.set_eagle3_layers_to_capture(layer_ids)\n        self.captured = layer_ids\n",
+     "set_eagle3_layers_to_capture", "self.captured = layer_ids"),
+    ("self.language_model.set_eagle3_layers_to_capture(layer_ids)",
+     "self.language_model.set_eagle3_layers_to_capture(print(layer_ids) or layer_ids)",
+     "set_eagle3_layers_to_capture", "print(layer_ids) or layer_ids"),
+    ('f"{type(self).__name__}) has no get_embed_and_head; "', 'f"{__import__(\'os\').getcwd()}) has no get_embed_and_head; "',
+     "get_embed_and_head", "if not hasattr(self.language_model, 'get_embed_and_head'):"),
+])
+def test_patch_with_a_side_effect_in_a_delegated_method_is_refused_before_anything_is_applied(
+        root, tmp_path, capsys, old, new, method, quoted):
+    """Issue 43, item 5 (8): a delegated method that forwards and also does something else is named, with the
+    statement, and the package is left untouched (no write, no backup)."""
+    patch = _edited_full_patch(root, tmp_path, old, new)
+    before = sha(root / KIMI)
+    for action in (patching.check, patching.apply):
+        with pytest.raises(PatchError) as err:
+            action(patch, root)
+        assert err.value.problem == "not_only_forwarding"
+        assert err.value.member == f"{WRAPPER}.{method}"
+        message = str(err.value)
+        assert "\n" not in message and f"{WRAPPER}.{method} does more than forward" in message
+        assert quoted in message
+    assert message.endswith("nothing was applied")
+    assert sha(root / KIMI) == before
+    assert not list((tmp_path / "cache").rglob("manifest.json"))
+    assert not list(root.rglob("*.eagle3lab-tmp"))
+    assert cli.main(["patch", "apply", str(patch), "--site-packages", str(root)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert sha(root / KIMI) == before
+
+
 def test_independent_patches_stack_and_revert_separately(root):
     original = sha(root / KIMI)
     patching.apply(FULL, root)

@@ -1,10 +1,10 @@
 """Check a generated delegation fix against the release it is for, in memory; a failed check refuses it.
 
 It applies with exact context (``package.diffs``), the patched module still compiles, every added method forwards
-all its arguments behind a guard (``package.members``), the audit run again on the patched release finds every
-wrapper it names conforming, and each wrapper's ``forward`` returns what the inner model computes (otherwise
-the aux hidden states a delegated capture hook switches on never reach the drafter). ``series_check`` applies
-every passing patch together.
+all its arguments behind a guard and does nothing else (``package.members``), the audit run again on the patched
+release finds every wrapper it names conforming, and each wrapper's ``forward`` returns what the inner model
+computes (otherwise the aux hidden states a delegated capture hook switches on never reach the drafter).
+``series_check`` applies every passing patch together.
 """
 
 from __future__ import annotations
@@ -135,7 +135,8 @@ def check(src: SglangSource, fix: Fix, members: list[str]) -> Fix:
         return fix
     added = [check_member(cls, fn) for cls, fn in
              added_methods(src.text(fix.file), new_text)]
-    bad = [f"{m.cls}.{m.name}" for m in added if not (m.ok and m.guarded)]
+    bad = [f"{m.cls}.{m.name}" + (f" (does more than forward: {m.extra})" if m.extra else "")
+           for m in added if not (m.ok and m.guarded)]
     fix.checks["delegates"] = {"ok": not bad and bool(added),
                                "detail": ", ".join(f"{m.name} -> {m.delegates_to}" for m in added) or "no methods"}
     orig_res = Resolver(src)

@@ -235,8 +235,10 @@ def check(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None
     plans = _plan(patch, root)
     status = _state(patch, plans)
     files = [FileChange(p.rel, _sha256(p.text), _sha256(p.forward or p.text)) for p in plans]
+    members = _members(plans)
+    _require_forwards(patch, members)  # a dry run says what apply would refuse
     message = f"{patch.info.name}: {status} to {len(plans)} file(s) under {root}"
-    return _result(patch, root, "check", status, files=files, members=_members(plans), message=message)
+    return _result(patch, root, "check", status, files=files, members=members, message=message)
 
 
 def verify(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None = None) -> PatchResult:
@@ -250,12 +252,24 @@ def verify(patch_path: str | os.PathLike, site_packages: str | os.PathLike | Non
     return _verified(patch, root, plans)
 
 
-def _verified(patch: _Patch, root: Path, plans: list[_FilePlan]) -> PatchResult:
-    members = _members(plans)
+def _require_forwards(patch: _Patch, members: list[MemberCheck], after: str = "") -> None:
+    """Refuse, in one line, a patch whose added methods are not exactly forwards: the first one that does
+    something else is named with that statement; else the ones that drop or change arguments."""
+    extra = next((m for m in members if m.extra is not None), None)
+    if extra is not None:
+        raise PatchError(f"{patch.info.name}: {extra.cls}.{extra.name} does more than forward to "
+                         f"{extra.delegates_to or 'the wrapped model'}: {extra.extra}; a delegating method may hold "
+                         f"only a docstring, a hasattr guard and the forward{after}", patch=patch.info.name,
+                         problem="not_only_forwarding", member=f"{extra.cls}.{extra.name}", extra=extra.extra)
     bad = [f"{m.cls}.{m.name}" for m in members if not m.ok]
     if bad:
-        raise PatchError(f"{patch.info.name}: {', '.join(bad)} do not forward to the wrapped model with all arguments",
-                         patch=patch.info.name, problem="not_forwarding")
+        raise PatchError(f"{patch.info.name}: {', '.join(bad)} do not forward to the wrapped model with all "
+                         f"arguments{after}", patch=patch.info.name, problem="not_forwarding")
+
+
+def _verified(patch: _Patch, root: Path, plans: list[_FilePlan]) -> PatchResult:
+    members = _members(plans)
+    _require_forwards(patch, members)
     files = [FileChange(p.rel, _sha256(p.backward or ""), _sha256(p.text)) for p in plans]
     names = ", ".join(f"{m.name} -> {m.delegates_to}" for m in members) or "no methods added"
     return _result(patch, root, "verify", VERIFIED, files=files, members=members, message=f"{patch.info.name}: {names}")
@@ -277,6 +291,7 @@ def apply(patch_path: str | os.PathLike, site_packages: str | os.PathLike | None
             result = _verified(patch, root, plans)
             return _result(patch, root, "apply", ALREADY_APPLIED, files=result.files, members=result.members,
                            message=f"{patch.info.name}: already applied under {root}, nothing changed")
+        _require_forwards(patch, _members(plans), "; nothing was applied")  # before any file is touched
         contents = [plan.forward or "" for plan in plans]
         rewrites = _rewrites(plans, contents)
         try:
