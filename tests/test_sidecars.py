@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 from pydantic import ValidationError
 
 from eagle3lab import sidecars
 from eagle3lab.errors import SidecarError
+from eagle3lab.errors import ReportInputError
+from eagle3lab.report.inputs import check_inputs, check_sidecar
 from eagle3lab.sidecars import CrashReproSidecar, InterfaceTraceSidecar, PatchBenchSidecar
 
 
@@ -84,6 +87,72 @@ def test_wrong_field_type_names_the_field(artifacts):
     with pytest.raises(SidecarError) as err:
         sidecars.read(CrashReproSidecar, "cpu")
     assert err.value.location == "crash.seconds_to_outcome" and err.value.path == path
+
+
+def test_a_written_sidecar_records_the_digest_of_its_body(artifacts):
+    """Issue 43, item 5 (7): the digest is over the content, not the layout: re-indenting the file is no edit."""
+    path = sidecars.write(crash_sidecar())
+    data = json.loads(path.read_text())
+    assert data[sidecars.DIGEST_KEY] == sidecars.content_digest(data)
+    path.write_text(json.dumps(data, sort_keys=True))
+    assert sidecars.read(CrashReproSidecar, "cpu") == crash_sidecar().model_copy(update={
+        "written_at": data["written_at"]})
+
+
+def test_a_number_edited_by_hand_is_refused_naming_the_file(artifacts):
+    """Issue 43, item 5 (7): a schema-valid sidecar with one number typed over is not read as the run's."""
+    path = sidecars.write(crash_sidecar())
+    text = path.read_text()
+    assert '"seconds_to_outcome": 17.2' in text
+    path.write_text(text.replace('"seconds_to_outcome": 17.2', '"seconds_to_outcome": 1.72'))
+    with pytest.raises(SidecarError) as err:
+        sidecars.read(CrashReproSidecar, "cpu")
+    line = str(err.value)
+    assert err.value.problem == "changed" and err.value.path == path and "\n" not in line
+    assert f"sidecar {path} was changed after the run wrote it" in line and "--notebooks 01" in line
+
+
+def test_a_sidecar_of_another_profile_is_refused_naming_both(artifacts):
+    """Issue 43, item 5 (7): the gpu run's sidecar copied over the cpu one is not read as cpu's."""
+    gpu = sidecars.write(crash_sidecar(profile="gpu"))
+    cpu = sidecars.sidecar_path(CrashReproSidecar.NOTEBOOK, "cpu")
+    shutil.copy(gpu, cpu)
+    with pytest.raises(SidecarError) as err:
+        sidecars.read(CrashReproSidecar, "cpu")
+    assert err.value.problem == "other_profile" and err.value.found == "gpu" and err.value.path == cpu
+    assert f"sidecar {cpu} was written for profile 'gpu', not for 'cpu'" in str(err.value)
+    assert sidecars.read(CrashReproSidecar, "gpu", gpu).profile == "gpu"
+
+
+def test_a_sidecar_from_before_digests_is_read_and_the_report_notes_it(artifacts, capsys):
+    """Sidecars written before digests stay readable (a rerun may take hours); the report says it cannot check
+    them, and a digested one gets no note."""
+    path = sidecars.write(crash_sidecar())
+    check_sidecar(CrashReproSidecar.NOTEBOOK, "cpu", path, "rerun it: x")
+    assert capsys.readouterr().err == ""
+    data = json.loads(path.read_text())
+    del data[sidecars.DIGEST_KEY]
+    path.write_text(json.dumps(data, indent=2))
+    assert sidecars.read(CrashReproSidecar, "cpu").crash.seconds_to_outcome == 17.2
+    assert not sidecars.has_digest(path)
+    check_sidecar(CrashReproSidecar.NOTEBOOK, "cpu", path, "rerun it: x")
+    note = capsys.readouterr().err
+    assert note.startswith(f"note: sidecar {path} records no content digest") and note.count("\n") == 1
+
+
+def test_the_report_refuses_a_benchmark_record_of_another_profile(artifacts, tmp_path):
+    """Issue 43, item 5 (7): notebook 03's sidecar may point at the gpu run's benchmark record; it is refused."""
+    executed = tmp_path / "03_patch_and_bench.cpu.ipynb"
+    executed.write_text(json.dumps({"cells": [], "metadata": {"papermill": {"start_time": "2020-01-01T00:00:00Z"}}}))
+    bench = tmp_path / "03_bench.gpu" / "bench_report.json"
+    bench.parent.mkdir()
+    bench.write_text(json.dumps({"profile": "gpu", "date": "2026-12-05", "machine": {}, "arms": []}))
+    sidecars.write(PatchBenchSidecar(profile="cpu", profile_values={}, models={"target": "t", "draft": "d"}, patch="p",
+                                     delegated_members=[], chain=[], story=[], bench_report=str(bench)))
+    with pytest.raises(ReportInputError) as err:
+        check_inputs("cpu", ["03_patch_and_bench"], [executed])
+    assert err.value.problem == "other_profile" and err.value.path == bench
+    assert f"{bench} was written for profile 'gpu', not for 'cpu'" in str(err.value)
 
 
 def test_trace_sidecar_exposes_layer_tables_by_profile():

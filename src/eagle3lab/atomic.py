@@ -89,9 +89,14 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"cannot store {type(value).__name__} as JSON")
 
 
+def json_text(data: Any) -> str:
+    """The text ``write_json_atomic`` writes for ``data`` (so a digest can be taken over what lands on disk)."""
+    return json.dumps(data, indent=2, default=_json_default) + "\n"
+
+
 def write_json_atomic(path: Path | str, data: Any) -> Path:
     """JSON with two-space indent and a final newline; dataclasses, pydantic models and paths are converted."""
-    return write_text_atomic(path, json.dumps(data, indent=2, default=_json_default) + "\n")
+    return write_text_atomic(path, json_text(data))
 
 
 def save_figure_atomic(fig: Any, path: Path | str, **savefig_kwargs: Any) -> Path:

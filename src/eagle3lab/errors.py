@@ -234,7 +234,8 @@ class FetchError(Eagle3LabError):
 
 
 class SidecarError(Eagle3LabError):
-    """A notebook's JSON sidecar is missing, unreadable, of another schema version or does not match its schema."""
+    """A notebook's JSON sidecar is missing, unreadable, of another schema version, does not match its schema, was
+    written for another profile ("other_profile") or was changed after the run wrote it ("changed")."""
 
     path: Path | None = None
     notebook: str | None = None
@@ -242,6 +243,7 @@ class SidecarError(Eagle3LabError):
     version: Any = None  # the schema version found in the file
     expected: int | None = None  # the schema version this eagle3lab reads
     location: str | None = None  # where the file departs from its schema ("crash.seconds_to_outcome")
+    found: str | None = None  # the profile the sidecar was written for, when it is not the one asked for
 
 
 class RunLockedError(Eagle3LabError):

@@ -46,7 +46,10 @@ class Sandbox:
     release: dict[str, str]  # sha256 of every package file, from the template
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = {**os.environ, "PYTHONPATH": str(self.root), "EAGLE3LAB_CACHE": str(self.cache),
+        # the sandbox's sglang first; an inherited PYTHONPATH after it (a worktree's src/ tests its own eagle3lab,
+        # not the one the shared venv has installed)
+        path = os.pathsep.join([str(self.root), *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])])
+        env = {**os.environ, "PYTHONPATH": path, "EAGLE3LAB_CACHE": str(self.cache),
                "EAGLE3LAB_ARTIFACTS_DIR": str(self.work / "artifacts"),
                "EAGLE3LAB_REPORTS_DIR": str(self.work / "reports"),
                "EAGLE3LAB_FIGURES_DIR": str(self.work / "figures"),

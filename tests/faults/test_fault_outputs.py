@@ -88,6 +88,8 @@ def test_report_no_run_on_a_fresh_clone_refuses_and_keeps_report_md(sandbox):
     ("age", "is older than the run of"),
     ("garbage", "is unreadable (line 1 column 1: Expecting value"),
     ("old-schema", "has schema version 1, this eagle3lab reads"),
+    ("other-profile", "was written for profile 'gpu', not for 'cpu' (the profile asked for); rerun it"),
+    ("hand-edit", "was changed after the run wrote it"),
 ])
 def test_report_no_run_refuses_a_bad_sidecar_before_writing_anything(sandbox, report_inputs, damage, expected):
     work, sidecar = report_inputs
@@ -100,6 +102,12 @@ def test_report_no_run_refuses_a_bad_sidecar_before_writing_anything(sandbox, re
         os.utime(sidecar, (old, old))
     elif damage == "garbage":
         sidecar.write_bytes(b"\x00\x01 not json")
+    elif damage == "other-profile":  # issue 43, item 5 (7): the gpu run's own sidecar, copied over the cpu one
+        cpu = sidecars.read(sidecars.CrashReproSidecar, "cpu")
+        shutil.copy(sidecars.write(cpu.model_copy(update={"profile": "gpu"})), sidecar)
+    elif damage == "hand-edit":  # issue 43, item 5 (7): one number typed over, the file still valid
+        assert '"seconds_to_outcome": 1.0' in sidecar.read_text()
+        sidecar.write_text(sidecar.read_text().replace('"seconds_to_outcome": 1.0', '"seconds_to_outcome": 0.4'))
     else:
         current = f'"schema_version": {sidecars.SCHEMA_VERSION}'
         sidecar.write_text(sidecar.read_text().replace(current, '"schema_version": 1'))

@@ -2,7 +2,8 @@
 
 Why: REPORT.md is rendered from the notebooks' JSON sidecars and labels their numbers "[measured] here".
 Rendering from a missing, truncated or stale sidecar would replace a good report with a worse one, or pair a
-notebook with the numbers of another run. So every input is checked before the first output (HTML, figure,
+notebook with the numbers of another run; rendering one written for another profile, or edited by hand, would label
+numbers "[measured] here" that were not (``sidecars.read`` refuses both). So every input is checked before the first output (HTML, figure,
 REPORT.md) is written, and a problem is one line naming the file and what to run.
 """
 
@@ -10,12 +11,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 from eagle3lab.errors import ReportInputError
-from eagle3lab.sidecars import SCHEMAS, read, sidecar_path
+from eagle3lab.sidecars import SCHEMAS, has_digest, read, sidecar_path
 
 CLOCK_SLACK_S = 1.0  # file times of different writers may differ by a fraction of a second
 
@@ -34,12 +36,25 @@ def sidecars_of(notebook: str, profile: str) -> list[Path]:
 
 
 def check_sidecar(notebook: str, profile: str, path: Path, rerun: str) -> Any:
-    """Present, parseable (else line and column), and of its notebook's schema (``sidecars.read``)."""
+    """Present, parseable (else line and column), of its notebook's schema, written for ``profile`` and unchanged
+    since its run wrote it (``sidecars.read``). A sidecar from before content digests is read, with a note."""
     data = read_json(path, f"sidecar of {notebook}", rerun)
     schema = next((s for s in SCHEMAS if s.NOTEBOOK == notebook), None)
     if schema is not None:
-        read(schema, profile, path)  # a wrong schema version or field: SidecarError, one line
+        read(schema, profile, path)  # a wrong schema version, field, profile or digest: SidecarError, one line
+        if not has_digest(path):
+            print(f"note: sidecar {path} records no content digest (written before eagle3lab recorded one), so a "
+                  f"hand edit to it cannot be detected; {rerun} to get one", file=sys.stderr, flush=True)
     return data
+
+
+def _check_bench_profile(notebook: str, profile: str, path: Path, data: Any, rerun: str) -> None:
+    """The benchmark record a sidecar points to must be this profile's too (it carries its profile's name)."""
+    found = data.get("profile") if isinstance(data, dict) else None
+    if found is not None and found != profile:
+        raise ReportInputError(f"benchmark sidecar of {notebook} {path} was written for profile '{found}', not for "
+                               f"'{profile}' (the profile asked for); {rerun}", path=Path(path), notebook=notebook,
+                               problem="other_profile")
 
 
 def read_json(path: Path, what: str, rerun: str) -> Any:
@@ -105,7 +120,8 @@ def check_inputs(profile: str, notebooks: Sequence[str], executed: Sequence[Path
                                        path=Path(sidecar), notebook=notebook, problem="stale")
             data = check_sidecar(notebook, profile, sidecar, rerun)
             for extra in _extra_sidecars(notebook, data):
-                read_json(extra, f"benchmark sidecar of {notebook}", rerun)
+                bench = read_json(extra, f"benchmark sidecar of {notebook}", rerun)
+                _check_bench_profile(notebook, profile, extra, bench, rerun)
                 sidecars.append(extra)
         checked.append(ReportInput(notebook, Path(path), started, tuple(sidecars)))
     return checked

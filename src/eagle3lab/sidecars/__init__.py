@@ -9,7 +9,8 @@ The schemas live one module per notebook (``crash_repro``, ``interface_trace``, 
 ``base``; ``files`` writes and reads them. This package's namespace is their public face: readers and notebooks
 import from ``eagle3lab.sidecars``.
 
-Writes are atomic (``eagle3lab.atomic``). ``SCHEMA_VERSION`` goes up whenever a field changes meaning; a
+Writes are atomic (``eagle3lab.atomic``) and carry a digest of their content; a read refuses a sidecar written
+for another profile or changed after the run wrote it (``files``). ``SCHEMA_VERSION`` goes up whenever a field changes meaning; a
 sidecar of another version is refused with the command that rewrites it, never half-read.
 """
 
@@ -25,7 +26,8 @@ from eagle3lab.sidecars.patch_bench import (ProbeRecord, ChainStepRecord, SpecAr
                                             CycleComponentsRecord, LaunchSample, VariantCost, LaunchSpreadRecord,
                                             SamplingRecord, DispatchGapRecord, PatchBenchSidecar)
 from eagle3lab.sidecars.vllm_same_class import VllmReleaseAudit, VllmCpuRun, VllmSameClassSidecar
-from eagle3lab.sidecars.files import SCHEMAS, today, sidecar_path, write, read, read_if_present
+from eagle3lab.sidecars.files import (SCHEMAS, DIGEST_KEY, today, sidecar_path, write, read, read_if_present,
+                                     content_digest, has_digest)
 
 __all__ = ["SCHEMA_VERSION", "Record", "Sidecar", "ModelsRecord", "FrameRecord", "CrashReportRecord", "CrashRecord",
            "ControlRecord", "PreflightCheckRecord", "PreflightRecord", "MemoryRecord", "CrashReproSidecar",
@@ -34,5 +36,5 @@ __all__ = ["SCHEMA_VERSION", "Record", "Sidecar", "ModelsRecord", "FrameRecord",
            "CaptureOrderRecord", "InterfaceTraceSidecar", "ProbeRecord", "ChainStepRecord", "SpecArmRecord",
            "LosslessRecord", "LayerMismatchRecord", "CycleComponent", "CycleAtBatchSize", "PointTimeRecord",
            "CycleComponentsRecord", "LaunchSample", "VariantCost", "LaunchSpreadRecord", "SamplingRecord",
-           "DispatchGapRecord", "PatchBenchSidecar", "VllmReleaseAudit", "VllmCpuRun", "VllmSameClassSidecar", "SCHEMAS", "today", "sidecar_path", "write", "read",
-           "read_if_present"]
+           "DispatchGapRecord", "PatchBenchSidecar", "VllmReleaseAudit", "VllmCpuRun", "VllmSameClassSidecar", "SCHEMAS", "DIGEST_KEY", "today", "sidecar_path", "write", "read",
+           "read_if_present", "content_digest", "has_digest"]
