@@ -128,7 +128,8 @@ def _root(original: Callable[..., Any], name: str, batch_arg: int | None) -> Cal
         rec = _RECORDER
         if rec is None or rec.stack:
             return original(self, *args, **kwargs)
-        batch = args[batch_arg] if batch_arg is not None and len(args) > batch_arg else kwargs.get("batch")
+        # sglang's ScheduleBatch or ForwardBatch (untyped: sglang ships no types)
+        batch: Any = args[batch_arg] if batch_arg is not None and len(args) > batch_arg else kwargs.get("batch")
         if batch_arg is not None and not _is_batch(batch):
             return original(self, *args, **kwargs)
         rec.parts = {}

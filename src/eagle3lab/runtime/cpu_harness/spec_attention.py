@@ -81,8 +81,9 @@ def draft_extend_lengths(forward_batch: Any) -> dict[str, Any]:
     return {"extend_prefix_lens": seq_lens - extend.to(seq_lens.dtype), "extend_seq_lens": extend}
 
 
-def patch_forward_extend(backend_class: type) -> None:
-    """Wrap ``backend_class.forward_extend`` so TARGET_VERIFY and DRAFT_EXTEND get their real lengths."""
+def patch_forward_extend(backend_class: Any) -> None:
+    """Wrap ``backend_class.forward_extend`` so TARGET_VERIFY and DRAFT_EXTEND get their real lengths (the class is
+    sglang's TorchNativeAttnBackend, untyped: sglang ships no types)."""
     original = backend_class.forward_extend
 
     def forward_extend(self, q, k, v, layer, forward_batch, save_kv_cache=True, **kwargs):  # type: ignore[no-untyped-def]

@@ -28,7 +28,8 @@ def provide_build_tree_kernel(module: ModuleType) -> None:
     torch port, so sglang's own ``build_tree_kernel_efficient`` wrapper runs unchanged on CPU tensors."""
     if _has_accelerator_kernels(module) or hasattr(module, "sgl_build_tree_kernel_efficient"):
         return
-    module.sgl_build_tree_kernel_efficient = tree_kernels.build_tree_kernel_efficient
+    # sglang ships no types: typeshed's ModuleType takes no new names, so setting one needs the ignore
+    module.sgl_build_tree_kernel_efficient = tree_kernels.build_tree_kernel_efficient  # type: ignore[attr-defined]
 
 
 # --- D. verify_tree_greedy_func: no CPU branch, a silent no-op ---------------------------------------------
@@ -47,7 +48,7 @@ def cpu_verify_tree_greedy(module: ModuleType) -> None:
                                         retrive_next_token, retrive_next_sibling, target_predict)
         return predicts, accept_index, accept_token_num
 
-    module.verify_tree_greedy_func = verify_tree_greedy_func
+    module.verify_tree_greedy_func = verify_tree_greedy_func  # type: ignore[attr-defined]  # sglang's, untyped
 
 
 # --- G. The Triton bookkeeping kernels of the EAGLE loop: torch ports instead of Triton's interpreter ---------
@@ -97,7 +98,7 @@ def interpreter_scalar_index(module: ModuleType) -> None:
         original(tensor)
         tensor.__index__ = _scalar_index
 
-    module._patch_lang_tensor = _patch_lang_tensor
+    module._patch_lang_tensor = _patch_lang_tensor  # type: ignore[attr-defined]  # triton's, untyped
 
 
 # --- Sampling: refuse what the CPU verify cannot honour ----------------------------------------------------

@@ -31,7 +31,7 @@ def _fork_after_sglang_sets_spawn(engine: ModuleType) -> None:
         multiprocessing.set_start_method("fork", force=True)
         return result
 
-    engine._set_envs_and_config = _set_envs_and_config
+    engine._set_envs_and_config = _set_envs_and_config  # type: ignore[attr-defined]  # sglang's, untyped
 
 
 def install_from_environment(environ: Mapping[str, str]) -> bool:
