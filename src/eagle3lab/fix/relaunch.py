@@ -14,7 +14,7 @@ from __future__ import annotations
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Sequence, TypeGuard
 
 import requests
 
@@ -72,8 +72,8 @@ class ServeProbe:
 
 def probe_generate(base_url: str, timeout_s: float = 120.0) -> ServeProbe:
     """Ask for ``PROBE_TOKENS`` greedy tokens; a refused or failed request is a result, not an exception."""
-    body = {"input_ids": PROBE_PROMPT,
-            "sampling_params": {"max_new_tokens": PROBE_TOKENS, "temperature": 0, "ignore_eos": True}}
+    body: dict[str, Any] = {"input_ids": PROBE_PROMPT, "sampling_params": {"max_new_tokens": PROBE_TOKENS,
+                                                                          "temperature": 0, "ignore_eos": True}}
     try:
         reply = requests.post(f"{base_url}/generate", json=body, timeout=timeout_s)
     except requests.RequestException as exc:
@@ -219,7 +219,7 @@ def stop_serving(results: Sequence[StepResult]) -> None:
             result.server = None
 
 
-def _is_wrapper_gap(report: CrashReport | None, wrapper: str) -> bool:
+def _is_wrapper_gap(report: CrashReport | None, wrapper: str) -> TypeGuard[CrashReport]:
     return bool(report and report.category == "interface_gap" and report.object_class == wrapper)
 
 

@@ -14,6 +14,7 @@ import importlib.metadata
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import overload
 
 from eagle3lab.package.location import PACKAGE
 
@@ -96,6 +97,10 @@ def package_hashes(root: Path) -> dict[str, str]:
     return {rel: sha256_file(Path(root) / rel) for rel in _package_files(root)}
 
 
+@overload
+def drift(root: Path, record: ReleaseRecord) -> Drift: ...
+@overload
+def drift(root: Path, record: None = None) -> Drift | None: ...
 def drift(root: Path, record: ReleaseRecord | None = None) -> Drift | None:
     """What differs from the release; None when ``root`` holds no sglang RECORD to compare with."""
     record = record or release_record(root)

@@ -80,7 +80,7 @@ def require_known_state(root: Path, *, wait_message: bool = True) -> PackageStat
             f"sglang under {root} may still carry patch {m.patch}: its backup manifest {m.path} was left by "
             f"{m.describe_holder()}, which is gone; run {RESTORE_COMMAND}",
             patch=m.patch, path=m.path, holder_pid=m.holder.get("pid"), problem="stale_backup")
-    if state.unexplained:
+    if state.drift is not None and state.unexplained:  # (only a drift leaves files unexplained)
         rel = state.unexplained[0]
         more = f" (+{len(state.unexplained) - 1} more)" if len(state.unexplained) > 1 else ""
         raise StaleStateError(

@@ -239,12 +239,12 @@ def validation_report(dataset: Optional[Dataset] = None) -> dict[str, Any]:
     before it was recorded (``Protocol.constants_for``); nothing is fitted to held-out data and no two sets are
     merged. Development fit quality is shown under the newest constants and under the first freeze's."""
     data = dataset or load_dataset()
-    if data.protocol is None or data.protocol.frozen is None:
+    protocol = data.protocol
+    if protocol is None or protocol.frozen is None:
         raise PerfModelError("validation dataset has no protocol with frozen constants; record the split and freeze "
                              "the constants (fit_orchestration on development_only) first")
-    protocol = data.protocol
-    results = validate(data)
     frozen = protocol.frozen
+    results = validate(data)
     points = [p for r in results for s in r.series for p in s.points if p.role == "predicted"]
     series = [s for r in results for s in r.series]
 
@@ -273,7 +273,8 @@ def validation_report(dataset: Optional[Dataset] = None) -> dict[str, Any]:
     for split in HELD_OUT_SETS:
         if pick(split, SHAPE_ONLY)[0]:
             groups.append(_group(f"{split.replace('_', ' ')}, {SHAPE_ONLY}", *pick(split, SHAPE_ONLY)))
-    held, second, third = (out_groups.get(k) for k in HELD_OUT_SETS)
+    held = out_groups["held_out"]  # always a group (above), recorded or not; the later sets only once recorded
+    second, third = (out_groups.get(k) for k in HELD_OUT_SETS[1:])
     out_of_sample_sets = []
     for split, g in out_groups.items():
         constants = protocol.constants_for(split)
