@@ -37,13 +37,17 @@ def ttt_loss(outputs: Sequence[torch.Tensor], tokens: torch.Tensor, first_anchor
              step_weight_decay: float) -> tuple[torch.Tensor, list[float]]:
     """Weighted hard-label cross-entropy over the draft steps (step k weighted ``decay ** (k - 1)``), normalised
     by the weights; also returns each step's own loss."""
-    total, weights, per_step = 0.0, 0.0, []
+    total: torch.Tensor | None = None
+    weights, per_step = 0.0, []
     for index, logits in enumerate(outputs):
         labels = step_labels(tokens, first_anchor, index + 1)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE)
         weight = step_weight_decay ** index
-        total, weights = total + weight * loss, weights + weight
+        total = weight * loss if total is None else total + weight * loss
+        weights += weight
         per_step.append(float(loss.detach()))
+    if total is None:
+        raise TinyModelError("the drafter gave no draft step to score (no outputs)")
     return total / weights, per_step
 
 

@@ -72,6 +72,10 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 class Eagle3Drafter(nn.Module):
     """One EAGLE-3 decoder layer over [target embedding ; fused aux state], with sglang's parameter names."""
 
+    # the buffers ``register_buffer`` adds, declared so they read as tensors (nn.Module's __getattr__ is untyped)
+    embed_tokens: torch.Tensor
+    inv_freq: torch.Tensor
+
     def __init__(self, shape: DrafterShape, embedding: torch.Tensor):
         super().__init__()
         self.shape = shape
