@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, TypedDict
 
 from eagle3lab.errors import PerfModelError, UnsupportedArchitectureError
 
@@ -186,8 +186,8 @@ class ModelArch:
             return float(replicated), (q_b + kv_b + o) / tp
         q = self.q_input * self.num_heads * self.head_dim / tp
         kv = 2 * self.q_input * self.kv_heads_per_gpu(tp) * self.head_dim
-        o = self.num_heads * self.head_dim * self.hidden / tp
-        return 0.0, q + kv + o
+        out = self.num_heads * self.head_dim * self.hidden / tp
+        return 0.0, q + kv + out
 
     def attention_out_width(self) -> int:
         """Width of q (and of the attention output) per layer, for activation traffic."""
@@ -214,6 +214,9 @@ class ModelArch:
         """MLP width one token activates on one GPU in a 'dense' or 'moe' layer (for activation traffic)."""
         if layer == "dense":
             return self.dense_intermediate / tp
+        if self.moe is None:
+            raise PerfModelError(f"{self.name} has no MoE layer to take the active MLP width of", parameter="layer",
+                                 value=layer)
         return (self.moe.top_k * self.moe.expert_intermediate + self.moe.shared_intermediate) / tp
 
     def lm_head_params(self, tp: int) -> float:
@@ -347,6 +350,19 @@ def storage_from_config(cfg: Mapping[str, Any], quant: Optional[Mapping[str, Any
                          "fp8, awq, gptq, mxfp4", parameter="quant_method", value=method, problem="unsupported")
 
 
+class _Common(TypedDict):
+    """The ``ModelArch`` fields every family reads from the config alike (passed on as ``**common``)."""
+
+    name: str
+    num_layers: int
+    hidden: int
+    vocab: int
+    head_vocab: int
+    num_heads: int
+    storage: Storage
+    source: str
+
+
 def model_from_config(cfg: Mapping[str, Any], name: Optional[str] = None, source: str = "config.json") -> ModelArch:
     """A ModelArch from a Hugging Face config.json dict. One clear error for anything the model cannot read."""
     if not isinstance(cfg, Mapping):
@@ -377,9 +393,9 @@ def model_from_config(cfg: Mapping[str, Any], name: Optional[str] = None, source
     _require(cfg, ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size"), where)
     layers, hidden, heads = int(cfg["num_hidden_layers"]), int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
     storage = storage_from_config(cfg, quant, where)
-    common = dict(name=name or cfg.get("_name_or_path") or arch, num_layers=layers, hidden=hidden,
-                  vocab=int(cfg["vocab_size"]), head_vocab=int(cfg["vocab_size"]), num_heads=heads,
-                  storage=storage, source=source)
+    common = _Common(name=name or cfg.get("_name_or_path") or arch, num_layers=layers, hidden=hidden,
+                     vocab=int(cfg["vocab_size"]), head_vocab=int(cfg["vocab_size"]), num_heads=heads,
+                     storage=storage, source=source)
     if arch in MLA_ARCHS:
         _require(cfg, ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "intermediate_size",
                        "moe_intermediate_size", "n_routed_experts", "num_experts_per_tok"), where)
@@ -438,7 +454,7 @@ def _moe_layers(cfg: Mapping[str, Any], arch: str, layers: int) -> list[bool]:
 
 
 def _moe_from_config(cfg: Mapping[str, Any], arch: str, where: str, kv_heads: int, head_dim: int,
-                     common: dict[str, Any]) -> ModelArch:
+                     common: _Common) -> ModelArch:
     """A GQA decoder with routed experts: Qwen2/3-MoE, gpt-oss, GLM-4.x MoE, Llama-4 (text), MiniMax-M2.
 
     Expert width is ``moe_intermediate_size`` where the family has it, else ``intermediate_size`` (gpt-oss, Llama-4,
