@@ -19,7 +19,7 @@ def test_the_loss_is_the_decay_weighted_mean_of_the_steps_losses():
     steps = [F.cross_entropy(o.reshape(-1, 11), step_labels(tokens, 1, k + 1).reshape(-1), ignore_index=-100)
              for k, o in enumerate(outputs)]
     expected = (steps[0] + 0.5 * steps[1] + 0.25 * steps[2]) / 1.75
-    assert torch.allclose(loss, expected) and per_step == pytest.approx([float(s) for s in steps])
+    assert torch.allclose(loss, expected) and per_step == pytest.approx([s.item() for s in steps])
     loss.backward()  # still a graph over every step's logits
     assert all(o.grad is not None for o in outputs)
 

@@ -18,10 +18,14 @@ import types
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from eagle3lab.errors import TinyModelError
+
+if TYPE_CHECKING:  # imported where it runs only: transformers costs seconds to import
+    from transformers import DeepseekV3ForCausalLM
 
 LANGUAGE_PREFIX = "language_model."
 
@@ -38,7 +42,7 @@ def _dense_experts(self, hidden_states: torch.Tensor, topk_indices: torch.Tensor
     return (out * weights.unsqueeze(-1).to(out.dtype)).sum(1).to(hidden_states.dtype)
 
 
-def vectorise_experts(model: torch.nn.Module) -> torch.nn.Module:
+def vectorise_experts(model: DeepseekV3ForCausalLM) -> DeepseekV3ForCausalLM:
     """Swap every MoE layer's expert loop for the dense computation (in place; returns the model)."""
     for layer in model.model.layers:
         mlp = layer.mlp
@@ -50,7 +54,7 @@ def vectorise_experts(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def load_text_model(target_dir: Path | str, dtype: torch.dtype = torch.float32,
-                    vectorised: bool = True) -> torch.nn.Module:
+                    vectorised: bool = True) -> DeepseekV3ForCausalLM:
     """The target's DeepSeek-V3 text model from the tiny Kimi-K2.5 checkpoint, in eval mode."""
     from safetensors.torch import load_file
     from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
@@ -69,7 +73,9 @@ def load_text_model(target_dir: Path | str, dtype: torch.dtype = torch.float32,
         raise TinyModelError(f"the target checkpoint at {target_dir} does not match transformers' DeepseekV3 "
                              f"({len(missing)} missing, {len(unexpected)} unexpected tensors); rebuild it",
                              path=Path(target_dir), problem="mismatch")
-    model = model.to(dtype).eval()
+    # transformers wraps PreTrainedModel.to in functools.wraps, whose typeshed type is not a method: mypy reads
+    # the call as unbound (the dtype as ``self``)
+    model = model.to(dtype).eval()  # type: ignore[arg-type]
     return vectorise_experts(model) if vectorised else model
 
 
@@ -116,13 +122,13 @@ def greedy_tokens(model: torch.nn.Module, prompts: torch.Tensor, new_tokens: int
 
 
 @torch.no_grad()
-def layer_states(model: torch.nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+def layer_states(model: DeepseekV3ForCausalLM, tokens: torch.Tensor) -> torch.Tensor:
     """[B, S, L - 1, hidden]: the residual stream after layers 0..L-2 (transformers' ``hidden_states[1:L]``)."""
     hidden = model(tokens, output_hidden_states=True).hidden_states
     return torch.stack(hidden[1:model.config.num_hidden_layers], dim=2)
 
 
-def rollout(model: torch.nn.Module, prompts: Sequence[Sequence[int]], new_tokens: int,
+def rollout(model: DeepseekV3ForCausalLM, prompts: Sequence[Sequence[int]], new_tokens: int,
             batch_size: int = 512, progress=None) -> TargetRollout:
     """Greedy continuations and layer states for ``prompts`` (all of one length), in batches."""
     if not prompts or len({len(p) for p in prompts}) != 1:
