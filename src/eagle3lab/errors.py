@@ -249,6 +249,10 @@ class SidecarError(Eagle3LabError):
 class RunLockedError(Eagle3LabError):
     """Another eagle3lab run holds this checkout's run lock (its outputs would mix with this one's)."""
 
+    def _render_traceback_(self) -> list[str]:
+        """In a notebook (IPython asks for this), the one line, not a traceback through the first cell."""
+        return [f"{type(self).__name__}: {self}"]
+
 
 class CheckoutPathError(Eagle3LabError):
     """The checkout or its environment sits at a path the toolchain cannot use (spaces, non-ASCII characters)."""

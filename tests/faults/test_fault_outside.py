@@ -13,11 +13,12 @@ import pytest
 import yaml
 
 from eagle3lab import runguard
+from eagle3lab.package import backups
 from eagle3lab.errors import CheckoutPathError, ProfileError
 from eagle3lab.paths import REPO_ROOT, params_dir
 from eagle3lab.runtime.profiles import MAX_BENCH_CONCURRENCY, MAX_BENCH_NUM_PROMPTS, load_profile
 
-from .faultkit import cli, default_signals, in_namespace, needs_namespace, one_line, patience
+from .faultkit import Sandbox, cli, default_signals, in_namespace, needs_namespace, one_line, patience
 
 
 def cpu_yaml_with(tmp_path, text: str | None = None, **changes):
@@ -102,6 +103,79 @@ def test_a_stopped_lock_holder_is_named_and_the_wait_ends(sandbox, no_leftover_p
     sandbox.assert_nothing_left()
 
 
+PATCH_LOCK_HOLDER = ("import time; from eagle3lab.package import patching\n"
+                     "with patching.held():\n    print('held', flush=True); time.sleep(600)\n")
+RUN_LOCK_HOLDER = ("import time; from eagle3lab import runguard\n"
+                   "with runguard.run_lock('test'):\n    print('held', flush=True); time.sleep(600)\n")
+
+
+def start_holder(sandbox: Sandbox, script: str) -> subprocess.Popen:
+    """A process running ``script`` against the sandbox, once it has printed "held"."""
+    holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=sandbox.env(),
+                              preexec_fn=default_signals)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def end(holder: subprocess.Popen) -> None:
+    holder.send_signal(signal.SIGCONT)
+    holder.kill()
+    holder.wait(timeout=patience(30))
+
+
+# Issue 43 (9): a holder stopped in the instant between taking the lock and writing its name (or whose file this
+# user cannot read) was "another eagle3lab process"; the kernel's lock table names it on every path.
+@pytest.mark.parametrize("command", [("patch", "check", "kimi_k25-one-method"), ("patch", "restore"),
+                                     ("run", "--notebooks", "01")])
+def test_a_stopped_lock_holder_that_wrote_no_name_is_named_from_the_lock_table(sandbox, no_leftover_processes,
+                                                                                command):
+    holder = start_holder(sandbox, PATCH_LOCK_HOLDER)
+    try:
+        backups.lock_path(sandbox.root).write_text("")  # as just after its flock, before it wrote its name
+        holder.send_signal(signal.SIGSTOP)
+        result = cli(sandbox, *command, EAGLE3LAB_LOCK_TIMEOUT_S="2")
+    finally:
+        end(holder)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert "another eagle3lab process" not in result.stderr
+    *waited, line = [x for x in result.stderr.splitlines() if x.startswith("eagle3lab:")]
+    assert all(f"eagle3lab: waiting for pid {holder.pid} (" in x and "stopped" in x for x in waited), waited
+    assert f"still held after 2 s by pid {holder.pid} (" in line and "stopped" in line, line
+    sandbox.assert_nothing_left()
+
+
+@pytest.mark.parametrize("args", [("run", "--notebooks", "01"), ("report", "--no-run")])
+def test_a_run_lock_holder_that_wrote_no_name_is_named_from_the_lock_table(sandbox, no_leftover_processes, args):
+    holder = start_holder(sandbox, RUN_LOCK_HOLDER)
+    try:
+        (sandbox.work / "artifacts" / runguard.RUN_LOCK_NAME).write_text("")
+        result = cli(sandbox, *args)
+    finally:
+        end(holder)
+    assert result.returncode == 2
+    line = one_line(result.stderr)
+    assert f"another eagle3lab run is using this checkout's outputs: pid {holder.pid} (" in line, line
+
+
+# Issue 43 (9): nan and inf passed the "> 0" check and every wait was endless; a bad value said so only after a
+# "waiting for" line. Now one line, exit 2, before any wait.
+@pytest.mark.parametrize("value", ["nan", "inf", "-5", "soon"])
+def test_a_lock_timeout_that_is_not_a_positive_number_is_refused_before_any_wait(sandbox, no_leftover_processes,
+                                                                                value):
+    holder = start_holder(sandbox, PATCH_LOCK_HOLDER)
+    try:
+        results = [cli(sandbox, *command, EAGLE3LAB_LOCK_TIMEOUT_S=value, timeout=60)
+                   for command in (("patch", "check", "kimi_k25-one-method"), ("patch", "restore"),
+                                   ("run", "--notebooks", "01"))]
+    finally:
+        end(holder)
+    for result in results:
+        assert result.returncode == 2, result.stderr[-2000:]
+        line = one_line(result.stderr)
+        assert f"EAGLE3LAB_LOCK_TIMEOUT_S must be a number of seconds above 0 and at most 86400, got {value!r}" in line
+    sandbox.assert_nothing_left()
+
+
 # ---------------------------------------------------------------------------------------------------------
 # (4) one run per checkout
 
@@ -134,6 +208,90 @@ def test_the_run_lock_is_reentrant_within_one_process_and_leaves_no_file(sandbox
     assert not runguard.run_lock_path().exists()
     with runguard.run_lock("again"):  # a released lock is taken again at once
         pass
+
+
+# Issue 43 (6): a notebook run directly (papermill, Jupyter) took no lock and ran to the end beside `eagle3lab run`,
+# writing the same outputs. Its first call (params.begin) now takes the run lock for the kernel's life; a kernel
+# the run itself started shares the run's lock (the token in RUN_LOCK_ENV, and the holder is its ancestor).
+
+BEGIN = "from eagle3lab.notebook import params\nparams.begin({'__name__': '__main__'})\nprint('began', flush=True)"
+
+
+def test_a_notebook_shares_the_lock_of_the_run_that_started_it_and_of_no_other(sandbox, no_leftover_processes):
+    script = ("import subprocess, sys, time; from eagle3lab import runguard\n"
+              "with runguard.run_lock('test'):\n"
+              f"    subprocess.run([sys.executable, '-c', {BEGIN!r}], check=True)\n"
+              "    print('held', flush=True); time.sleep(600)\n")
+    holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=sandbox.env(),
+                              preexec_fn=default_signals)
+    try:
+        assert holder.stdout.readline().strip() == "began"  # the run's own child went on
+        assert holder.stdout.readline().strip() == "held"
+        token = runguard.read_holder(sandbox.work / "artifacts" / runguard.RUN_LOCK_NAME)["token"]
+        # not the run's child: refused, even carrying its token
+        result = subprocess.run([sys.executable, "-c", BEGIN], capture_output=True, text=True, cwd=sandbox.work,
+                                env=sandbox.env(**{runguard.RUN_LOCK_ENV: token}), timeout=patience(120),
+                                preexec_fn=default_signals)
+    finally:
+        end(holder)
+    assert result.returncode == 1 and "began" not in result.stdout
+    assert (f"RunLockedError: another eagle3lab run is using this checkout's outputs: pid {holder.pid} ("
+            in result.stderr.splitlines()[-1]), result.stderr[-2000:]
+
+
+@pytest.mark.notebook
+def test_notebook_02_run_directly_beside_a_run_stops_in_its_first_cell_naming_it(sandbox, no_leftover_processes,
+                                                                                   tmp_path):
+    holder = start_holder(sandbox, RUN_LOCK_HOLDER)
+    executed = tmp_path / "02.ipynb"
+    try:
+        result = subprocess.run([sys.executable, "-m", "papermill", str(REPO_ROOT / "notebooks" /
+                                                                      "02_interface_trace.ipynb"), str(executed),
+                                 "-p", "verify_fixes", "False"],  # were it not refused: no minutes of checks
+                                capture_output=True, text=True, env=sandbox.env(), cwd=sandbox.work,
+                                timeout=patience(300), preexec_fn=default_signals)
+    finally:
+        end(holder)
+    assert result.returncode != 0
+    said = [line for line in result.stderr.splitlines() if line.startswith("RunLockedError:")]
+    assert len(said) == 1 and f"outputs: pid {holder.pid} (" in said[0], result.stderr[-3000:]
+    import nbformat
+
+    code = [cell for cell in nbformat.read(executed, as_version=4).cells if cell.cell_type == "code"]
+    assert code[0].outputs[-1].traceback == said, "the first cell's error is the one line, not a traceback"
+    assert all(cell.execution_count is None for cell in code[1:]), "cells ran after the refusal"
+    assert not list((sandbox.work / "artifacts").glob("*.json")) and not (sandbox.work / "reports").exists()
+
+
+@pytest.mark.notebook
+def test_a_notebook_run_directly_holds_the_lock_and_a_runs_own_notebooks_share_it(sandbox, no_leftover_processes,
+                                                                                   tmp_path):
+    from .faultkit import make_notebook, wait_for
+
+    began, go, done = tmp_path / "began", tmp_path / "go", tmp_path / "done"
+    first = "from eagle3lab.notebook import params\nparams.begin(globals())"
+    notebook = make_notebook(tmp_path / "hold.ipynb", first,
+                             f"import time\nfrom pathlib import Path\nPath({str(began)!r}).write_text('began')\n"
+                             f"while not Path({str(go)!r}).exists():\n    time.sleep(0.1)")
+    direct = subprocess.Popen([sys.executable, "-m", "papermill", str(notebook), str(tmp_path / "out.ipynb"),
+                               "-k", "eagle3lab"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=sandbox.env(), cwd=sandbox.work, preexec_fn=default_signals)
+    try:
+        wait_for(lambda: began.exists() or direct.poll() is not None, what="the kernel to take the lock")
+        refused = cli(sandbox, "report", "--no-run")
+    finally:
+        go.write_text("go")
+        _, stderr = direct.communicate(timeout=patience(120))
+    assert direct.returncode == 0, stderr[-3000:]
+    line = one_line(refused.stderr)
+    assert refused.returncode == 2 and "another eagle3lab run is using this checkout's outputs: pid " in line
+    assert "ipykernel" in line, line  # the kernel of the notebook run directly
+    assert not (sandbox.work / "artifacts" / runguard.RUN_LOCK_NAME).exists()  # released with the kernel
+    # run's own kernel shares run's lock
+    shared = make_notebook(tmp_path / "shared.ipynb", first, f"open({str(done)!r}, 'w').write('done')")
+    result = cli(sandbox, "run", "--notebooks", str(shared))
+    assert result.returncode == 0 and done.exists(), result.stderr[-3000:]
+    sandbox.assert_nothing_left()
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, MutableMapping
 
+from eagle3lab import runguard
 from eagle3lab.notebook import kernelguard
 from eagle3lab.errors import ProfileError
 from eagle3lab.runtime.profiles import Profile, load_profile
@@ -30,8 +31,17 @@ class NotebookParameters:
 
 
 def begin(namespace: MutableMapping[str, Any]) -> None:
-    """Remember which names exist before the parameters cell (imports, IPython's own); guard the kernel so that
-    its parent's exit (papermill ended by a signal) reverts what a cell holds instead of skipping it."""
+    """Take the checkout's run lock, remember which names exist before the parameters cell (imports, IPython's
+    own), and guard the kernel so that its parent's exit (papermill ended by a signal) reverts what a cell holds
+    instead of skipping it.
+
+    The lock first, before anything heavy: a notebook run directly (papermill, Jupyter) writes the same outputs as
+    ``eagle3lab run``, so beside another run it stops here in one line naming that run; in a kernel the run itself
+    started it is already held (``runguard.hold_until_exit``). Only a notebook's own globals (``__main__``) take
+    it, not a test calling this with a namespace of its own.
+    """
+    if namespace.get("__name__") == "__main__":
+        runguard.hold_until_exit("running this notebook")
     namespace[MARK] = frozenset(namespace)
     kernelguard.install()
 

@@ -13,6 +13,7 @@ import errno
 import fcntl
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -27,6 +28,7 @@ from typing import Any, Callable
 
 import psutil
 
+from eagle3lab import runguard
 from eagle3lab.atomic import write_json_atomic, write_text_atomic
 from eagle3lab.errors import PatchError
 from eagle3lab.paths import cache_dir
@@ -208,17 +210,26 @@ def _say(line: str) -> None:
     print(f"eagle3lab: {line}", file=sys.stderr, flush=True)
 
 
+MAX_LOCK_TIMEOUT_S = 86400.0  # a day: a longer wait is a wait forever
+
+
 def lock_timeout_s() -> float:
-    """How long a patcher waits for the lock: ``EAGLE3LAB_LOCK_TIMEOUT_S`` or ``LOCK_TIMEOUT_S``."""
+    """How long a patcher waits for the lock: ``EAGLE3LAB_LOCK_TIMEOUT_S`` or ``LOCK_TIMEOUT_S``.
+
+    Refused unless a finite number of seconds above 0 and at most a day: ``nan`` and ``inf`` passed the old
+    "> 0" check and made every wait endless (a comparison with nan is never true).
+    """
     raw = os.environ.get(LOCK_TIMEOUT_ENV)
     if raw is None:
         return LOCK_TIMEOUT_S
     try:
         value = float(raw)
     except ValueError:
-        value = -1.0
-    if value <= 0:
-        raise PatchError(f"{LOCK_TIMEOUT_ENV} must be a positive number of seconds, got {raw!r}")
+        value = math.nan
+    if not 0 < value <= MAX_LOCK_TIMEOUT_S:
+        raise PatchError(f"{LOCK_TIMEOUT_ENV} must be a number of seconds above 0 and at most "
+                         f"{MAX_LOCK_TIMEOUT_S:g}, got {raw!r}; set it to, say, 600 or unset it",
+                         problem="bad_timeout", value=raw)
     return value
 
 
@@ -229,20 +240,9 @@ def _write_holder(fd: int) -> None:
 
 
 def describe_lock_holder(path: Path) -> str:
-    """"pid N (command, stopped)" from the lock file, or "another eagle3lab process" if it does not say."""
-    try:
-        holder = json.loads(Path(path).read_text(encoding="utf-8") or "{}")
-        pid = int(holder["pid"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return "another eagle3lab process"
-    state = ""
-    try:
-        status = psutil.Process(pid).status()
-        state = ", stopped (SIGSTOP or a debugger): resume it with kill -CONT or end it" \
-            if status in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP) else f", {status}"
-    except psutil.Error:
-        state = ", gone"
-    return f"pid {pid} ({holder.get('command') or 'eagle3lab'}{state})"
+    """"pid N (command, stopped)": the pid from the kernel's lock table (the file may not say yet), the command
+    from the file; "another eagle3lab process" only where neither says."""
+    return runguard.describe_lock_holder(path)
 
 
 def lock_holder(root: Path) -> str | None:
@@ -305,6 +305,7 @@ def package_lock(root: Path, on_wait: Callable[[str], None] | None = _say,
             fd, depth = held[key]
             held[key] = (fd, depth - 1)
         return
+    limit = lock_timeout_s() if timeout_s is None else timeout_s  # a bad setting is refused before any wait
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
@@ -319,7 +320,7 @@ def package_lock(root: Path, on_wait: Callable[[str], None] | None = _say,
             holder = describe_lock_holder(path)
             if on_wait:
                 on_wait(f"waiting for {holder}, which holds the sglang patch lock {path}")
-            _wait_for_lock(fd, path, lock_timeout_s() if timeout_s is None else timeout_s)
+            _wait_for_lock(fd, path, limit)
         _write_holder(fd)
         held[key] = (fd, 1)
         try:
