@@ -120,6 +120,7 @@ def releases() -> list[str]:
     return list(_table().get("releases") or [])  # type: ignore[call-overload]
 
 
+@functools.lru_cache(maxsize=4096)  # a pasted command repeats its flags; each lookup scans every option
 def resolve(flag: str) -> Optional[Resolved]:
     """How the releases in the table read ``flag``: an exact option of some release, else an abbreviation that is
     unambiguous in some releases (argparse's prefix rule; the newest such releases are named), else None."""

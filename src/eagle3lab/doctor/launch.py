@@ -26,6 +26,8 @@ from eagle3lab.doctor.launch_text import CommandLine, command_lines, split
 # sglang's dest names differ from ServerArgs' fields for these (ServerArgs.from_cli_args maps them)
 DEST_TO_FIELD = {"tensor_parallel_size": "tp_size", "pipeline_parallel_size": "pp_size",
                  "data_parallel_size": "dp_size"}
+MAX_TOKENS = 4_000  # words of one command read (sglang has about 400 flags)
+MAX_COMMANDS = 50  # commands of one launch text read, in order
 # abbreviations and other engines' spellings the tolerant reader maps to sglang's field names
 # (sglang's own abbreviations, such as --speculative-draft or --mem-fraction, are read with flag_table instead)
 ALIASES = {"model": "model_path", "tp": "tp_size", "tensor_parallel_size": "tp_size",
@@ -177,7 +179,9 @@ def parse_command(command: str | CommandLine, use_sglang: bool = True) -> Parsed
     """One command through sglang's parser where it knows every flag, else the tolerant fallback."""
     line = command if isinstance(command, CommandLine) else \
         (command_lines(command) or [CommandLine(command, split(command)[0])])[0]
-    tokens, notes = line.tokens, list(line.notes)
+    tokens, notes = line.tokens[:MAX_TOKENS], list(line.notes)
+    if len(line.tokens) > MAX_TOKENS:
+        notes.append(f"a command of {len(line.tokens)} words: its first {MAX_TOKENS} read")
     read_notes: list[str] = []
     fallback, dropped = checked_types(tolerant_flags(tokens, read_notes))
     notes += dropped
@@ -204,7 +208,8 @@ def parse_command(command: str | CommandLine, use_sglang: bool = True) -> Parsed
 
 def parse_launch(text: str, use_sglang: bool = True) -> ParsedLaunch:
     """The speculative command of a launch text (and a baseline command when there is one)."""
-    found = [parse_command(c, use_sglang) for c in command_lines(text)]
+    lines = command_lines(text)
+    found = [parse_command(c, use_sglang) for c in lines[:MAX_COMMANDS]]
     if not found:
         return ParsedLaunch(None, None, ["no command line with flags in the launch text"])
     spec = next((c for c in found if c.speculative), None)
@@ -213,7 +218,8 @@ def parse_launch(text: str, use_sglang: bool = True) -> ParsedLaunch:
     if spec is None:
         notes.append(f"{len(found)} command(s), none with --speculative-algorithm: no speculative command")
     if len(found) > 2:
-        notes.append(f"{len(found)} commands: the first speculative one and the first other one are used")
+        notes.append(f"{len(lines)} commands: the first speculative one and the first other one are used"
+                     + (f" (of the first {MAX_COMMANDS})" if len(lines) > MAX_COMMANDS else ""))
     return ParsedLaunch(spec, base, notes)
 
 

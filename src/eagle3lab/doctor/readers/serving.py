@@ -31,7 +31,7 @@ _SUMMARY = {
 }
 _SUMMARY_RE = {key: re.compile(pattern) for key, pattern in _SUMMARY.items()}
 _BLOCK = re.compile(r"=+ ?Serving Benchmark Result ?=+")
-_NAMESPACE = re.compile(r"Namespace\((?P<body>[^\n]*)\)[ \t]*$", re.MULTILINE)
+NAMESPACE = "Namespace("
 _NS_FIELD = re.compile(r"(?:^|, )(?P<key>[a-z_]+)=(?P<value>'[^']*'|\{[^}]*\}|[^,]*)")
 BENCH_COMMANDS = ("bench_serving", "benchmark_serving", "run_benchmark_serving", "evalscope perf", "vllm bench")
 CHAT_FLAGS = ("--apply-chat-template", "--use-chat-template")
@@ -41,10 +41,15 @@ GREEDY_DEFAULT = ("bench_serving's default: sglang/bench_serving.py (0.5.9, asyn
 
 
 def _namespace(text: str) -> dict[str, Any]:
-    found = _NAMESPACE.search(text)
-    if not found:
-        return {}
-    return {m["key"]: m["value"].strip().strip("'") for m in _NS_FIELD.finditer(found["body"])}
+    """The first line's ``Namespace(...)`` echo: found by a string search per line, since a pattern scanning to
+    the line's end from every ``Namespace(`` in it is quadratic in the line."""
+    for line in text.split("\n"):
+        start = line.find(NAMESPACE)
+        end = len(line.rstrip(" \t"))
+        if start >= 0 and line.endswith(")", 0, end) and end > start + len(NAMESPACE):
+            body = line[start + len(NAMESPACE):end - 1]
+            return {m["key"]: m["value"].strip().strip("'") for m in _NS_FIELD.finditer(body)}
+    return {}
 
 
 def _temperature(extra: Any) -> Optional[float]:

@@ -35,6 +35,7 @@ QUESTIONS = re.compile(rf"#questions: {_TOKEN},[^\n]*?Throughput: {_TOKEN} token
 GSM8K = re.compile(rf"^Output throughput: {_TOKEN} token/s[ \t]*\r?\n(?:[^\n]*\n)?Accept(?:ance)? length: {_TOKEN}",
                    re.MULTILINE)
 SINGLE = "one request (single stream)"
+ROW_WINDOW = 1_000  # the row follows its header within a separator line or two
 
 
 def _arm(accept: Optional[float]) -> str:
@@ -48,7 +49,7 @@ def _skip(label: str, what: str, raw: str) -> str:
 def send_one_table(text: str, label: str) -> Reading:
     rows, skipped = [], []
     for header in SEND_ONE_HEADER.finditer(text):
-        row = _TABLE_ROW.search(text, header.end())
+        row = _TABLE_ROW.search(text, header.end(), header.end() + ROW_WINDOW)  # its row, not the rest of the text
         if row is None:
             continue
         latency, tokens, accept, speed = (number(v) for v in row.groups())

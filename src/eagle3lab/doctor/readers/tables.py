@@ -11,6 +11,7 @@ whitespace-aligned form or tells the arms apart, so the cells are split here; ea
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Callable, Optional
 
@@ -43,14 +44,24 @@ _SEPARATOR = re.compile(r"^[\s|:+\-=]+$")
 _WIDE = re.compile(r"\t+|\s{2,}")
 
 
+_SPACES = re.compile(r"\s+")
+_UNIT = re.compile(r"\([^()]*\)")  # a unit in parentheses; [^()] keeps a cell of many "(" linear
+# every header name a measure column has holds one of these: a line without any is no header (a cheap test first)
+_MEASURE_HINT = re.compile(r"throughput|tok|tps|speed|acc|\bal\b|\btau\b|τ", re.IGNORECASE)
+MAX_HEADER_CELL = 80  # no column name is longer
+
+
 def _clean(cell: str) -> str:
-    return re.sub(r"\s+", " ", cell.replace("*", "").replace("`", "").strip().lower())
+    return _SPACES.sub(" ", cell.replace("*", "").replace("`", "").strip().lower())
 
 
+@functools.lru_cache(maxsize=4096)
 def column_of(cell: str) -> Optional[str]:
     """Which column a header cell names (``Throughput (tok/s)`` -> throughput), or None."""
+    if len(cell) > MAX_HEADER_CELL:
+        return None
     text = _clean(cell)
-    for candidate in (text, re.sub(r"\(.*?\)", "", text).strip(), text.strip("#: ")):
+    for candidate in (text, _UNIT.sub("", text).strip(), text.strip("#: ")):
         if candidate in _LOOKUP:
             return _LOOKUP[candidate]
     if any(word in text for word in ("tok/s", "token/s", "tokens/s", "throughput")):
@@ -143,8 +154,9 @@ def read_tables(text: str, label: str) -> Reading:
         else:
             cells = [c for c in _WIDE.split(line.strip()) if c]
             line_pipe = False
-        header = _header(cells)
-        if header is None and not line_pipe and columns is None:
+        hinted = _MEASURE_HINT.search(line.replace("*", "").replace("`", "")) is not None
+        header = _header(cells) if hinted else None
+        if header is None and hinted and not line_pipe and columns is None:
             header = _header(line.split())
             cells = line.split() if header else cells
         if header is not None:
