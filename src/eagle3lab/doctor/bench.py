@@ -10,9 +10,10 @@ from typing import Callable
 
 from eagle3lab.bench.diagnostics.evidence import BenchFigures
 from eagle3lab.doctor.readers import own, serving, sglang_scripts, specforge, tables
-from eagle3lab.doctor.readers.text import Reading, Row, bounded, looks_binary
+from eagle3lab.doctor.readers.text import Reading, Row, chunks_of, looks_binary, read_text
 
 Reader = Callable[[str, str], Reading]
+BENCH_HEAD, BENCH_TAIL = 1_000_000, 3_000_000  # characters of a benchmark text read: its command, its results
 SPECIFIC: tuple[Reader, ...] = (*own.READERS, serving._text_blocks, serving._json_rows, *specforge.READERS,
                                 *sglang_scripts.READERS)
 
@@ -38,6 +39,20 @@ def _guarded(reader: Reader, text: str, label: str) -> Reading:
         return Reading([], reader.__name__, [f"{label}: {reader.__name__} skipped the text ({type(exc).__name__})"])
 
 
+def _sane(row: Row, notes: list[str]) -> bool:
+    """A result's measured numbers are positive: a negative throughput, acceptance or count is left out (noted),
+    and a result left with no measure at all is dropped."""
+    fig = row.figures
+    wrong = [name for name in ("output_tok_s", "accept_length", "concurrency", "completed", "failed", "num_prompts",
+                               "mean_input_len", "mean_output_len", "temperature")
+             if isinstance(getattr(fig, name, None), (int, float)) and getattr(fig, name) < 0]
+    for name in wrong:
+        setattr(fig, name, None)
+    if wrong:
+        notes.append(f"{fig.source}: negative {', '.join(wrong)} left out")
+    return not wrong or fig.output_tok_s is not None or fig.accept_length is not None
+
+
 def _fill_from_command(rows: list[Row], command: list[Row]) -> None:
     for row in rows:
         for name in ("chat_template", "dataset", "temperature"):
@@ -48,8 +63,7 @@ def _fill_from_command(rows: list[Row], command: list[Row]) -> None:
 
 def read_bench(text: str, label: str = "bench") -> BenchReading:
     """Every arm a benchmark text reports, with notes on what was read and skipped (no rows: nothing read)."""
-    text, cut = bounded(text)
-    notes = [f"{label}: {cut} line(s) longer than the line limit were cut"] if cut else []
+    text, notes = read_text(chunks_of(text), label, BENCH_HEAD, BENCH_TAIL)
     if looks_binary(text):
         return BenchReading([], notes + [f"{label}: binary data, not text: nothing read"], binary=True)
     rows: list[Row] = []
@@ -72,6 +86,7 @@ def read_bench(text: str, label: str = "bench") -> BenchReading:
     elif command.rows:
         rows = command.rows
         notes.append(f"{label}: read as {command.what} ({len(rows)} result(s))")
+    rows = [row for row in rows if _sane(row, notes)]
     if not rows:
         notes.append(f"{label}: no benchmark result recognised (bench_serving, vllm bench serve, send_one, "
                      "bench_speculative, sglang benchmark/ scripts, SpecForge, or a table with throughput and "

@@ -6,8 +6,7 @@ cost model is run at when no concurrency is given."""
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Optional
 
 from eagle3lab.bench import launch_spread
@@ -16,14 +15,16 @@ from eagle3lab.bench.diagnostics.logs import (OVERLAP_OFF, RESET_CAP, SCHEDULER_
                                               decode_lines, log_accept_lengths, server_args_from_log)
 from eagle3lab.costmodel.hardware import Hardware
 from eagle3lab.doctor.bench import read_bench
+from eagle3lab.doctor.checked import checked_args, checked_config
 from eagle3lab.doctor.launch import parse_launch, sglang_default_flags
 from eagle3lab.doctor.model import model_figures
 from eagle3lab.doctor.readers.serving import GREEDY_DEFAULT, sglang_greedy_default
-from eagle3lab.doctor.readers.text import Row, bounded, looks_binary
+from eagle3lab.doctor.readers.serverlog import read_log
+from eagle3lab.doctor.readers.text import Row, chunks_of, looks_binary, read_text
 from eagle3lab.doctor.trace import capture_trace
 
 GIVEN = "given by the user"
-DECODE_START = re.compile(r"(?<!\n)(?<!\] )(?=Decode batch)")
+LAUNCH_HEAD = 100_000  # characters of a launch text read from its start, and from its end (a manifest is ~10 KB)
 SPEC_KEYS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 
 
@@ -51,6 +52,7 @@ class DoctorInput:
     spec_tok_s: Optional[float] = None
     speedup: Optional[float] = None
     use_sglang_parser: bool = True
+    notes: list[str] = field(default_factory=list)  # how the files were read (cut, thinned), said in the answer
 
 
 @dataclass
@@ -80,19 +82,19 @@ class Built:
 
 
 def clean_text(text: Optional[str], label: str, notes: list[str], log: bool = False) -> Optional[str]:
-    """Text with its lines bounded; None (with a note) for binary data. In a log, every ``Decode batch`` starts a
-    line of its own: a log pasted with its line breaks lost reads as the server wrote it, and no pattern scans
-    one line once per decode record in it."""
+    """Text with its lines bounded (a log: ``readers.serverlog``, the lines the rules read; else its first and
+    last ``LAUNCH_HEAD`` characters); None (with a note) for binary data."""
     if text is None:
         return None
     if looks_binary(text):
         notes.append(f"{label}: binary data, not text: nothing read")
         return None
-    if log and "Decode batch" in text:
-        text = DECODE_START.sub("\n", text)
-    text, cut = bounded(text)
-    if cut:
-        notes.append(f"{label}: {cut} line(s) longer than the line limit were cut")
+    if log:
+        reading = read_log(chunks_of(text), label)
+        notes.extend(reading.notes)
+        return reading.text
+    text, said = read_text(chunks_of(text), label, LAUNCH_HEAD, LAUNCH_HEAD)
+    notes.extend(said)
     return text
 
 
@@ -174,9 +176,17 @@ def _batch(ev: Evidence) -> tuple[Optional[int], str]:
     return None, ""
 
 
+def checked_input(given: DoctorInput) -> DoctorInput:
+    """The input with its configs' ill-typed fields left out (``checked``), said in its notes; idempotent."""
+    notes = list(given.notes)
+    return replace(given, drafter_config=checked_config(given.drafter_config, "--drafter-config", notes),
+                   target_config=checked_config(given.target_config, "--target-config", notes), notes=notes)
+
+
 def build(given: DoctorInput) -> Built:
     """The evidence and everything around it (see the module docstring)."""
-    notes: list[str] = []
+    given = checked_input(given)
+    notes: list[str] = list(given.notes)
     read: list[str] = []
     unread: list[str] = []
     launch = clean_text(given.launch, "--launch", notes)
@@ -196,12 +206,13 @@ def build(given: DoctorInput) -> Built:
                 said.append(f"{role} command ({command.origin}{env}) read by the {command.parser}")
                 said.extend(command.notes)
         if parsed.speculative is not None:
-            ev.launch, ev.launch_note = parsed.speculative.args, parsed.speculative.parser
+            ev.launch = checked_args(parsed.speculative.args, "--launch (speculative command)", notes)
+            ev.launch_note = parsed.speculative.parser
             ev.launch_env = parsed.speculative.env or None
         if parsed.baseline is not None:
-            ev.baseline_launch = parsed.baseline.args
-            if ev.launch is None and parsed.baseline.args:
-                ev.launch = parsed.baseline.args  # its flags (tp, graphs) are the deployment's either way
+            ev.baseline_launch = checked_args(parsed.baseline.args, "--launch (baseline command)", notes)
+            if ev.launch is None and ev.baseline_launch:
+                ev.launch = ev.baseline_launch  # its flags (tp, graphs) are the deployment's either way
         notes.append("launch: " + "; ".join(dict.fromkeys(said)))
         (read if parsed.speculative or parsed.baseline else unread).append("--launch")
     elif given.launch is not None:
@@ -212,11 +223,12 @@ def build(given: DoctorInput) -> Built:
             continue
         (read if _log_read(text) else unread).append(label)
     if spec_log is not None:
-        ev.server_args = server_args_from_log(spec_log)
+        ev.server_args = checked_args(server_args_from_log(spec_log), "--server-log server_args", notes)
         notes.append("server log: " + ("server_args line read" if ev.server_args else "no server_args line") +
                      f", {len(log_accept_lengths(spec_log))} accept-length figure(s)")
     if base_log is not None:
-        ev.baseline_server_args = server_args_from_log(base_log)
+        ev.baseline_server_args = checked_args(server_args_from_log(base_log), "--baseline-log server_args",
+                                               notes)
     rows: list[Row] = []
     if bench_text is not None:
         reading = read_bench(bench_text)

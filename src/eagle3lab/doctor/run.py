@@ -11,15 +11,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from eagle3lab.bench.diagnostics.engine import diagnose
 from eagle3lab.bench.diagnostics.evidence import UNKNOWN, YES, Finding
 from eagle3lab.costmodel.hardware import GB, TB, Hardware
 from eagle3lab.costmodel.presets import load_config
-from eagle3lab.doctor.evidence import GIVEN, Built, DoctorInput, Measured, build
+from eagle3lab.doctor.bench import BENCH_HEAD, BENCH_TAIL
+from eagle3lab.doctor.checked import guarded_diagnose
+from eagle3lab.doctor.evidence import GIVEN, LAUNCH_HEAD, Built, DoctorInput, Measured, build, checked_input
 from eagle3lab.doctor.rank import Ranked, rank
+from eagle3lab.doctor.readers.serverlog import read_log
+from eagle3lab.doctor.readers.text import file_chunks, read_text
 from eagle3lab.errors import DiagnosticsError, PerfModelError
 
 __all__ = ["DoctorInput", "DoctorResult", "build_evidence", "doctor", "format_table", "add_arguments", "run"]
+
+
+CONTEXT_ONLY = ("--concurrency", "--temperature")  # numbers that qualify evidence but are none themselves
 
 
 @dataclass
@@ -34,7 +40,9 @@ class DoctorResult:
 
     @property
     def read_nothing(self) -> bool:
-        return not self.read
+        """Nothing that is evidence was read: --concurrency and --temperature only say how a benchmark ran, so
+        beside files that held nothing recognisable they make no answer."""
+        return not [name for name in self.read if name not in CONTEXT_ONLY]
 
     def to_dict(self) -> dict[str, Any]:
         return {"measured": None if self.measured is None else vars(self.measured),
@@ -51,27 +59,46 @@ def build_evidence(given: DoctorInput) -> tuple[Any, list[str]]:
 
 
 def doctor(given: DoctorInput) -> DoctorResult:
+    given = checked_input(given)
     built: Built = build(given)
-    findings = diagnose(built.evidence)
+    findings = guarded_diagnose(built.evidence, built.notes)
     ranking, modelled = rank(findings, built, given)
     return DoctorResult(findings, built.notes, ranking, built.measured, modelled, built.read, built.unread)
 
 
-def _read(path: Optional[str], what: str) -> Optional[str]:
-    if path is None:
-        return None
+def _file(path: str, what: str) -> Path:
     p = Path(path)
     if not p.is_file():
         raise DiagnosticsError(f"{what} {path} does not exist; give the file's path or leave the option out")
-    return p.read_text(encoding="utf-8", errors="replace")
+    return p
 
 
-def _launch_text(value: Optional[str]) -> Optional[str]:
+def _read(path: Optional[str], what: str, notes: list[str], log: bool = False) -> Optional[str]:
+    """A file read in one streaming pass, never held whole: a log as the rules read it (``read_log``), other
+    text by its first and last megabytes (``read_text``); what was cut or skipped goes in ``notes``."""
+    if path is None:
+        return None
+    p = _file(path, what)
+    try:
+        if log:
+            reading = read_log(file_chunks(p), what)
+            text, said = reading.text, reading.notes
+        else:
+            head, tail = (BENCH_HEAD, BENCH_TAIL) if what == "--bench" else (LAUNCH_HEAD, LAUNCH_HEAD)
+            text, said = read_text(file_chunks(p), what, head, tail)
+    except OSError as exc:
+        raise DiagnosticsError(f"{what} {path} cannot be read ({exc.strerror or type(exc).__name__}); give a "
+                               "readable file") from None
+    notes.extend(said)
+    return text
+
+
+def _launch_text(value: Optional[str], notes: list[str]) -> Optional[str]:
     """--launch is a file or the command itself; a single word that is no file is a mistyped path."""
     if value is None:
         return None
     if Path(value).is_file():
-        return Path(value).read_text(encoding="utf-8", errors="replace")
+        return _read(value, "--launch", notes)
     if "--" not in value and " " not in value.strip():
         raise DiagnosticsError(f"--launch {value}: no such file, and not a command line; give the file holding the "
                                "launch command or the command in quotes")
@@ -229,15 +256,18 @@ def _positive(value: Optional[float], flag: str) -> Optional[float]:
 def inputs_from_args(args: argparse.Namespace) -> DoctorInput:
     for flag in ("accept", "baseline_tok_s", "spec_tok_s", "speedup", "gpus", "tp"):
         _positive(getattr(args, flag, None), f"--{flag.replace('_', '-')}")
-    return DoctorInput(launch=_launch_text(args.launch), server_log=_read(args.server_log, "--server-log"),
-                       baseline_log=_read(args.baseline_log, "--baseline-log"), bench=_read(args.bench, "--bench"),
+    notes: list[str] = []
+    return DoctorInput(launch=_launch_text(args.launch, notes),
+                       server_log=_read(args.server_log, "--server-log", notes, log=True),
+                       baseline_log=_read(args.baseline_log, "--baseline-log", notes, log=True),
+                       bench=_read(args.bench, "--bench", notes),
                        concurrency=parse_concurrency(args.concurrency), hardware=args.hardware,
                        hardware_sheet=gpu_from_sheet(args), gpus=args.gpus, tp=args.tp,
                        drafter_config=_config(args.drafter_config, "--drafter-config"),
                        target_config=_config(args.target_config, "--target-config"), input_len=args.input_len,
                        output_len=args.output_len, context=args.context, temperature=args.temperature,
                        accept=args.accept, baseline_tok_s=args.baseline_tok_s, spec_tok_s=args.spec_tok_s,
-                       speedup=args.speedup)
+                       speedup=args.speedup, notes=notes)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -250,11 +280,23 @@ def run(args: argparse.Namespace) -> None:
                                "--speedup)")
     result = doctor(given)
     if result.read_nothing:
-        raise DiagnosticsError(f"doctor read nothing: {', '.join(result.unread) or 'the inputs'} held no launch "
-                               "command, sglang log line or benchmark result it knows"
-                               + (" (binary data)" if any("binary data" in n for n in result.notes) else "")
-                               + "; give the text as the tool printed it")
+        raise DiagnosticsError(nothing_read(result, args))
     print(json.dumps(result.to_dict(), indent=2) if args.json else format_table(result))
+
+
+def nothing_read(result: DoctorResult, args: argparse.Namespace) -> str:
+    """One line naming each file given and why nothing in it was recognised."""
+    named = []
+    for label in result.unread:
+        value = getattr(args, label[2:].replace("-", "_"), None)
+        where = f"{label} {value}" if value and Path(value).is_file() else label
+        said = [n.split(": ", 1)[1] for n in result.notes if n.split(": ", 1)[0] in (label, label[2:])]
+        why = next((n for n in said if n.startswith("binary data")), None) or \
+            next((n for n in said if "no number" in n or "unreadable" in n), None)
+        named.append(where + (f" ({why.split(' (e.g.')[0][:100]})" if why else ""))
+    return (f"doctor read nothing it recognises from {', '.join(named) or 'the inputs'}: no launch command, sglang "
+            "log line or benchmark result; give the text as the tool printed it (sglang/vLLM server log, "
+            "bench_serving output, the launch command)")
 
 
 def argv_inputs(argv: Sequence[str]) -> DoctorInput:

@@ -40,11 +40,14 @@ def result_file(text: str, label: str) -> Reading:
     points: list[Any] = found_points if isinstance(found_points, list) else []
     rows = [r for n, p in enumerate(points, 1) if (r := _row(p, workload, label, n)) is not None]
     skipped = [f"{label}: {TOOL}: {len(points) - len(rows)} point(s) not readable"] if len(rows) < len(points) else []
-    for sample in data.get("interleaved") or []:
-        if isinstance(sample, dict) and as_float(sample.get("speedup_low")) is not None:
-            skipped.append(f"{label}: {TOOL} A/B at concurrency {sample.get('concurrency')}: speedup "
-                           f"{as_float(sample.get('speedup')):.2f}x, 95% interval over rounds "
-                           f"[{as_float(sample.get('speedup_low')):.2f}, {as_float(sample.get('speedup_high')):.2f}]")
+    found_samples = data.get("interleaved")
+    for sample in found_samples if isinstance(found_samples, list) else []:
+        if not isinstance(sample, dict):
+            continue
+        speedup, low, high = (as_float(sample.get(k)) for k in ("speedup", "speedup_low", "speedup_high"))
+        if speedup is not None and low is not None and high is not None:
+            skipped.append(f"{label}: {TOOL} A/B at concurrency {as_int(sample.get('concurrency'))}: speedup "
+                           f"{speedup:.2f}x, 95% interval over rounds [{low:.2f}, {high:.2f}]")
     return Reading(rows, f"{TOOL} JSON", skipped)
 
 
