@@ -422,13 +422,21 @@ def test_a_stalled_benchmark_point_fails_and_keeps_the_last_good_record(tmp_path
 
 
 def test_notebook_03_checks_the_benchmark_before_drawing_any_figure():
-    """The check sits in the benchmark cell, before the figures cell, so a broken run draws nothing."""
+    """The check sits in the benchmark step (Benchmark.measure saves only a complete report), before the figure
+    and sidecar steps, so a broken run draws nothing."""
+    import inspect
+
+    from eagle3lab.notebook import benchmark, patch_bench_run
     from eagle3lab.runbook import notebook_path
 
     source = notebook_path("03").with_suffix(".py").read_text()
-    check = source.index("patchbench.save_complete_report(report, bench_dir)")
-    assert check < source.index("draw_bench_figures(report)") and check < source.index("sidecars.write(")
-    assert "report.save(" not in source  # no other writer of bench_report.json
+    check = source.index("run.measure()")
+    assert check < source.index("run.bench_figures()") and check < source.index("run.model_figures()")
+    assert check < source.index("run.write_sidecar()")
+    measure = inspect.getsource(benchmark.Benchmark.measure)
+    assert "save_complete_report(" in measure
+    for module in (benchmark, patch_bench_run):  # no other writer of bench_report.json
+        assert "report.save(" not in inspect.getsource(module)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -130,7 +130,11 @@ def test_the_launches_are_compared_on_the_prompts_both_measured(run, documents):
         in text
     # the same greedy prompts give the same acceptance in both launches: the prompts are indeed the same
     assert first["interleaved_accept_common"] == pytest.approx(first["sequential_accept"], abs=0.01)
-    assert "within the project's 10% rule at concurrency 1" in text
+    # the sentence follows this run's spread at concurrency 1, whichever side of the 10% rule it fell
+    if first["apart_common_pct"] <= 10:
+        assert "agree within the project's 10% rule at concurrency 1" in text
+    else:
+        assert re.search(r"differ (beyond it|by more than the project's 10% rule) at (concurrency )?1\b", text)
 
 
 def test_each_rounds_acceptance_stands_beside_its_speedups(run, documents):

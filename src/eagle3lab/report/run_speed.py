@@ -154,11 +154,11 @@ def prompt_mix_verdict(rows: Sequence[dict[str, Any]], tolerance_pct: float = la
     differ = [str(r["concurrency"]) for r in rows if r["apart_common_pct"] > tolerance_pct]
     parts = []
     if agree:
-        parts.append(f"within the project's {tolerance_pct:g}% rule at concurrency {_and(agree)}, where the spread "
-                     f"between the launches is the prompt mix")
+        parts.append(f"agree within the project's {tolerance_pct:g}% rule at concurrency {_and(agree)}, where the "
+                     f"spread between the launches is the prompt mix")
     if differ:
-        parts.append(f"beyond it at {'concurrency ' if not agree else ''}{_and(differ)}, where the machine moved "
-                     f"between the launches")
+        beyond = "beyond it at" if agree else f"by more than the project's {tolerance_pct:g}% rule at concurrency"
+        parts.append(f"differ {beyond} {_and(differ)}, where the machine moved between the launches")
     return "; ".join(parts)
 
 
@@ -171,7 +171,7 @@ def _common_sentence(b: provenance.Binder, rows: Sequence[dict[str, Any]]) -> Op
         return None
     key = f"{DERIVED}.common_prompts"
     return b.sentence("run_speed.common", (
-        f"On the prompts both launches measured, their speedups agree "
+        f"On the prompts both launches measured, their speedups "
         f"{b.rule('prompt_mix', prompt_mix_verdict, key)} **[measured]**."))
 
 
