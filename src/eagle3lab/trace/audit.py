@@ -209,7 +209,8 @@ def run_hook(func: ast.FunctionDef, depth: int, layer_ids: Optional[list[int]]) 
     return {k: v for k, v in probe.written().items() if "capture" in k}
 
 
-def layer_table(src: SglangSource, entry: str, depth: int, aux_ids: list[int], profile: StartupProfile) -> dict:
+def layer_table(src: SglangSource, entry: str, depth: int, aux_ids: Optional[list[int]], profile: StartupProfile
+                ) -> dict:
     """For each ``set_eagle3_layers_to_capture`` site in start-up order: arguments and captured layers."""
     res = Resolver(src)
     con = Contract.of(src)

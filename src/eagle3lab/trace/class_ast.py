@@ -25,8 +25,8 @@ def defined(node: ast.ClassDef) -> dict[str, ast.AST]:
     for sub in ast.walk(node):
         if isinstance(sub, (ast.Assign, ast.AnnAssign)):
             for tgt in sub.targets if isinstance(sub, ast.Assign) else [sub.target]:
-                if self_attr(tgt):
-                    out.setdefault(tgt.attr, sub)  # type: ignore[union-attr]
+                if attr := self_attr(tgt):
+                    out.setdefault(attr, sub)
     return out
 
 
@@ -43,8 +43,8 @@ def delegation_target(func: ast.AST, member: str) -> str:
         return ""
     for node in ast.walk(func):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == member:
-            if self_attr(node.func.value):
-                return node.func.value.attr  # type: ignore[union-attr]
+            if inner := self_attr(node.func.value):
+                return inner
     return ""
 
 
@@ -52,8 +52,8 @@ def getattr_proxy(func: ast.AST) -> str:
     """The attribute a custom ``__getattr__`` forwards to (``getattr(self.inner, name)``), or ''."""
     for node in ast.walk(func):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr":
-            if node.args and self_attr(node.args[0]):
-                return node.args[0].attr  # type: ignore[union-attr]
+            if node.args and (inner := self_attr(node.args[0])):
+                return inner
     return ""
 
 

@@ -14,7 +14,7 @@ import ast
 import re
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Literal, Optional
+from typing import Literal, Optional, TypeGuard
 
 from eagle3lab.trace.sources import SglangSource
 
@@ -169,7 +169,7 @@ def _hasattr_guards(conds: tuple[Cond, ...]) -> dict[tuple[str, str], bool]:
     return found
 
 
-def _is_call_to(node: ast.AST, name: str) -> bool:
+def _is_call_to(node: ast.AST, name: str) -> TypeGuard[ast.Call]:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
 
 
@@ -295,7 +295,7 @@ class _Tracer:
             self._expr(stmt.test, ctx)
             self._stmts(stmt.body, ctx.with_cond(Cond(stmt.test)))
             self._stmts(stmt.orelse, ctx.with_cond(Cond(stmt.test, negated=True)))
-        elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+        elif isinstance(stmt, (ast.Try, ast.TryStar)):
             guarded = any(_catches_attribute_error(h) for h in stmt.handlers)
             inner = _Ctx(ctx.file, ctx.cls, ctx.func, ctx.conds, ctx.in_try or guarded, ctx.aliases, ctx.self_aliases)
             self._stmts(stmt.body, inner)
@@ -349,8 +349,8 @@ class _Tracer:
                 access = "write" if isinstance(node.ctx, ast.Store) else "read"
                 self._add(node, node.value, node.attr, role, access, [], ctx)
                 return
-        for child in ast.iter_child_nodes(node):
-            self._expr(child, ctx)
+        for sub in ast.iter_child_nodes(node):
+            self._expr(sub, ctx)
 
     def _builtin_site(self, node: ast.Call, ctx: _Ctx) -> bool:
         """``hasattr``/``getattr``/``setattr`` on a model object with a literal member name."""
@@ -419,11 +419,15 @@ class Provenance:
     def only_under(self, flag: tuple[str, str], needle: str) -> bool:
         """True if every truthy assignment of ``flag`` happens under a condition mentioning ``needle``."""
         sets = self.by_flag.get(flag)
-        return bool(sets) and all(any(needle in c and not c.startswith("not (") for c in conds) for conds in sets)
+        if not sets:
+            return False
+        return all(any(needle in c and not c.startswith("not (") for c in conds) for conds in sets)
 
     def only_under_pattern(self, flag: tuple[str, str], pattern: re.Pattern[str]) -> bool:
         sets = self.by_flag.get(flag)
-        return bool(sets) and all(any(pattern.search(c) for c in conds) for conds in sets)
+        if not sets:
+            return False
+        return all(any(pattern.search(c) for c in conds) for conds in sets)
 
     def target_runner_only(self, flag: tuple[str, str]) -> bool:
         """The flag is only ever set truthy when the runner is not a draft worker."""

@@ -109,10 +109,10 @@ def _scan(path: str, tree: ast.Module, name: str = "", external: bool = False) -
                     mod.aliases[target] = ast.unparse(node.value)
                 elif isinstance(node.value, ast.Dict):
                     mod.dicts[target] = node.value
-    for node in ast.walk(tree):  # imports inside functions (top-level ones are already in ``imports``)
-        if isinstance(node, ast.ImportFrom):
-            src = _absolute(mod, node)
-            for alias in node.names:
+    for sub in ast.walk(tree):  # imports inside functions (top-level ones are already in ``imports``)
+        if isinstance(sub, ast.ImportFrom):
+            src = _absolute(mod, sub)
+            for alias in sub.names:
                 name = alias.asname or alias.name
                 if mod.imports.get(name) != (src, alias.name):
                     mod.local_imports.setdefault(name, (src, alias.name))
@@ -283,7 +283,9 @@ class ModuleIndex:
             if "EntryClass" not in self.src.text(path):
                 continue
             mod = self.module_of_path(path)
-            for name in mod.entry if mod else []:
+            if mod is None:
+                continue
+            for name in mod.entry:
                 out.append((path, self.resolve(mod.name, name)))
         return out
 

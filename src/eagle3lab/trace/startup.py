@@ -83,7 +83,7 @@ class _Index:
 
     def method(
         self, cls: str, name: str, seen: Optional[set[str]] = None
-    ) -> Optional[tuple[str, str, ast.FunctionDef]]:
+    ) -> Optional[tuple[str, str, ast.FunctionDef | ast.AsyncFunctionDef]]:
         """(file, owner class, def) of ``cls.name``, searching bases by name (single-file MRO approximation)."""
         seen = seen or set()
         if cls in seen or cls not in self.classes:
@@ -310,8 +310,9 @@ class _Walker:
                         self.open_branches.pop()
                 continue
             if isinstance(stmt, (ast.Return, ast.Raise)):
-                if stmt.exc if isinstance(stmt, ast.Raise) else stmt.value:
-                    self.exprs(stmt.exc if isinstance(stmt, ast.Raise) else stmt.value, path, owner, cls, role, depth)
+                value = stmt.exc if isinstance(stmt, ast.Raise) else stmt.value
+                if value is not None:
+                    self.exprs(value, path, owner, cls, role, depth)
                 return False
             for child in ast.iter_child_nodes(stmt):
                 if isinstance(child, ast.stmt):
