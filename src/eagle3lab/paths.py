@@ -55,3 +55,14 @@ def staged_as() -> list[tuple[str, str]]:
     except ValueError:
         return []
     return [(str(staged), str(real)) for staged, real in pairs]
+
+
+def published_path(path: Path | str) -> Path:
+    """``path`` as it will be once the staged run is published (unchanged outside a staged run). Why: a sidecar
+    records its figures' paths; a path into ``artifacts/staging/<run>/`` would name a folder that is gone (or another
+    run's) by the time the report is rendered again with ``report --no-run``."""
+    text = str(path)
+    for staged, real in staged_as():
+        if text == staged or text.startswith(staged + os.sep):
+            return Path(real + text[len(staged):])
+    return Path(path)

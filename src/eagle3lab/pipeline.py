@@ -57,7 +57,8 @@ def _build_report(profile: str, run: bool, hide_code: bool, notebooks: Sequence[
     a failure at any cell or step leaves figures/, reports/, the sidecars and REPORT.md as the last good run left
     them, and its one line says where this run's copies are (``staging``)."""
     label = profile_name(profile)
-    names = [notebook_path(n).stem for n in (notebooks or available_notebooks())]
+    given = list(notebooks or available_notebooks())  # numbers, names or .ipynb paths, as the user gave them
+    names = [notebook_path(n).stem for n in given]
     others = [nb for nb in available_notebooks() if nb not in names]  # the report reads their sidecars too
     if not run:  # checked where they are, before anything is staged or written
         _check_inputs(profile, label, names, others, [executed_path(n, label) for n in names])
@@ -66,7 +67,7 @@ def _build_report(profile: str, run: bool, hide_code: bool, notebooks: Sequence[
     with staging.staged(label, report_path()) as stage:
         stage.seed(seeds)
         try:
-            out = _render(profile, label, names, others, run, hide_code, parameters)
+            out = _render(profile, label, given, others, run, hide_code, parameters)
         except BaseException as exc:
             _say_kept(exc, stage)
             raise
@@ -88,12 +89,14 @@ def _check_inputs(profile: str, label: str, names: Sequence[str], others: Sequen
     return executed
 
 
-def _render(profile: str, label: str, names: Sequence[str], others: Sequence[str], run: bool, hide_code: bool,
+def _render(profile: str, label: str, given: Sequence[str], others: Sequence[str], run: bool, hide_code: bool,
             parameters: dict[str, Any] | None) -> ReportOutputs:
-    """The run and the report, inside the stage: every path below is the staging folder's."""
+    """The run and the report, inside the stage: every path below is the staging folder's. ``given`` are the
+    notebooks as the user named them (a path to an ``.ipynb`` outside notebooks/ is run from where it is)."""
     out = ReportOutputs()
+    names = [notebook_path(n).stem for n in given]
     if run:
-        out.executed = _check_inputs(profile, label, names, others, run_all(profile, names, parameters))
+        out.executed = _check_inputs(profile, label, names, others, run_all(profile, given, parameters))
     else:
         out.executed = [executed_path(n, label) for n in names]
     for path in out.executed:

@@ -180,3 +180,20 @@ def test_a_failed_notebook_cell_after_its_figure_publishes_nothing(sandbox, no_l
     assert (stage / "figures" / "bench_throughput_cpu.png").read_bytes() == b"this run"
     assert "the model cell fails" in (stage / "reports" / "late.cpu.failed.ipynb").read_text()
     sandbox.assert_nothing_left()
+
+
+def test_a_path_recorded_inside_a_stage_is_written_as_it_will_be_published(tmp_path, monkeypatch):
+    """Notebook 03 records its figures' paths in its sidecar while its run is staged: they must name figures/, not
+    the staging folder (``report --no-run`` later renders from another stage, and the first one is gone)."""
+    from eagle3lab.paths import published_path, repo_dir
+
+    for name in ("artifacts", "reports", "figures"):
+        monkeypatch.setenv(f"EAGLE3LAB_{name.upper()}_DIR", str(tmp_path / name))
+    monkeypatch.delenv("EAGLE3LAB_SIDECARS_DIR", raising=False)
+    outside = tmp_path / "elsewhere" / "x.png"
+    with staging.staged("cpu", tmp_path / "REPORT.md") as stage:
+        drawn = repo_dir("figures") / "bench_throughput_cpu.png"
+        assert drawn.is_relative_to(stage.root)
+        assert published_path(drawn) == tmp_path / "figures" / "bench_throughput_cpu.png"
+        assert published_path(outside) == outside
+    assert published_path(drawn) == drawn  # outside a stage nothing is mapped

@@ -13,6 +13,7 @@ import jinja2
 import pytest
 from timing import patience
 
+from eagle3lab import sidecars
 from eagle3lab.paths import REPO_ROOT
 from eagle3lab.report import provenance, vllm_section
 from eagle3lab.sidecars import SCHEMA_VERSION, VllmSameClassSidecar
@@ -47,7 +48,7 @@ def test_notebook_04_shows_the_failure_on_the_last_unfixed_release_and_not_on_th
 
 @pytest.mark.notebook
 def test_the_vllm_section_of_report_md_takes_every_number_from_the_sidecar(notebook_04):
-    side = VllmSameClassSidecar.model_validate_json(notebook_04.read_text())
+    side = sidecars.read(VllmSameClassSidecar, "cpu", path=notebook_04)  # as the report reads it (digest checked)
     loader = jinja2.Environment(loader=jinja2.PackageLoader("eagle3lab.report", "templates"),
                                 undefined=jinja2.StrictUndefined)
     text = loader.get_template("vllm_section.md.jinja").render(vllm=vllm_section.context(side))

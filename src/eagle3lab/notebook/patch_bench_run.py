@@ -25,7 +25,7 @@ from eagle3lab.notebook import patch_and_bench as patchbench
 from eagle3lab.notebook.benchmark import ArmSetting, Benchmark, NoBenchmark
 from eagle3lab.notebook.model_validation import ValidationView
 from eagle3lab.notebook.patch_and_bench import PartialSidecar, Relaunched
-from eagle3lab.paths import repo_dir
+from eagle3lab.paths import published_path, repo_dir
 from eagle3lab.report.figures import model_figures
 from eagle3lab.report.incident_model import incident_report
 from eagle3lab.report.plots import model as model_plots
@@ -307,9 +307,9 @@ class PatchBenchRun:
         return sidecars.write(self.sidecar(
             bench_report=self.bench.report_path(), arms=self.bench.arm_rows(),
             cross_check=self.bench.crosscheck.to_dict() if self.bench.crosscheck else None,
-            figures={**{kind: str(path) for kind, path in self.figures.items()},
-                     **({"cycle_components": str(self.cycle_figure)} if self.cycle_figure else {}),
-                     **({"server_time": str(self.server_time_figure)} if self.server_time_figure else {})},
+            figures={kind: str(published_path(path)) for kind, path in {
+                **self.figures, **({"cycle_components": self.cycle_figure} if self.cycle_figure else {}),
+                **({"server_time": self.server_time_figure} if self.server_time_figure else {})}.items()},
             diagnostics=self.findings,
             lossless=self.lossless.to_dict() if self.lossless else None,
             acceptance=self.acceptance, offline_vs_served=self.offline,
