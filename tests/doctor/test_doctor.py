@@ -157,6 +157,21 @@ def test_cli_json_and_table(capsys, tmp_path):
     assert any(line.startswith("cause ") for line in table.splitlines()) and "cuda_graph_bs_below_concurrency" in table
 
 
+def test_dcp_above_1_is_said_once_in_doctor_notes_and_dcp_0_is_one_line(capsys):
+    """The cost model does not model decode context parallelism: doctor --dcp 8 says so in one note (JSON and table),
+    --dcp 1 says nothing, --dcp 0 is one line and exit 2."""
+    assert main(["doctor", "--launch", SPEC, "--concurrency", "4", "--dcp", "8", "--json"]) == 0
+    notes = [n for n in json.loads(capsys.readouterr().out)["notes"] if "DCP 8" in n]
+    assert len(notes) == 1 and "not modelled" in notes[0]
+    assert main(["doctor", "--launch", SPEC, "--concurrency", "4", "--dcp", "8"]) == 0
+    assert sum("DCP 8" in line and line.startswith("note: ") for line in capsys.readouterr().out.splitlines()) == 1
+    assert main(["doctor", "--launch", SPEC, "--concurrency", "4", "--json"]) == 0
+    assert not [n for n in json.loads(capsys.readouterr().out)["notes"] if "DCP" in n]
+    assert main(["doctor", "--launch", SPEC, "--dcp", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--dcp" in err and "Traceback" not in err
+
+
 def test_bad_paths_are_one_line_and_exit_2(capsys, tmp_path):
     assert main(["doctor", "--server-log", str(tmp_path / "missing.log")]) == 2
     err = capsys.readouterr().err.strip()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
+from typing import Optional, Sequence
 
 from eagle3lab.costmodel.arch import ModelArch
 from eagle3lab.costmodel.collectives import link_for
@@ -99,7 +99,16 @@ def condition_notes(hw: Hardware, tp: int, batches: Sequence[int], dcp: int = 1,
     if max(batches) > c.max_batch:
         notes.append(f"outside the validated conditions: batch {max(batches)} is above the largest compared "
                      f"({c.max_batch})")
-    if dcp > 1:
-        notes.append(f"decode context parallelism (DCP {dcp}) is not modelled: the KV cache split across GPUs and its "
-                     "extra collectives are left out, so this answer is the DCP 1 one")
+    note = dcp_note(dcp)
+    if note is not None:
+        notes.append(note)
     return notes
+
+
+def dcp_note(dcp: int) -> Optional[str]:
+    """The one line that says decode context parallelism is outside the model (None at DCP 1): predict and doctor
+    both print it, so a DCP > 1 deployment is never answered silently as DCP 1."""
+    if dcp <= 1:
+        return None
+    return (f"decode context parallelism (DCP {dcp}) is not modelled: the KV cache split across GPUs and its "
+            "extra collectives are left out, so this answer is the DCP 1 one")

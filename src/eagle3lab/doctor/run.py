@@ -14,6 +14,7 @@ from typing import Any, Optional, Sequence
 from eagle3lab.bench.diagnostics.evidence import UNKNOWN, YES, Finding
 from eagle3lab.costmodel.hardware import GB, TB, Hardware
 from eagle3lab.costmodel.presets import load_config
+from eagle3lab.costmodel.understood import dcp_note
 from eagle3lab.doctor.bench import BENCH_HEAD, BENCH_TAIL
 from eagle3lab.doctor.checked import guarded_diagnose
 from eagle3lab.doctor.evidence import GIVEN, LAUNCH_HEAD, Built, DoctorInput, Measured, build, checked_input
@@ -237,6 +238,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu-name", help="the GPU's name, for the answer's text")
     parser.add_argument("--gpus", type=int, help="GPUs per replica (default: the launch's --tp-size)")
     parser.add_argument("--tp", type=int, help="tensor-parallel size, where no launch says it")
+    parser.add_argument("--dcp", type=int, default=1, help="decode context parallel size (the cost model answers "
+                                                           "as DCP 1 and says so)")
     parser.add_argument("--drafter-config", help="the drafter's config.json (or folder)")
     parser.add_argument("--target-config", help="the target's config.json (or folder, or a stored config name)")
     parser.add_argument("--input-len", type=float, help="mean prompt tokens per request, when no bench output says")
@@ -254,9 +257,12 @@ def _positive(value: Optional[float], flag: str) -> Optional[float]:
 
 
 def inputs_from_args(args: argparse.Namespace) -> DoctorInput:
-    for flag in ("accept", "baseline_tok_s", "spec_tok_s", "speedup", "gpus", "tp"):
+    for flag in ("accept", "baseline_tok_s", "spec_tok_s", "speedup", "gpus", "tp", "dcp"):
         _positive(getattr(args, flag, None), f"--{flag.replace('_', '-')}")
     notes: list[str] = []
+    said_dcp = dcp_note(getattr(args, "dcp", 1))
+    if said_dcp is not None:
+        notes.append(said_dcp)
     return DoctorInput(launch=_launch_text(args.launch, notes),
                        server_log=_read(args.server_log, "--server-log", notes, log=True),
                        baseline_log=_read(args.baseline_log, "--baseline-log", notes, log=True),
