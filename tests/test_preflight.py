@@ -19,13 +19,19 @@ import pytest
 from eagle3lab.errors import PreflightFailed
 from eagle3lab.runtime import gpuinfo
 from eagle3lab import preflight
+from eagle3lab.preflight import runner
+from eagle3lab.preflight.host import HostFacts
 from eagle3lab.runtime.gpuinfo import Gpu, GpuInventory
 from eagle3lab.runtime.profiles import load_profile
 from kimi_checkpoint import RTX_PRO_6000_MIB, write_checkpoint
 from timing import patience
 
+# A host with what the GPU path needs (preflight/host.py), so the rows below do not depend on this machine's
+GOOD_HOST = HostFacts(shm_bytes=64 * 2**30, ram_bytes=1024 * 2**30, python_include="/usr/include/python3.11",
+                      python_h=True, compiler="/usr/bin/gcc", libnuma=True)
 CHECKS = ["GPUs", "GPU architecture", "sglang", "target checkpoint", "draft checkpoint", "KV cache (baseline)",
-          "KV cache (EAGLE-3)", "GPU memory", "free disk", "weight loads",
+          "KV cache (EAGLE-3)", "GPU memory", "free disk", "/dev/shm", "host RAM", "Triton build", "libnuma",
+          "weight loads",
           "server flags (baseline)", "server flags (EAGLE-3)", "sglang check_server_args (baseline)",
           "sglang check_server_args (EAGLE-3)", "drafter aux layers", "first raise", "capture order", "NVIDIA driver", "cuDNN",
           "sgl-kernel", "GPUs idle", "interconnect"]
@@ -65,6 +71,7 @@ def test_the_gpu_profile_stops_at_the_gpu_count_on_this_machine(empty_hub):
 
 def test_require_raises_one_line_and_saves_every_check(empty_hub, monkeypatch, tmp_path):
     monkeypatch.setenv("EAGLE3LAB_ARTIFACTS_DIR", str(tmp_path))
+    monkeypatch.setattr(runner, "read_host_facts", lambda: GOOD_HOST)
     shown = []
     with pytest.raises(PreflightFailed) as err:
         preflight.require(load_profile("blackwell-8x"), echo=shown.append)
@@ -118,7 +125,7 @@ def test_the_report_of_the_gpu_profile_stops_before_any_notebook(tmp_path):
 
 def test_blackwell_8x_passes_with_eight_96gb_gpus_mocked_gpu(offline_hub, tiny_models):
     """Eight constructed Blackwell GPUs; the tiny models under the real repo ids; every other check real."""
-    result = preflight.run_preflight(load_profile("blackwell-8x"), inventory=blackwells)
+    result = preflight.run_preflight(load_profile("blackwell-8x"), inventory=blackwells, host=lambda: GOOD_HOST)
     outcomes = {c.name: c.outcome for c in result.checks}
     assert result.ok, result.text()
     assert outcomes["GPUs"] == outcomes["GPU architecture"] == outcomes["GPU memory"] == "ok"

@@ -52,6 +52,7 @@ def check_capability(inv: gpuinfo.GpuInventory | None, tp_size: int) -> Check:
 # CUDA toolkit -> the oldest Linux driver that runs it (NVIDIA CUDA Toolkit release notes, table "CUDA Toolkit and
 # Corresponding Driver Versions": https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html)
 MIN_DRIVER = {"12.4": "550.54.14", "12.6": "560.28.03", "12.8": "570.26", "12.9": "575.51.03"}
+SETUP_TORCH_CUDA = "12.8"  # make setup installs requirements.txt's torch==2.9.1 from PyPI, a CUDA 12.8 build
 
 
 CUDNN_MIN = 91500  # sglang 0.5.9 refuses torch 2.9.1 with cuDNN < 9.15 (server_args.py:5263-5298)
@@ -65,23 +66,24 @@ def _version_tuple(text: str) -> tuple[int, ...]:
 
 
 def check_driver(inv: gpuinfo.GpuInventory | None) -> Check:
-    """The NVIDIA driver against the CUDA version torch was built with."""
+    """The NVIDIA driver against the CUDA of the torch found here and of the torch ``make setup`` installs: a box
+    checked before set-up (another torch, or none) must still run torch 2.9.1's CUDA 12.8, which needs 570.26."""
     name = "NVIDIA driver"
     if inv is None or inv.count == 0:
         return Check(name, "skipped", "no CUDA GPU")
     cuda = ".".join((inv.torch_cuda or "").split(".")[:2])
-    need = MIN_DRIVER.get(cuda)
-    data = {"driver": inv.driver, "torch_cuda": inv.torch_cuda, "min_driver": need,
+    needs = {f"CUDA {cuda} (torch {inv.torch_version})": MIN_DRIVER[cuda]} if cuda in MIN_DRIVER else {}
+    needs[f"CUDA {SETUP_TORCH_CUDA} (the torch make setup installs)"] = MIN_DRIVER[SETUP_TORCH_CUDA]
+    why, need = max(needs.items(), key=lambda item: _version_tuple(item[1]))
+    data = {"driver": inv.driver, "torch_cuda": inv.torch_cuda, "min_driver": need, "setup_cuda": SETUP_TORCH_CUDA,
             "source": "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html"}
     if not inv.driver:
         return Check(name, "warn", "nvidia-smi did not report the driver version", "install nvidia-smi", data)
-    if need is None:
-        return Check(name, "info", f"driver {inv.driver}; torch CUDA {inv.torch_cuda} not in the table", data=data)
     if _version_tuple(inv.driver) < _version_tuple(need):
-        return Check(name, "fail", f"driver {inv.driver} is older than {need}, which CUDA {cuda} (torch "
-                                   f"{inv.torch_version}) needs", f"upgrade the NVIDIA driver to {need} or newer",
-                     data)
-    return Check(name, "ok", f"driver {inv.driver} runs CUDA {cuda} (needs {need} or newer)", data=data)
+        return Check(name, "fail", f"driver {inv.driver} is older than {need}, which {why} needs",
+                     f"upgrade the NVIDIA driver to {need} or newer", data)
+    unknown = "" if not cuda or cuda in MIN_DRIVER else f"; torch CUDA {inv.torch_cuda} is not in the table"
+    return Check(name, "ok", f"driver {inv.driver} runs {why} (needs {need} or newer){unknown}", data=data)
 
 
 def check_cudnn(profile: Profile, inv: gpuinfo.GpuInventory | None) -> Check:

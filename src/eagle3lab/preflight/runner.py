@@ -19,12 +19,15 @@ from eagle3lab.preflight.flags import FULL_CHECK, check_full_server_args, check_
 from eagle3lab.preflight.layers import check_capture_order, check_first_raise, check_layers
 from eagle3lab.preflight.memory import KV, MEMORY, check_memory
 from eagle3lab.preflight.loads import check_loads
+from eagle3lab.preflight.host import HostFacts, check_host, read_host_facts
 
 
 def run_preflight(profile: Profile, *, quick: bool = False,
-                  inventory: Callable[[], gpuinfo.GpuInventory] = gpuinfo.inventory) -> Preflight:
+                  inventory: Callable[[], gpuinfo.GpuInventory] = gpuinfo.inventory,
+                  host: Callable[[], HostFacts] | None = None) -> Preflight:
     """Every check for ``profile``. ``quick`` skips sglang's parser (seconds of import) once a check has failed:
-    the run stops anyway, and ``python -m eagle3lab preflight`` runs everything."""
+    the run stops anyway, and ``python -m eagle3lab preflight`` runs everything. ``inventory`` and ``host`` read
+    the GPUs and the host (``read_host_facts`` when None; tests describe a box through them)."""
     started = time.monotonic()
     result = Preflight(profile.name, quick=quick)
     reason = passed_over(profile)
@@ -36,7 +39,9 @@ def run_preflight(profile: Profile, *, quick: bool = False,
     target, draft, _ = deployment.locate_models(profile)
     result.checks += [check_checkpoint(profile, target), check_checkpoint(profile, draft)]
     memory_at = len(result.checks)
-    result.checks += [check_disk([target, draft]), check_loads(profile, target)]
+    facts = (host or read_host_facts)()
+    result.checks += [check_disk([target, draft]), *check_host(profile, facts, target.bytes if target.present else 0),
+                      check_loads(profile, target)]
     models = deployment.Models(target.path or target.source, draft.path or draft.source,
                                trust_remote_code=profile.trust_remote_code)
     skip_slow = quick and bool(result.failures)
