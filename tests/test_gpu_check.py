@@ -93,8 +93,8 @@ def test_lossless_and_the_three_points_are_decided_from_the_records():
     parted = sidecars.LosslessRecord(lossless=False, required_concurrency=4, mode="exact", passed=False)
     assert gpu_check.lossless_row(exact).outcome == "ok" and gpu_check.lossless_row(parted).outcome == "FAIL"
     point = {"baseline_tok_s": 100.0, "eagle3_tok_s": 150.0, "speedup": 1.5, "accept_length": 2.0}
-    full = gpu_check.bench_row([{**point, "concurrency": c} for c in (1, 4, 16)], [1, 4, 16])
-    short = gpu_check.bench_row([{**point, "concurrency": 1}], [1, 4, 16])
+    full = gpu_check.bench_row([sidecars.SpeedupRow(**point, concurrency=c) for c in (1, 4, 16)], [1, 4, 16])
+    short = gpu_check.bench_row([sidecars.SpeedupRow(**point, concurrency=1)], [1, 4, 16])
     assert full.outcome == "ok" and full.detail.count("1.50x") == 3
     assert short.outcome == "FAIL" and "not measured: [4, 16]" in short.detail
 

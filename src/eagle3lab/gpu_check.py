@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 from eagle3lab import sidecars
 from eagle3lab.atomic import write_json_atomic
@@ -94,13 +94,13 @@ def lossless_row(record: Optional[sidecars.LosslessRecord]) -> Row:
                                                   f"at concurrency {record.required_concurrency}")
 
 
-def bench_row(speedups: Sequence[dict[str, Any]], planned: Sequence[int]) -> Row:
+def bench_row(speedups: Sequence[sidecars.SpeedupRow], planned: Sequence[int]) -> Row:
     """EAGLE-3 over the baseline at every planned concurrency (shown, not gated on; a missing point fails)."""
     name = f"benchmark, {len(planned)} points (03)"
-    got = {int(r["concurrency"]): r for r in speedups}
+    got = {r.concurrency: r for r in speedups}
     missing = [c for c in planned if c not in got]
-    points = "; ".join(f"c={c}: {got[c]['speedup']:.2f}x ({got[c]['eagle3_tok_s']:.0f} / "
-                       f"{got[c]['baseline_tok_s']:.0f} tok/s, accept {got[c]['accept_length'] or 0:.2f})"
+    points = "; ".join(f"c={c}: {got[c].speedup:.2f}x ({got[c].eagle3_tok_s:.0f} / "
+                       f"{got[c].baseline_tok_s:.0f} tok/s, accept {got[c].accept_length or 0:.2f})"
                        for c in planned if c in got)
     return Row(name, "FAIL" if missing else "ok",
                (points or "no point measured") + (f"; not measured: {missing}" if missing else ""))

@@ -79,9 +79,9 @@ def patch_sidecar(eagle3_note: str = "EAGLE is not supported on CPU") -> PatchBe
         story=["unpatched: dies asking the wrapper for 'set_eagle3_layers_to_capture'",
                "with the full patch every wrapper hook that ran passed; the server then stops at a CPU limitation"],
         arms=[{"arm": "baseline", "concurrency": 1, "status": "ok", "out_tok_s": 21.4, "ttft_p50_ms": 301.2,
-               "itl_p50_ms": 44.1, "accept_len": None},
+               "itl_per_token_p50_ms": 44.1, "accept_len": None},
               {"arm": "baseline", "concurrency": 4, "status": "ok", "out_tok_s": 52.9, "ttft_p50_ms": 612.7,
-               "itl_p50_ms": 70.3, "accept_len": None},
+               "itl_per_token_p50_ms": 70.3, "accept_len": None},
               {"arm": "eagle3", "status": "not_runnable", "note": eagle3_note}],
         cross_check={"concurrency": 4, "num_prompts": 64, "ours_output_tok_per_s": 52.93,
                      "theirs_output_tok_per_s": 50.11, "ratio": 1.0563, "rounds": 3,
@@ -470,7 +470,7 @@ def test_diagnostics_rows_show_each_thresholds_provenance(sources):
     text = render_all(sources)
     assert "| cause | applies | threshold | evidence |\n" in text
     assert "| spec_request_cap | no | server log **[measured]** |" in text
-    sources.patch.diagnostics = [{**sources.patch.diagnostics[0], "threshold_provenance": "modelled"}]
+    sources.patch.diagnostics = [{**sources.patch.diagnostics[0].model_dump(), "threshold_provenance": "modelled"}]
     text = render_all(sources)
     assert "| spec_request_cap | no | modelled **[modelled]** |" in text
     assert untagged(text, sources) == []
@@ -488,7 +488,8 @@ def test_per_benchmark_public_lengths_are_set_against_each_threshold(sources):
 
 def test_a_point_measured_with_repeats_shows_its_spread(sources):
     assert "repeats)" not in render_all(sources)  # no repeats recorded: no spread claimed
-    sources.patch.arms = [{**sources.patch.arms[0], "out_tok_s_sd": 0.8, "repeats": 3}, *sources.patch.arms[1:]]
+    sources.patch.arms = [{**sources.patch.arms[0].model_dump(), "out_tok_s_sd": 0.8, "repeats": 3},
+                          *sources.patch.arms[1:]]
     text = render_all(sources)
     assert "| baseline | 1 | 21.4 ± 0.8 (sd of 3 repeats) |" in text
     assert unsourced(text, sources) == []

@@ -32,7 +32,8 @@ from eagle3lab.report.plots import model as model_plots
 from eagle3lab.report.plots.cycle import draw_cycle_figure, draw_server_time_figure
 from eagle3lab.runtime import deployment, envinfo
 from eagle3lab.runtime.cpu_harness import CONTROL_SHIMS, SPEC_SHIMS
-from eagle3lab.sidecars import CycleComponentsRecord, ModelsRecord, PatchBenchSidecar, SamplingRecord, SpecArmRecord
+from eagle3lab.sidecars import (AgreementRecord, CaptureRecord, CycleComponentsRecord, HarnessChangeRecord, ModelsRecord,
+                                PatchBenchSidecar, SamplingRecord, SpecArmRecord)
 from eagle3lab.trace import silent_noop
 from eagle3lab.trace.silent_noop import DispatchGap
 from eagle3lab.trace.sources import open_source
@@ -185,8 +186,9 @@ class PatchBenchRun:
             environment=envinfo.environment_table(), patch=self.patch, delegated_members=self.delegated,
             chain=[step.record() for step in self.chain], story=self.story,
             spec_arms=[SpecArmRecord.model_validate(plan.to_dict()) for plan in self.plans],
-            capture={str(key): result.to_dict() for key, result in self.captures.items()},
-            agreement=[row.to_dict() for row in self.agreement], harness=self.harness, **measured)
+            capture={str(key): CaptureRecord.model_validate(result.to_dict()) for key, result in self.captures.items()},
+            agreement=[AgreementRecord.model_validate(row.to_dict()) for row in self.agreement],
+            harness=[HarnessChangeRecord.model_validate(row) for row in self.harness], **measured)
 
     def open_partial_sidecar(self) -> None:
         """Written after each arm (``complete`` false until the last cell)."""

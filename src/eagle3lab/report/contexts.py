@@ -201,7 +201,7 @@ def fix_context(s03: PatchBenchSidecar | None) -> tuple[dict | None, dict | None
     fix = {"patch": s03.patch, "members": ", ".join(f"`{m}`" for m in s03.delegated_members),
            "fixed_upstream": patch_info(s03.patch).fixed_upstream,
            "chain": s03.chain, "story": s03.story,
-           "capture": [capture(CaptureResult.from_dict(value)) for value in s03.capture.values()]}
+           "capture": [capture(CaptureResult.from_dict(value.model_dump())) for value in s03.capture.values()]}
     profile = s03.profile_values
     bench = None
     if s03.arms:
@@ -237,12 +237,12 @@ def _headline_arms(s03: PatchBenchSidecar) -> set[str]:
 def _bench_rows(s03: PatchBenchSidecar) -> list[dict[str, Any]]:
     """The benchmark table's rows, each EAGLE-3 headline row with its measured speedup over the baseline at the
     same concurrency (``bench.acceptance.speedup_records``; other arms have none)."""
-    speedups = {r["concurrency"]: r["speedup"] for r in s03.speedup}
+    speedups = {r.concurrency: r.speedup for r in s03.speedup}
     headline = _headline_arms(s03)
     rows = []
     for row in s03.arms:
-        value = speedups.get(row.get("concurrency")) if row.get("arm") in headline else None
-        rows.append({**row, "speedup": f"{value:.2f}x" if value is not None else "--"})
+        value = speedups.get(row.concurrency) if row.concurrency is not None and row.arm in headline else None
+        rows.append({**row.model_dump(), "speedup": f"{value:.2f}x" if value is not None else "--"})
     return rows
 
 

@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence
 
 from eagle3lab.bench import interleave, launch_spread
 from eagle3lab.report import provenance
-from eagle3lab.sidecars import LaunchSample, PatchBenchSidecar
+from eagle3lab.sidecars import FindingRecord, LaunchSample, PatchBenchSidecar
 
 KEY = "patch.interleaved_sweep"
 DERIVED = "derived.run_speed"
@@ -55,29 +55,33 @@ def interleaved_points(s03: Optional[PatchBenchSidecar]) -> list[LaunchSample]:
     return sorted((s for s in s03.interleaved_sweep if s.method == "interleaved"), key=lambda s: s.concurrency or 0)
 
 
+def _profile_int(s03: PatchBenchSidecar, key: str) -> int:
+    """A whole number from the profile's values as the run recorded them (0 where unset)."""
+    value = s03.profile_values.get(key)
+    return int(value) if isinstance(value, (int, float)) else 0
+
+
 def derived(s03: Optional[PatchBenchSidecar]) -> dict[str, Any]:
     """What the report computes from notebook 03's sidecar and prints: the two launches on their common prompts at
     each concurrency (kept in the evidence tree, so each printed number has its key)."""
     if s03 is None:
         return {"common_prompts": [], "round_prompts": [], "overlap": None}
-    profile = s03.profile_values
-    output_len = int(profile.get("bench_output_len") or 0)
-    per_c, num = profile.get("bench_prompts_per_concurrency"), int(profile.get("bench_num_prompts") or 0)
-    sequential = {r["concurrency"]: r for r in s03.speedup}
+    output_len = _profile_int(s03, "bench_output_len")
+    per_c, num = _profile_int(s03, "bench_prompts_per_concurrency"), _profile_int(s03, "bench_num_prompts")
+    sequential = {r.concurrency: r for r in s03.speedup}
     rows = []
     for sample in interleaved_points(s03):
         c = sample.concurrency or 0
         first = sequential.get(c)
-        if first is None or not first.get("baseline_tok_s") or not first.get("eagle3_tok_s"):
+        if first is None or not first.baseline_tok_s or not first.eagle3_tok_s:
             continue
         prompts = max(num, per_c * c) if per_c else num
-        row = launch_spread.common_prompts(first["baseline_tok_s"], first["eagle3_tok_s"], prompts, sample,
-                                           output_len)
+        row = launch_spread.common_prompts(first.baseline_tok_s, first.eagle3_tok_s, prompts, sample, output_len)
         if row is not None:
-            rows.append({**row, "sequential_accept": first.get("accept_length")})
+            rows.append({**row, "sequential_accept": first.accept_length})
     points = interleaved_points(s03)
-    prompts = launch_spread.round_prompts(points[0], output_len) if points else []
-    return {"common_prompts": rows, "round_prompts": prompts, "overlap": like_for_like(s03)}
+    measured = launch_spread.round_prompts(points[0], output_len) if points else []
+    return {"common_prompts": rows, "round_prompts": measured, "overlap": like_for_like(s03)}
 
 
 def _interval(b: provenance.Binder, key: str, point: LaunchSample) -> str:
@@ -120,7 +124,7 @@ def context(b: provenance.Binder, s03: Optional[PatchBenchSidecar], tree_derived
                  b.rule("interval_verdict", interval_verdict, f"{key}.speedup_low", f"{key}.speedup_high"),
                  b.num(f"{key}.accept_length", ".2f") if point.accept_length else "--"]
         rows.append(b.sentence(f"run_speed.point.{point.concurrency}", "| " + " | ".join(cells) + " |"))
-    output_len = int(s03.profile_values.get("bench_output_len") or 0)
+    output_len = _profile_int(s03, "bench_output_len")
     prompts = launch_spread.round_prompts(points[0], output_len)
     rounds = []
     for r in range(max(len(p.round_speedups) for p in points)):
@@ -175,11 +179,6 @@ def _common_sentence(b: provenance.Binder, rows: Sequence[dict[str, Any]]) -> Op
         f"{b.rule('prompt_mix', prompt_mix_verdict, key)} **[measured]**."))
 
 
-def _applies(row: dict[str, Any]) -> bool:
-    value = row.get("applies")
-    return value is True or value == "yes"
-
-
 def overlap_control(s03: Optional[PatchBenchSidecar]) -> Optional[int]:
     """The index in ``interleaved_variants`` of the baseline without sglang's overlap scheduler, measured beside
     the pair's default baseline (``bench_interleave_overlap_control``); None where the run measured none."""
@@ -218,20 +217,20 @@ def overlap_verdict(low: Optional[float], high: Optional[float]) -> str:
 
 
 def overlap_sentence(b: provenance.Binder, s03: Optional[PatchBenchSidecar],
-                     diagnostics: Sequence[dict[str, Any]]) -> Optional[str]:
+                     diagnostics: Sequence[FindingRecord]) -> Optional[str]:
     """The overlap scheduler, the one difference of scheduler between the arms: sglang turns it off under
     speculation and keeps it for the baseline. Where the run measured a baseline without it in the same rounds
     (``overlap_control``), what it gives the default baseline and EAGLE-3's speedup over a baseline with the same
     scheduler, each with its interval; else the asymmetry as the run's diagnostics and TTFTs show it, said to be
     uncontrolled."""
-    row = next((r for r in diagnostics if (r.get("cause") or r.get("rule")) == "overlap_scheduler_off"), None)
-    if s03 is None or row is None or not _applies(row):
+    row = next((r for r in diagnostics if r.cause == "overlap_scheduler_off"), None)
+    if s03 is None or row is None or row.applies != "yes":
         return None
-    arms = {(r.get("arm"), r.get("concurrency")): i for i, r in enumerate(s03.arms)}
+    arms = {(r.arm, r.concurrency): i for i, r in enumerate(s03.arms)}
     base, spec = arms.get(("baseline", 1)), arms.get(("eagle3", 1))
     ttft = ""
-    if base is not None and spec is not None and s03.arms[base].get("ttft_p50_ms") is not None and \
-            s03.arms[spec].get("ttft_p50_ms") is not None:
+    if base is not None and spec is not None and s03.arms[base]["ttft_p50_ms"] is not None and \
+            s03.arms[spec]["ttft_p50_ms"] is not None:
         ttft = (f" (in the sweep, TTFT p50 at concurrency 1: baseline {b.num(f'patch.arms.{base}.ttft_p50_ms', '.2f')} "
                 f"ms, EAGLE-3 {b.num(f'patch.arms.{spec}.ttft_p50_ms', '.2f')} ms)")
     lead = ("The arms do not run the same scheduler: sglang keeps its overlap scheduler for the baseline and turns it "

@@ -14,27 +14,50 @@ for another profile or changed after the run wrote it (``files``). ``SCHEMA_VERS
 sidecar of another version is refused with the command that rewrites it, never half-read.
 """
 
-from eagle3lab.sidecars.base import SCHEMA_VERSION, Record, Sidecar
-from eagle3lab.sidecars.crash_repro import (ModelsRecord, FrameRecord, CrashReportRecord, CrashRecord, ControlRecord,
-                                            PreflightCheckRecord, PreflightRecord, MemoryRecord, CrashReproSidecar)
-from eagle3lab.sidecars.interface_trace import (RaiseSite, VerdictRecord, LayerIdTable, AuditCounts, ConformanceRecord,
-                                                FixCheckRecord, SeriesCheckRecord, FixRecord, ReleaseFixesRecord,
-                                                FixesRecord, BisectRecord, TraceTimings, CaptureOrderRecord,
-                                                InterfaceTraceSidecar)
-from eagle3lab.sidecars.patch_bench import (ProbeRecord, ChainStepRecord, SpecArmRecord, LosslessRecord,
-                                            LayerMismatchRecord, CycleComponent, CycleAtBatchSize, PointTimeRecord,
-                                            CycleComponentsRecord, LaunchSample, VariantCost, LaunchSpreadRecord,
-                                            SamplingRecord, DispatchGapRecord, PatchBenchSidecar)
-from eagle3lab.sidecars.vllm_same_class import VllmReleaseAudit, VllmCpuRun, VllmSameClassSidecar
+from eagle3lab.sidecars.base import (
+    SCHEMA_VERSION, JsonObject, Record, SparseRecord, Sidecar)
+from eagle3lab.sidecars.capture import (
+    HookOutcomeRecord, ForwardCaptureRecord, CaptureRecord)
+from eagle3lab.sidecars.crash_repro import (
+    ModelsRecord, FrameRecord, ChainLinkRecord, CrashReportRecord, CrashRecord, ControlRecord,
+    PreflightCheckRecord, PreflightRecord, MemoryRecord, CrashReproSidecar)
+from eagle3lab.sidecars.interface_trace import (
+    SkippedFile, SourceRecord, GrepHit, ContractSite, InnerOptionRecord, EntryInnerOption, MemberStatusRecord,
+    ClassReportRecord, UndecidedBranch, RaiseSite, VerdictRecord, DraftRecord, LayerSetupRecord, LayerIdRow,
+    LayerIdTable, AuditCounts, EntryRow, UnresolvedEntry, ConformanceRecord, FixCheckRecord,
+    SeriesCheckRecord, FixRecord, RefusedFix, ReleaseFixesRecord, MeasuredAt, ModuleImport, ImportCheckRecord,
+    CaptureVerification, RefusedCheck, VerificationRecord, FixesRecord, BisectRow, BisectRecord, TraceTimings,
+    CaptureCall, CaptureOrderRelease, CaptureLayersRow, CaptureBisectRow, LayersCell, ReleaseSpan,
+    CaptureMilestones, CaptureOrderRecord, InterfaceTraceSidecar, CaptureState)
+from eagle3lab.sidecars.patch_bench import (
+    ProbeRecord, ChainStepRecord, SpecArmRecord, PromptAgreementRecord, MismatchRecord, LosslessComparisonRecord,
+    LosslessRecord, LayerMismatchRecord, CycleComponent, CycleAtBatchSize, PointTimeRecord,
+    CycleComponentsRecord, LaunchSample, VariantCost, LaunchSpreadRecord, SamplingRecord, DispatchBranch,
+    LocatedCode, DispatchGapRecord, AgreementRecord, ArmRow, BenchServingKept,
+    CrossCheckRecord, HarnessChangeRecord, FindingRecord, AcceptanceRow, OfflineVsServedRow, SpeedupRow,
+    PatchBenchSidecar, AgreementValue)
+from eagle3lab.sidecars.vllm_same_class import (
+    VllmReleaseAudit, VllmCpuRun, VllmSameClassSidecar)
 from eagle3lab.sidecars.files import (SCHEMAS, DIGEST_KEY, today, sidecar_path, write, read, read_if_present,
                                      content_digest, has_digest)
 
-__all__ = ["SCHEMA_VERSION", "Record", "Sidecar", "ModelsRecord", "FrameRecord", "CrashReportRecord", "CrashRecord",
-           "ControlRecord", "PreflightCheckRecord", "PreflightRecord", "MemoryRecord", "CrashReproSidecar",
-           "RaiseSite", "VerdictRecord", "LayerIdTable", "AuditCounts", "ConformanceRecord", "FixCheckRecord",
-           "SeriesCheckRecord", "FixRecord", "ReleaseFixesRecord", "FixesRecord", "BisectRecord", "TraceTimings",
-           "CaptureOrderRecord", "InterfaceTraceSidecar", "ProbeRecord", "ChainStepRecord", "SpecArmRecord",
-           "LosslessRecord", "LayerMismatchRecord", "CycleComponent", "CycleAtBatchSize", "PointTimeRecord",
-           "CycleComponentsRecord", "LaunchSample", "VariantCost", "LaunchSpreadRecord", "SamplingRecord",
-           "DispatchGapRecord", "PatchBenchSidecar", "VllmReleaseAudit", "VllmCpuRun", "VllmSameClassSidecar", "SCHEMAS", "DIGEST_KEY", "today", "sidecar_path", "write", "read",
-           "read_if_present", "content_digest", "has_digest"]
+__all__ = [
+    "SCHEMA_VERSION", "JsonObject", "Record", "SparseRecord", "Sidecar", "HookOutcomeRecord",
+    "ForwardCaptureRecord", "CaptureRecord", "ModelsRecord", "FrameRecord", "ChainLinkRecord",
+    "CrashReportRecord", "CrashRecord", "ControlRecord", "PreflightCheckRecord", "PreflightRecord",
+    "MemoryRecord", "CrashReproSidecar", "SkippedFile", "SourceRecord", "GrepHit", "ContractSite",
+    "InnerOptionRecord", "EntryInnerOption", "MemberStatusRecord", "ClassReportRecord", "UndecidedBranch",
+    "RaiseSite", "VerdictRecord", "DraftRecord", "LayerSetupRecord", "LayerIdRow", "LayerIdTable", "AuditCounts",
+    "EntryRow", "UnresolvedEntry", "ConformanceRecord", "FixCheckRecord", "SeriesCheckRecord", "FixRecord",
+    "RefusedFix", "ReleaseFixesRecord", "MeasuredAt", "ModuleImport", "ImportCheckRecord", "CaptureVerification",
+    "RefusedCheck", "VerificationRecord", "FixesRecord", "BisectRow", "BisectRecord", "TraceTimings",
+    "CaptureCall", "CaptureOrderRelease", "CaptureLayersRow", "CaptureBisectRow", "LayersCell", "ReleaseSpan",
+    "CaptureMilestones", "CaptureOrderRecord", "InterfaceTraceSidecar", "CaptureState", "ProbeRecord",
+    "ChainStepRecord", "SpecArmRecord", "PromptAgreementRecord", "MismatchRecord", "LosslessComparisonRecord",
+    "LosslessRecord", "LayerMismatchRecord", "CycleComponent", "CycleAtBatchSize", "PointTimeRecord",
+    "CycleComponentsRecord", "LaunchSample", "VariantCost", "LaunchSpreadRecord", "SamplingRecord",
+    "DispatchBranch", "LocatedCode", "DispatchGapRecord", "AgreementRecord", "ArmRow",
+    "BenchServingKept", "CrossCheckRecord", "HarnessChangeRecord", "FindingRecord", "AcceptanceRow",
+    "OfflineVsServedRow", "SpeedupRow", "PatchBenchSidecar", "AgreementValue", "VllmReleaseAudit", "VllmCpuRun",
+    "VllmSameClassSidecar", "SCHEMAS", "DIGEST_KEY", "today", "sidecar_path", "write", "read", "read_if_present",
+    "content_digest", "has_digest"]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Optional
+from typing import ClassVar, Optional
 from pydantic import Field
-from eagle3lab.sidecars.base import Record, Sidecar
+from eagle3lab.sidecars.base import JsonObject, Record, Sidecar, SparseRecord
 
 
 class ModelsRecord(Record):
@@ -26,6 +26,15 @@ class FrameRecord(Record):
     code: str = ""
 
 
+class ChainLinkRecord(SparseRecord):
+    """One raw traceback of a crash's chain (``runtime.crashlog``): its exception and where it was raised."""
+
+    exc_type: str = ""
+    message: str = ""
+    link: Optional[str] = None  # how it follows the previous one: "cause" or "context"
+    call_site: Optional[str] = None
+
+
 class CrashReportRecord(Record):
     """The classified crash (``runtime.crashlog.CrashReport.to_dict``)."""
 
@@ -43,8 +52,9 @@ class CrashReportRecord(Record):
     tracebacks_found: int = 0
     distinct_tracebacks: int = 0
     fix: Optional[str] = None
-    chain: list[dict[str, Any]] = Field(default_factory=list)  # the raw tracebacks of its chain, oldest first
+    chain: list[ChainLinkRecord] = Field(default_factory=list)  # the raw tracebacks of its chain, oldest first
     classified_by: Optional[str] = None
+    extra: JsonObject = Field(default_factory=dict)  # runtime.crashlog.CrashReport.extra (no rule fills it yet)
 
 
 class CrashRecord(Record):
@@ -82,7 +92,7 @@ class PreflightCheckRecord(Record):
     outcome: str  # ok, warn, fail, skipped or info
     detail: str
     fix: Optional[str] = None
-    data: dict[str, Any] = Field(default_factory=dict)
+    data: JsonObject = Field(default_factory=dict)  # the check's own evidence: each check names its keys
 
 
 class PreflightRecord(Record):
@@ -109,7 +119,7 @@ class MemoryRecord(Record):
 class CrashReproSidecar(Sidecar):
     NOTEBOOK: ClassVar[str] = "01_crash_repro"
 
-    profile_values: dict[str, Any]
+    profile_values: JsonObject  # the profile's values as loaded (runtime.profiles.Profile), for the record
     models: ModelsRecord
     preflight: Optional[PreflightRecord] = None
     memory: list[MemoryRecord] = Field(default_factory=list)

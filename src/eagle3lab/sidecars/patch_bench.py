@@ -4,9 +4,10 @@ components, the launch spread and the diagnostics.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Optional
+from typing import ClassVar, Optional, Union
 from pydantic import Field
-from eagle3lab.sidecars.base import Record, Sidecar
+from eagle3lab.sidecars.base import JsonObject, Record, Sidecar, SparseRecord
+from eagle3lab.sidecars.capture import CaptureRecord
 from eagle3lab.sidecars.crash_repro import ModelsRecord
 
 
@@ -47,6 +48,41 @@ class SpecArmRecord(Record):
     purpose: str = ""
 
 
+class PromptAgreementRecord(SparseRecord):
+    """One prompt's outputs in two arms (``bench.lossless.PromptAgreement``)."""
+
+    prompt_index: int = 0
+    identical: bool = False
+    first_divergence: Optional[int] = None  # None when identical
+    tokens_matched: int = 0
+    tokens_compared: int = 0
+
+
+class MismatchRecord(SparseRecord):
+    """The first place one prompt's output differs (``bench.lossless.Mismatch``)."""
+
+    prompt_index: int = 0
+    position: int = 0
+    reference_token: Optional[int] = None
+    candidate_token: Optional[int] = None
+
+
+class LosslessComparisonRecord(SparseRecord):
+    """One arm against the reference arm at one concurrency (``bench.lossless.LosslessComparison.to_dict``)."""
+
+    arm: str = ""
+    reference: str = ""
+    concurrency: int = 0
+    prompts: int = 0
+    identical: int = 0
+    tokens_compared: int = 0
+    mismatches: list[MismatchRecord] = Field(default_factory=list)
+    per_prompt: list[PromptAgreementRecord] = Field(default_factory=list)
+    lossless: bool = False
+    tokens_matched: int = 0
+    agreement: float = 0.0
+
+
 class LosslessRecord(Record):
     """Speculative output against the baseline's greedy output, token for token (``bench.lossless``)."""
 
@@ -55,7 +91,7 @@ class LosslessRecord(Record):
     mode: str = "exact"  # "exact" (fp32 profiles) or "agreement" (bf16: matched-prefix agreement vs threshold)
     min_agreement: Optional[float] = None  # the profile's lossless_min_agreement in agreement mode
     passed: Optional[bool] = None  # the verdict the notebook enforces (exact: == lossless)
-    comparisons: list[dict[str, Any]] = Field(default_factory=list)
+    comparisons: list[LosslessComparisonRecord] = Field(default_factory=list)
 
 
 class LayerMismatchRecord(Record):
@@ -246,38 +282,207 @@ class SamplingRecord(Record):
     reason: str
 
 
+class DispatchBranch(SparseRecord):
+    """One arm of the device dispatch (``trace.silent_noop.Branch``)."""
+
+    condition: str = ""
+    line: int = 0
+    calls: list[str] = Field(default_factory=list)
+
+
+class LocatedCode(SparseRecord):
+    """A located fact: sglang's file, line and the code there (``trace.silent_noop.Evidence``)."""
+
+    file: str = ""
+    line: int = 0
+    code: str = ""
+
+
 class DispatchGapRecord(Record):
     """``trace.silent_noop``: sglang's verify dispatch has no CPU branch (file:line evidence)."""
 
     release: str
     silent_noop: bool
     evidence: list[str] = Field(default_factory=list)
+    file: str = ""
+    function_line: Optional[int] = None
+    branches: list[DispatchBranch] = Field(default_factory=list)
+    has_else: Optional[bool] = None
+    cpu_branch: Optional[bool] = None  # an ``else`` or a condition that names a CPU flag
+    returns: Optional[LocatedCode] = None  # what the function hands back when no branch ran
+    flags: list[LocatedCode] = Field(default_factory=list)  # how each flag in the conditions is defined
+    caller: list[LocatedCode] = Field(default_factory=list)  # the caller's buffer and the call
+
+
+#: What notebook 02's trace said and the capture check measured, per item: member lists, a member name or ids.
+AgreementValue = Union[list[str], list[int], str, int, None]
+
+
+class AgreementRecord(SparseRecord):
+    """One item the trace predicted and the capture check measured (``fix.capture_trace``)."""
+
+    item: str = ""
+    trace: AgreementValue = None
+    measured: AgreementValue = None
+    agree: bool = False
+
+
+class ArmRow(SparseRecord):
+    """One row of ``bench.sweep.point_rows`` as the sidecar holds it: a measured point (rounded, ``ok`` as
+    "done/asked"), or an arm that measured no point (arm, kind, status and the note saying why)."""
+
+    arm: str = ""
+    kind: str = ""
+    concurrency: Optional[int] = None  # None: the arm measured no point
+    status: str = ""
+    ok: str = ""
+    out_tok_s: Optional[float] = None
+    req_s: Optional[float] = None
+    ttft_p50_ms: Optional[float] = None
+    ttft_p99_ms: Optional[float] = None
+    itl_per_token_p50_ms: Optional[float] = None
+    itl_per_token_p99_ms: Optional[float] = None
+    itl_per_chunk_p50_ms: Optional[float] = None
+    e2e_p50_ms: Optional[float] = None
+    e2e_p99_ms: Optional[float] = None
+    accept_len: Optional[float] = None
+    accept_len_pooled: Optional[float] = None
+    server_avg_accept_len: Optional[float] = None
+    client_cpu_s_per_1k_tok: Optional[float] = None
+    server_cpu: Optional[float] = None
+    other_cpu: Optional[float] = None
+    note: Optional[str] = None
+    # a point measured with repeats (the benchmark table shows "mean ± sd (sd of n repeats)")
+    out_tok_s_sd: Optional[float] = None
+    repeats: Optional[int] = None
+
+
+class BenchServingKept(SparseRecord):
+    """bench_serving's kept result keys from its last round (``bench.crosscheck.KEPT_KEYS``); None where absent."""
+
+    completed: Optional[int] = None
+    duration: Optional[float] = None
+    total_input_tokens: Optional[int] = None
+    total_output_tokens: Optional[int] = None
+    request_throughput: Optional[float] = None
+    output_throughput: Optional[float] = None
+    mean_ttft_ms: Optional[float] = None
+    median_ttft_ms: Optional[float] = None
+    p99_ttft_ms: Optional[float] = None
+    mean_itl_ms: Optional[float] = None
+    median_itl_ms: Optional[float] = None
+    p99_itl_ms: Optional[float] = None
+    mean_e2e_latency_ms: Optional[float] = None
+    median_e2e_latency_ms: Optional[float] = None
+    accept_length: Optional[float] = None
+    max_concurrency: Optional[int] = None
+
+
+class CrossCheckRecord(SparseRecord):
+    """Our throughput next to bench_serving's at one concurrency (``bench.crosscheck.CrossCheck.to_dict``)."""
+
+    concurrency: int = 0
+    num_prompts: int = 0
+    ours_output_tok_per_s: float = 0.0
+    theirs_output_tok_per_s: float = 0.0
+    ratio: float = 0.0
+    ours_rounds: list[float] = Field(default_factory=list)
+    theirs_rounds: list[float] = Field(default_factory=list)
+    order: list[str] = Field(default_factory=list)
+    theirs: BenchServingKept = Field(default_factory=BenchServingKept)
+    argv: list[str] = Field(default_factory=list)
+    seconds: float = 0.0
+    machine_cpu_busy: Optional[float] = None
+    server_cpu: Optional[float] = None
+    rounds: int = 0
+    round_ratios: list[float] = Field(default_factory=list)
+
+
+class HarnessChangeRecord(SparseRecord):
+    """One change the CPU harness made on this run's servers (``runtime.cpu_harness.changes``)."""
+
+    obstacle: int = 0
+    name: str = ""
+    where: str = ""
+    kind: str = ""
+    servers: str = ""
+    what: str = ""
+
+
+class FindingRecord(SparseRecord):
+    """One cause tag of the diagnostics and whether it applies (``bench.diagnostics``)."""
+
+    cause: str = ""
+    applies: str = ""
+    evidence: str = ""
+    fix: str = ""
+    threshold_provenance: Optional[str] = None
+
+
+class AcceptanceRow(SparseRecord):
+    """One EAGLE-3 point's acceptance, client and server side (``bench.acceptance.acceptance_records``)."""
+
+    arm: str = ""
+    kind: str = ""
+    concurrency: int = 0
+    accept_length: Optional[float] = None
+    accept_length_mean: Optional[float] = None
+    server_accept_length_mean: Optional[float] = None
+    disagreements: Optional[int] = None
+    accepted_per_verify_histogram: Optional[list[int]] = None
+    accept_length_per_step: Optional[float] = None
+    server_avg_accept_length: Optional[float] = None
+    server_minus_per_step: Optional[float] = None
+
+
+class OfflineVsServedRow(SparseRecord):
+    """Served acceptance against the drafter's offline simulation (``bench.acceptance.offline_vs_served``)."""
+
+    arm: str = ""
+    kind: str = ""
+    concurrency: int = 0
+    served_mean: Optional[float] = None
+    offline_mean: Optional[float] = None
+    served_pooled: Optional[float] = None
+    offline_pooled: Optional[float] = None
+    served_histogram: Optional[list[int]] = None
+    offline_histogram: list[int] = Field(default_factory=list)
+
+
+class SpeedupRow(SparseRecord):
+    """EAGLE-3 over the baseline at one concurrency (``bench.acceptance.speedup_records``)."""
+
+    concurrency: int = 0
+    baseline_tok_s: float = 0.0
+    eagle3_tok_s: float = 0.0
+    speedup: float = 0.0
+    accept_length: Optional[float] = None
 
 
 class PatchBenchSidecar(Sidecar):
     NOTEBOOK: ClassVar[str] = "03_patch_and_bench"
 
-    profile_values: dict[str, Any]
+    profile_values: JsonObject  # the profile's values as loaded (runtime.profiles.Profile), for the record
     models: ModelsRecord
     patch: str
     delegated_members: list[str]
     chain: list[ChainStepRecord]
     story: list[str]
-    capture: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    agreement: list[dict[str, Any]] = Field(default_factory=list)
+    capture: dict[str, CaptureRecord] = Field(default_factory=dict)  # patch name ("None": unpatched) -> check
+    agreement: list[AgreementRecord] = Field(default_factory=list)
     bench_report: Optional[str] = None
-    arms: list[dict[str, Any]] = Field(default_factory=list)
-    cross_check: Optional[dict[str, Any]] = None
+    arms: list[ArmRow] = Field(default_factory=list)
+    cross_check: Optional[CrossCheckRecord] = None
     # runtime.cpu_harness.changes: what the CPU harness changed on this run's servers (empty off the harness)
-    harness: list[dict[str, Any]] = Field(default_factory=list)
+    harness: list[HarnessChangeRecord] = Field(default_factory=list)
     figures: dict[str, str] = Field(default_factory=dict)
-    diagnostics: list[dict[str, Any]] = Field(default_factory=list)
+    diagnostics: list[FindingRecord] = Field(default_factory=list)
     spec_arms: list[SpecArmRecord] = Field(default_factory=list)
     lossless: Optional[LosslessRecord] = None
-    acceptance: list[dict[str, Any]] = Field(default_factory=list)  # bench.acceptance.acceptance_records
-    offline_vs_served: list[dict[str, Any]] = Field(default_factory=list)  # bench.acceptance.offline_vs_served
+    acceptance: list[AcceptanceRow] = Field(default_factory=list)  # bench.acceptance.acceptance_records
+    offline_vs_served: list[OfflineVsServedRow] = Field(default_factory=list)  # bench.acceptance.offline_vs_served
     layer_mismatch: Optional[LayerMismatchRecord] = None
-    speedup: list[dict[str, Any]] = Field(default_factory=list)  # bench.acceptance.speedup_records
+    speedup: list[SpeedupRow] = Field(default_factory=list)  # bench.acceptance.speedup_records
     sampling: Optional[SamplingRecord] = None
     verify_dispatch_gap: Optional[DispatchGapRecord] = None
     timings: dict[str, float] = Field(default_factory=dict)  # seconds per part of the notebook, measured
