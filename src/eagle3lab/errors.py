@@ -4,6 +4,8 @@ Each error carries a message that names the problem and what to do next; the CLI
 it as one line (``str(err)``), never a traceback. It also carries the facts behind the message as keyword fields
 (``ProfileError(msg, path=..., key=...)``): a caller or a test reads ``err.key``, never parses the wording. A
 subclass declares the fields its raise sites set (each ``None`` unless given); ``err.fields`` holds what was given.
+A field the class does not declare is refused (``TypeError``, a bug at the raise site): a misspelt field used to
+become an attribute nobody read, while ``err.<declared>`` stayed ``None``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ class Eagle3LabError(Exception):
 
     def __init__(self, message: str, **fields: Any) -> None:
         super().__init__(message)
+        undeclared = sorted(set(fields) - declared_fields(type(self)))
+        if undeclared:
+            raise TypeError(f"{type(self).__name__} declares no field {', '.join(map(repr, undeclared))}; declare it "
+                            f"on the class (declared: {', '.join(sorted(declared_fields(type(self))))})")
         self.fields: dict[str, Any] = dict(fields)
         for name, value in fields.items():
             setattr(self, name, value)
@@ -28,8 +34,20 @@ class Eagle3LabError(Exception):
         return (_rebuild, (type(self), str(self), self.fields))
 
 
+def declared_fields(cls: type[Eagle3LabError]) -> frozenset[str]:
+    """The fields an error class and its bases declare (their annotated class attributes)."""
+    return frozenset(name for klass in cls.__mro__ for name in vars(klass).get("__annotations__", {})
+                     if name != "fields")
+
+
 def _rebuild(cls: type[Eagle3LabError], message: str, fields: dict[str, Any]) -> Eagle3LabError:
     return cls(message, **fields)
+
+
+class NotebookNotFound(Eagle3LabError):
+    """A notebook asked for by name is not one of the project's notebooks."""
+
+    path: Path | None = None  # where it was looked for
 
 
 class ProfileError(Eagle3LabError):
@@ -103,6 +121,8 @@ class SourceError(Eagle3LabError):
     path: Path | None = None
     newest: str | None = None  # the newest release on the index, when the asked one is not there
     file: str | None = None  # a file inside the package
+    engine: str | None = None  # an engine name that is not one of the canary's
+    packages: tuple[str, ...] | list[str] | None = None  # packages whose sources are not installed
 
 
 class EntryClassError(Eagle3LabError):
@@ -124,6 +144,7 @@ class PatchError(Eagle3LabError):
     unrestored: tuple[str, ...] | None = None  # files a failed write could not put back
     member: str | None = None  # "Class.method" an added method that is not exactly a forward
     extra: str | None = None  # what that method does besides forwarding ("line 730: `os.system('x')`")
+    value: Any = None  # a setting given with a wrong value (a lock timeout)
 
 
 class BenchError(Eagle3LabError):
@@ -248,6 +269,8 @@ class SidecarError(Eagle3LabError):
 
 class RunLockedError(Eagle3LabError):
     """Another eagle3lab run holds this checkout's run lock (its outputs would mix with this one's)."""
+
+    path: Path | None = None  # the lock file
 
     def _render_traceback_(self) -> list[str]:
         """In a notebook (IPython asks for this), the one line, not a traceback through the first cell."""

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from eagle3lab.errors import Eagle3LabError, NotebookFailed
+from eagle3lab.errors import Eagle3LabError, NotebookFailed, NotebookNotFound
 from eagle3lab.paths import REPO_ROOT, repo_dir
 from eagle3lab.runtime import procwatch
 from eagle3lab import signals
@@ -54,8 +54,8 @@ def notebook_path(name: str) -> Path:
     matches = [nb for nb in NOTEBOOKS + EXTRA_NOTEBOOKS if nb == name or nb.split("_", 1)[0] == name]
     path = REPO_ROOT / "notebooks" / f"{matches[0] if matches else name}.ipynb"
     if not path.is_file():
-        raise Eagle3LabError(f"notebook '{name}' not found at {path}; known: {', '.join(NOTEBOOKS)}", path=path,
-                             problem="unknown_notebook")
+        raise NotebookNotFound(f"notebook '{name}' not found at {path}; known: {', '.join(NOTEBOOKS)}", path=path,
+                               problem="unknown_notebook")
     return path
 
 

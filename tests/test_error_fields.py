@@ -1,0 +1,41 @@
+"""Errors enforce their own design: a raise site sets only the fields its class declares. Why: a misspelt field
+became an attribute nobody read, and ``err.<declared>`` stayed ``None`` for the caller or test that asked."""
+
+from __future__ import annotations
+
+import ast
+import pickle
+
+import pytest
+
+from eagle3lab import errors
+from eagle3lab.errors import Eagle3LabError, PatchError, StaleStateError, declared_fields
+from eagle3lab.paths import REPO_ROOT
+
+ERROR_CLASSES = {name: cls for name, cls in vars(errors).items()
+                 if isinstance(cls, type) and issubclass(cls, Eagle3LabError)}
+
+
+def test_an_undeclared_field_is_refused_and_a_declared_one_kept():
+    with pytest.raises(TypeError, match="PatchError declares no field 'hnuk'"):
+        PatchError("patch x does not apply", hnuk=2)  # "hunk", misspelt
+    err = StaleStateError("left patched", patch="p", holder_pid=7, problem="patched")  # its own and its base's
+    assert (err.patch, err.holder_pid, err.problem, err.file) == ("p", 7, "patched", None)
+    again = pickle.loads(pickle.dumps(err))  # a child's error reaching its parent keeps its fields
+    assert type(again) is StaleStateError and again.fields == err.fields and str(again) == "left patched"
+
+
+def test_every_raise_site_in_the_package_sets_only_declared_fields():
+    """Every call of an error class of ``errors.py`` by name, across src/, with its keyword fields."""
+    wrong = []
+    for path in sorted((REPO_ROOT / "src" / "eagle3lab").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+            cls = ERROR_CLASSES.get(name or "")
+            if cls is None:
+                continue
+            wrong += [f"{path.name}:{node.lineno} {name}({kw.arg}=)" for kw in node.keywords
+                      if kw.arg is not None and kw.arg not in declared_fields(cls)]
+    assert wrong == []
