@@ -9,7 +9,7 @@ import pickle
 import pytest
 
 from eagle3lab import errors
-from eagle3lab.errors import Eagle3LabError, PatchError, StaleStateError, declared_fields
+from eagle3lab.errors import Eagle3LabError, PatchError, ServerDiedError, StaleStateError, declared_fields, problems
 from eagle3lab.paths import REPO_ROOT
 
 ERROR_CLASSES = {name: cls for name, cls in vars(errors).items()
@@ -25,8 +25,22 @@ def test_an_undeclared_field_is_refused_and_a_declared_one_kept():
     assert type(again) is StaleStateError and again.fields == err.fields and str(again) == "left patched"
 
 
+def test_a_problem_outside_the_class_literal_is_refused():
+    """``problem`` is a per-class Literal: each class says which failures it reports, and only those."""
+    assert "not_applied" in problems(PatchError) and problems(ServerDiedError) == frozenset()
+    with pytest.raises(TypeError, match="PatchError has no problem 'not_aplied'"):
+        PatchError("the patch is not applied", problem="not_aplied")
+    with pytest.raises(TypeError, match="ServerDiedError has no problem 'died'"):
+        ServerDiedError("the server exited", problem="died")
+    with pytest.raises(TypeError, match="Eagle3LabError has no problem"):
+        Eagle3LabError("bare", problem="anything")  # the base names none: every raise site has its class
+    assert [name for name, cls in ERROR_CLASSES.items()  # every class but the base narrows it
+            if cls is not Eagle3LabError and "problem" not in vars(cls).get("__annotations__", {})] == []
+
+
 def test_every_raise_site_in_the_package_sets_only_declared_fields():
-    """Every call of an error class of ``errors.py`` by name, across src/, with its keyword fields."""
+    """Every call of an error class of ``errors.py`` by name, across src/, with its keyword fields; a literal
+    ``problem`` is one its class names."""
     wrong = []
     for path in sorted((REPO_ROOT / "src" / "eagle3lab").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -38,4 +52,7 @@ def test_every_raise_site_in_the_package_sets_only_declared_fields():
                 continue
             wrong += [f"{path.name}:{node.lineno} {name}({kw.arg}=)" for kw in node.keywords
                       if kw.arg is not None and kw.arg not in declared_fields(cls)]
+            wrong += [f"{path.name}:{node.lineno} {name}(problem={kw.value.value!r})" for kw in node.keywords
+                      if kw.arg == "problem" and isinstance(kw.value, ast.Constant)
+                      and kw.value.value not in problems(cls)]
     assert wrong == []

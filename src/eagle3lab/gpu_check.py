@@ -16,7 +16,7 @@ from typing import Optional, Sequence
 
 from eagle3lab import sidecars
 from eagle3lab.atomic import write_json_atomic
-from eagle3lab.errors import Eagle3LabError
+from eagle3lab.errors import GpuCheckError
 from eagle3lab.paths import repo_dir
 from eagle3lab.runtime import gpuinfo
 
@@ -36,11 +36,11 @@ def require_gpu(inventory: Optional[gpuinfo.GpuInventory] = None) -> gpuinfo.Gpu
     """The GPUs torch sees, or one line saying there are none (before anything heavy starts)."""
     if inventory is None:
         if gpuinfo.no_driver():
-            raise Eagle3LabError(NO_GPU.format(why="no NVIDIA driver: neither /dev/nvidiactl nor nvidia-smi"),
+            raise GpuCheckError(NO_GPU.format(why="no NVIDIA driver: neither /dev/nvidiactl nor nvidia-smi"),
                                  problem="no_gpu")
         inventory = gpuinfo.inventory()
     if inventory.count < 1:
-        raise Eagle3LabError(NO_GPU.format(why=inventory.error or "torch sees 0 CUDA devices"), problem="no_gpu")
+        raise GpuCheckError(NO_GPU.format(why=inventory.error or "torch sees 0 CUDA devices"), problem="no_gpu")
     return inventory
 
 

@@ -13,7 +13,7 @@ import argparse
 from eagle3lab import gpu_check
 from eagle3lab.commands import setup
 from eagle3lab.commands.common import add_profile_arguments, notebook_parameters, profile_of
-from eagle3lab.errors import Eagle3LabError
+from eagle3lab.errors import Eagle3LabError, GpuCheckError
 from eagle3lab.pipeline import build_report
 
 HELP = "the one-GPU check: gpu-1x's notebooks on one CUDA GPU with graphs on, one table and its evidence"
@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     profile = profile_of(args)
     if profile.device != "cuda" or profile.tp_size != 1:
-        raise Eagle3LabError(f"gpu-check runs a one-GPU cuda profile; {profile.name} has device {profile.device} and "
+        raise GpuCheckError(f"gpu-check runs a one-GPU cuda profile; {profile.name} has device {profile.device} and "
                              f"tp_size {profile.tp_size}: pass --profile gpu-1x", problem="gpu_check_profile")
     inventory = gpu_check.require_gpu()
     setup.run(argparse.Namespace(profile=args.profile, set=args.set, rebuild=False, skip_drafter=False))
@@ -41,5 +41,5 @@ def run(args: argparse.Namespace) -> None:
     print(f"wrote: {path}")
     failed = [row.check for row in found if row.outcome == "FAIL"]
     if failure or failed:
-        raise Eagle3LabError(f"gpu-check failed: {failure or ', '.join(failed)} (evidence: {path})",
+        raise GpuCheckError(f"gpu-check failed: {failure or ', '.join(failed)} (evidence: {path})",
                              problem="gpu_check_failed")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from eagle3lab.commands.common import add_profile_arguments, notebook_parameters
-from eagle3lab.errors import Eagle3LabError
+from eagle3lab.errors import CommandLineError
 from eagle3lab.runbook import notebook_path, run_all
 
 VLLM_NOTEBOOK = "04_vllm_same_class"
@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> None:
     if args.vllm_live:
         names = [notebook_path(n).stem for n in args.notebooks or []]
         if names != [VLLM_NOTEBOOK]:
-            raise Eagle3LabError("--vllm-live runs notebook 04 only; pass --notebooks 04", problem="vllm_live_alone")
+            raise CommandLineError("--vllm-live runs notebook 04 only; pass --notebooks 04", problem="vllm_live_alone")
         parameters = {**parameters, "cpu_live": True}
     for path in run_all(args.profile, args.notebooks or None, parameters):
         print(f"executed: {path}")
