@@ -54,6 +54,7 @@ BAD_ARGUMENTS = {
     "doctor": (["--launch", "--speculative-algorithm EAGLE3", "--server-log", "/no/such/server.log"],
                "/no/such/server.log"),
     "evaluate-sealed": (["--set", "no-such-set"], "no-such-set"),
+    "layer-experiment": (["--profile", "cpu", "--prompts", "1"], "--prompts 1"),
     "bench": (["--base-url", "http://127.0.0.1:9", "--concurrency", "one,two"], "one,two"),
 }
 
@@ -68,3 +69,9 @@ def test_every_command_turns_an_eagle3lab_error_into_one_line_and_exit_2():
         assert result.returncode == 2, (name, result.stderr[-500:])
         assert "\n" not in line and line.startswith("eagle3lab: ") and "Traceback" not in line, (name, line)
         assert named in line, (name, line)  # the line names the bad value, so it is this error and not another
+
+
+def test_layer_experiment_refuses_a_profile_off_the_cpu_miniature_in_one_line():
+    result = run_cli("layer-experiment", "--profile", "gpu-1x")
+    assert result.returncode == 2 and result.stderr.strip().count("\n") == 0
+    assert "profile gpu-1x is not one: pass --profile cpu" in result.stderr and "Traceback" not in result.stderr

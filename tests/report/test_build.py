@@ -649,3 +649,66 @@ def test_the_layer_mismatch_throughput_cost_renders_from_its_record_with_its_com
     assert unsourced(text, sources) == []
     sources.patch.variant_costs = []
     assert "In throughput, measured in the same interleaved rounds" not in render_all(sources)
+
+
+# ------------------------------------------------------------------------------------------------ layer experiment
+def layer_record() -> dict:
+    """A layer-convention record in the shape ``notebook.layer_experiment.new_record`` writes."""
+    from eagle3lab.bench import layer_cells
+
+    values = {("output", "plus_one"): (2.4531, 2.31, 2.59), ("output", "as_given"): (1.9062, 1.8, 2.02),
+              ("input", "plus_one"): (1.7344, 1.62, 1.85), ("input", "as_given"): (2.3906, 2.25, 2.53)}
+    cells = [{"convention": c.convention, "capture": c.capture, "trained_outputs": list(c.trained_outputs),
+              "fed_outputs": list(c.fed_outputs), "offset": c.offset, "status": "measured",
+              "accept_length": values[c.convention, c.capture][0], "low": values[c.convention, c.capture][1],
+              "high": values[c.convention, c.capture][2], "requests": 32, "completion_tokens": 1024,
+              "verify_steps": 417, "per_request": [[32, 13]] * 32, "server_ready_s": 31.4,
+              "served_config_ids": list(c.fed_outputs)} for c in layer_cells.cells([1, 6, 10], 12)]
+    record = {"schema_version": 1, "kind": layer_cells.RECORD_KIND, "provenance": "measured here",
+              "date": "2026-12-05T16:40:00+00:00", "machine": {"host_cpus": 2, "platform": "Linux"},
+              "profile": "cpu", "sglang": "0.5.9", "target_layers": 12, "drafter_ids": [1, 6, 10],
+              "workload": {"prompts": 32, "input_len": 32, "output_len": 32, "concurrency": 1, "draft_steps": 3,
+                           "topk": 1, "draft_tokens": 4},
+              "bootstrap": {"level": 0.95, "level_pct": 95, "resamples": 10000, "seed": 0, "over": "requests"},
+              "conventions": layer_cells.CONVENTIONS, "captures": layer_cells.CAPTURES,
+              "mixed": {"capture": "0.5.9 mixed (CUDA graphs as given, eager +1)", "served": False,
+                        "why": layer_cells.MIXED_ON_CPU}, "cells": cells}
+    record["costs"] = layer_cells.mismatch_costs(record)
+    return record
+
+
+def test_the_layer_experiment_table_renders_from_its_record_with_every_number_sourced(sources):
+    sources.layer_experiment = layer_record()
+    documents = build.render_documents(sources)[0]
+    appendix = documents["docs/report/layer-experiment.md"]
+    assert "| id i = output of layer i (SpecForge) ([1, 6, 10]) | 2.453 (2.310-2.590), matched | " \
+           "1.906 (1.800-2.020), one layer early |" in appendix
+    assert "| id i = input of layer i (sglang PR #25454) ([0, 5, 9]) | 1.734 (1.620-1.850), one layer late | " \
+           "2.391 (2.250-2.530), matched |" in appendix
+    assert "loses 0.547 tokens per verify step (2.453 to 1.906)" in documents["REPORT.md"]
+    text = build.joined(documents)
+    assert unsourced(text, sources) == [] and untagged(text, sources) == []
+    sources.layer_experiment["cells"][0]["accept_length"] = 2.4631  # a number the record no longer holds
+    sources.layer_experiment["costs"] = []
+    edited = build.joined(build.render_documents(sources)[0])
+    sources.layer_experiment = layer_record()
+    assert "2.463" in edited and "2.463" in unsourced(edited, sources)
+
+
+def test_the_shipped_layer_experiment_record_renders_with_every_number_sourced(sources):
+    from eagle3lab.bench import layer_cells
+
+    record = layer_cells.load_record("cpu")
+    if record is None:
+        pytest.skip("no layer-experiment record shipped for cpu")
+    assert {c["status"] for c in record["cells"]} == {"measured"} and record["sglang"] and record["date"]
+    sources.layer_experiment = record
+    text = build.joined(build.render_documents(sources)[0])
+    assert "| id i = output of layer i (SpecForge)" in text
+    assert unsourced(text, sources) == [] and untagged(text, sources) == []
+
+
+def test_without_a_layer_record_the_appendix_says_how_to_record_it(sources):
+    documents = build.render_documents(sources)[0]
+    assert "has not been recorded for this profile" in documents["docs/report/layer-experiment.md"]
+    assert "](docs/report/layer-experiment.md)" in documents["REPORT.md"]

@@ -47,6 +47,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("bench", "measure a running server (--base-url), or EAGLE-3 against a plain server (--baseline-url)"),
     "evaluate-sealed": ("evaluate_sealed", "evaluate the sealed held-out set once with the frozen constants "
                                            "(refuses if already evaluated, if the constants or the seal changed)"),
+    "layer-experiment": ("layer_experiment", "served acceptance of tiny drafters under each layer-id convention x "
+                                             "each capture (the CPU miniature; issue 37)"),
     "doctor": ("doctor", "why does EAGLE-3 give no speedup on my deployment? (launch command, server log, "
                          "bench_serving output)"),
 }

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 import jinja2
-from eagle3lab.report import model_evidence, provenance, run_speed, validation_section, vllm_section
+from eagle3lab.bench import layer_cells
+from eagle3lab.report import layer_section, model_evidence, provenance, run_speed, validation_section, vllm_section
 from eagle3lab.report.model_evidence import ModelEvidence
 from eagle3lab.runtime.envinfo import environment_table, git_revision
 from eagle3lab.sidecars import (SCHEMAS, CrashReproSidecar, InterfaceTraceSidecar, PatchBenchSidecar,
@@ -63,6 +64,7 @@ APPENDICES = (
     Appendix("validation", "How the cost model was validated, and how it fares against this run"),
     Appendix("audit", "The audit of every registered wrapper, and the generated fixes"),
     Appendix("vllm", "The same class on vLLM"),
+    Appendix("layer-experiment", "Layer-id conventions served on the CPU miniature"),
 )
 
 
@@ -82,11 +84,12 @@ class ReportSources:
     figures: list[str] = field(default_factory=list)
     rendered_by: str = ""  # the checkout's git revision when the report was rendered (the run's is in environment)
     vllm: Optional[VllmSameClassSidecar] = None
+    layer_experiment: Optional[dict[str, Any]] = None  # bench.layer_cells' shipped record (measured once, not by a notebook)
 
     def evidence(self) -> "provenance.Evidence":
         return provenance.Evidence.of(self.generated, self.environment, self.crash, self.trace, self.patch,
                                       self.model.to_dict(), self.incident, self.figures, self.in_display_units(),
-                                      self.derived(), self.rendered_by, self.vllm)
+                                      self.derived(), self.rendered_by, self.vllm, self.layer_experiment)
 
     def derived(self) -> dict[str, Any]:
         """What the report computes from the sidecars before printing it (the launches on their common prompts)."""
@@ -110,7 +113,7 @@ class ReportSources:
                 "crash": plain(self.crash) if self.crash else None, "trace": plain(self.trace) if self.trace else None,
                 "patch": plain(self.patch) if self.patch else None, "model": self.model.to_dict(),
                 "incident": self.incident, "figures": self.figures, "derived": self.derived(),
-                "vllm": plain(self.vllm) if self.vllm else None}
+                "vllm": plain(self.vllm) if self.vllm else None, "layer_experiment": self.layer_experiment}
 
     @staticmethod
     def structural() -> set[str]:
@@ -133,7 +136,8 @@ def gather_sources(profile: str = "cpu", figures: Sequence[Path] = (),
     return ReportSources(profile=profile, generated=model.computed_on,
                          environment=s01.environment if s01 else environment_table(), crash=s01, trace=s02,
                          patch=s03, model=model, incident=incident.facts(), figures=[Path(f).name for f in figures],
-                         rendered_by=git_revision() or "unknown", vllm=read_if_present(VllmSameClassSidecar, profile))
+                         rendered_by=git_revision() or "unknown", vllm=read_if_present(VllmSameClassSidecar, profile),
+                         layer_experiment=layer_cells.load_record(profile))
 
 
 def render(sources: ReportSources) -> str:
@@ -189,7 +193,7 @@ def render_documents(sources: ReportSources) -> tuple[dict[str, str], provenance
         incident=incident, crash=crash, control=control, trace=trace, fix=fix, bench=bench, model=model,
         diagnostics=s03.diagnostics if s03 else [], premise=premise, public=public,
         summary=summary, evidence=evidence, speed=speed, appendices=APPENDICES,
-        vllm=vllm_section.context(sources.vllm),
+        vllm=vllm_section.context(sources.vllm), layers=layer_section.context(sources.layer_experiment),
         overlap=run_speed.overlap_sentence(binder, s03, s03.diagnostics if s03 else []),
         summary_release=release if release and release != "unknown" else None)
     documents = {REPORT_MD: loader.get_template(TEMPLATE).render(**context)}

@@ -354,14 +354,18 @@ def _read_history(root: Path) -> dict[str, Any] | None:
 def build_trained_drafter(num_layers: int, workload: DrafterWorkload = DrafterWorkload(),
                           recipe: DrafterRecipe = DrafterRecipe(), tiny_seed: int = 0,
                           cache_root: Path | None = None, models_root: Path | None = None,
-                          force: bool = False) -> TrainedDrafter:
+                          force: bool = False, aux_layer_ids: Sequence[int] | None = None) -> TrainedDrafter:
     """Return the trained drafter for a ``num_layers``-deep tiny target, training it if the cache lacks it.
+
+    ``aux_layer_ids``: the layers whose outputs it is trained on (default: the real drafter's scaled to the depth);
+    the layer-convention experiment trains one on the ids one layer below (``layer_experiment``).
 
     The build is atomic: everything is written into a temporary folder that is renamed into
     ``<cache_root>/<cache_key>`` at the end, so an interrupted build is never reused. ``cache_root`` defaults to
     ``cache_dir("drafters")``; ``models_root`` is handed to ``build_tiny_models``.
     """
-    tiny = build_tiny_models(cache_root=models_root, seed=tiny_seed, num_layers=num_layers)
+    tiny = build_tiny_models(cache_root=models_root, seed=tiny_seed, num_layers=num_layers,
+                             aux_layer_ids=aux_layer_ids)
     inputs = drafter_inputs(tiny, recipe, workload)
     key = drafter_cache_key(inputs)
     base = Path(cache_root) if cache_root is not None else cache_dir(CACHE_FOLDER)
