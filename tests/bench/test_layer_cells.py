@@ -48,7 +48,7 @@ def test_served_acceptance_refuses_requests_without_speculation(bad):
 
 def test_request_counts_keep_finished_measured_requests_only():
     def rec(phase, ok, tokens, steps):
-        return SimpleNamespace(phase=phase, ok=ok, completion_tokens=tokens, spec_verify_ct=steps)
+        return SimpleNamespace(phase=phase, ok=ok, completion_tokens=tokens, spec_verify_ct=steps, prompt_index=0)
 
     records = [rec("warmup", True, 32, 10), rec("measure", True, 32, 14), rec("measure", False, 5, 2),
                rec("measure", True, 32, None)]
@@ -81,3 +81,21 @@ def test_load_record_refuses_another_schema_in_one_line(tmp_path):
     layer_cells.record_path("cpu", tmp_path).write_text("{")
     with pytest.raises(BenchError, match="is not readable JSON"):
         layer_cells.load_record("cpu", tmp_path)
+
+
+def test_the_paired_interval_resolves_a_cost_the_unpaired_intervals_overlap_on():
+    # prompts whose acceptance spreads widely, the mismatched cell one verify step worse on every prompt
+    matched = [[32, steps] for steps in (10, 12, 14, 16, 18, 20, 11, 13, 15, 17)]
+    other = [[32, steps + 1] for _, steps in matched]
+    a, b = layer_cells.served_acceptance(matched), layer_cells.served_acceptance(other)
+    assert b.high > a.low  # unpaired: the intervals overlap
+    low, high = layer_cells.paired_drop_interval(matched, other)
+    assert 0 < low < a.accept_length - b.accept_length < high
+    assert layer_cells.paired_drop_interval(matched, other[:-1]) is None  # different prompts: no pairing
+    assert layer_cells.paired_drop_interval(matched[:1], other[:1]) is None
+
+
+def test_request_counts_follow_prompt_order():
+    records = [SimpleNamespace(phase="measure", ok=True, completion_tokens=32, spec_verify_ct=s, prompt_index=i)
+               for i, s in ((2, 12), (0, 10), (1, 11))]
+    assert layer_cells.request_counts(records) == [[32, 10], [32, 11], [32, 12]]

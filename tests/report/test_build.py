@@ -662,7 +662,8 @@ def layer_record() -> dict:
               "fed_outputs": list(c.fed_outputs), "offset": c.offset, "status": "measured",
               "accept_length": values[c.convention, c.capture][0], "low": values[c.convention, c.capture][1],
               "high": values[c.convention, c.capture][2], "requests": 32, "completion_tokens": 1024,
-              "verify_steps": 417, "per_request": [[32, 13]] * 32, "server_ready_s": 31.4,
+              "verify_steps": 417,
+              "per_request": [[32, round(32 / values[c.convention, c.capture][0]) + k % 3] for k in range(32)], "server_ready_s": 31.4,
               "served_config_ids": list(c.fed_outputs)} for c in layer_cells.cells([1, 6, 10], 12)]
     record = {"schema_version": 1, "kind": layer_cells.RECORD_KIND, "provenance": "measured here",
               "date": "2026-12-05T16:40:00+00:00", "machine": {"host_cpus": 2, "platform": "Linux"},
@@ -685,7 +686,7 @@ def test_the_layer_experiment_table_renders_from_its_record_with_every_number_so
            "1.906 (1.800-2.020), one layer early |" in appendix
     assert "| id i = input of layer i (sglang PR #25454) ([0, 5, 9]) | 1.734 (1.620-1.850), one layer late | " \
            "2.391 (2.250-2.530), matched |" in appendix
-    assert "loses 0.547 tokens per verify step (2.453 to 1.906)" in documents["REPORT.md"]
+    assert "loses 0.547 tokens per verify step (2.453 to 1.906; paired 95% interval of the loss" in documents["REPORT.md"]
     text = build.joined(documents)
     assert unsourced(text, sources) == [] and untagged(text, sources) == []
     sources.layer_experiment["cells"][0]["accept_length"] = 2.4631  # a number the record no longer holds

@@ -116,9 +116,28 @@ def served_acceptance(per_request: Sequence[Sequence[int]], resamples: int = BOO
 
 
 def request_counts(records: Sequence[Any]) -> list[list[int]]:
-    """[completion tokens, verify steps] of each finished measured request (``bench.metrics.RequestRecord``)."""
-    return [[int(r.completion_tokens), int(r.spec_verify_ct)] for r in records
-            if r.phase == "measure" and r.ok and r.completion_tokens and r.spec_verify_ct]
+    """[completion tokens, verify steps] of each finished measured request (``bench.metrics.RequestRecord``), in
+    prompt order, so that two cells' lists pair prompt by prompt."""
+    done = [r for r in records if r.phase == "measure" and r.ok and r.completion_tokens and r.spec_verify_ct]
+    done.sort(key=lambda r: (r.prompt_index is None, r.prompt_index or 0))
+    return [[int(r.completion_tokens), int(r.spec_verify_ct)] for r in done]
+
+
+def paired_drop_interval(matched: Sequence[Sequence[int]], other: Sequence[Sequence[int]],
+                         resamples: int = BOOTSTRAP_RESAMPLES, level: float = BOOTSTRAP_LEVEL,
+                         seed: int = BOOTSTRAP_SEED) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of (matched pooled acceptance - other pooled acceptance), resampling prompts
+    with both cells' requests on a prompt kept together: both cells served the same prompts, and acceptance varies
+    far more from prompt to prompt than between the cells, so unpaired intervals overlap where the paired one
+    does not. None when the cells did not measure the same number of prompts (no pairing) or fewer than two."""
+    a, b = np.asarray(matched, dtype=float), np.asarray(other, dtype=float)
+    if a.shape != b.shape or a.ndim != 2 or len(a) < 2:
+        return None
+    picks = np.random.default_rng(seed).integers(0, len(a), size=(resamples, len(a)))
+    sa, sb = a[picks].sum(axis=1), b[picks].sum(axis=1)
+    drops = sa[:, 0] / sa[:, 1] - sb[:, 0] / sb[:, 1]
+    low, high = np.quantile(drops, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
+    return float(low), float(high)
 
 
 def record_path(profile: str, root: Path | None = None) -> Path:
@@ -155,14 +174,17 @@ def table_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def mismatch_costs(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """For each convention, what the mismatched capture costs against the matched one (tokens per verify step)."""
+    """For each convention, what the mismatched capture costs against the matched one (tokens per verify step),
+    with the paired interval of that cost where both cells kept their per-prompt counts."""
     costs = []
     for row in table_rows(record):
         matched_cap = PLUS_ONE if row["convention"] == OUTPUT else AS_GIVEN
         other_cap = AS_GIVEN if matched_cap == PLUS_ONE else PLUS_ONE
         matched, other = row[matched_cap], row[other_cap]
         if matched and other:
+            paired = paired_drop_interval(matched.get("per_request") or [], other.get("per_request") or [])
             costs.append({"convention": row["convention"], "matched_capture": matched_cap, "mismatched_capture": other_cap,
                           "matched": matched["accept_length"], "mismatched": other["accept_length"],
-                          "drop": matched["accept_length"] - other["accept_length"]})
+                          "drop": matched["accept_length"] - other["accept_length"],
+                          "drop_low": paired[0] if paired else None, "drop_high": paired[1] if paired else None})
     return costs

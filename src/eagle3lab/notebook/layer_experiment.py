@@ -124,6 +124,8 @@ def measure_cell(profile: Profile, models: Models, drafter: TrainedDrafter, cell
         arm = run_arm(cell.name, spec.base_url, config, out_dir, kind=ARM_KIND_EAGLE3, log=lambda line: None)
         arm.server_ready_seconds = ready_s
         save_arm(arm, out_dir)
+    if arm.requests_file is None:
+        raise BenchError(f"cell {cell.name}: the sweep kept no request file (see {log})")
     counts = layer_cells.request_counts(load_requests(out_dir / arm.requests_file))
     if not counts:
         raise BenchError(f"cell {cell.name}: no request finished with a verify count (see {log})")

@@ -23,6 +23,13 @@ def _cell_text(cell: Optional[dict[str, Any]]) -> str:
     return f"{text}, {OFFSET_TEXT.get(cell['offset'], str(cell['offset']))}"
 
 
+def _paired(cost: dict[str, Any], record: dict[str, Any]) -> str:
+    if cost.get("drop_low") is None:
+        return ""
+    return (f"; paired {record['bootstrap']['level_pct']}% interval of the loss {cost['drop_low']:.3f} to "
+            f"{cost['drop_high']:.3f}")
+
+
 def context(record: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
     """What the appendix and REPORT.md print; None without a record."""
     if not record:
@@ -35,7 +42,8 @@ def context(record: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
     sentence = None
     if costs:
         parts = [f"a drafter trained on the {c['convention']} convention loses {c['drop']:.3f} tokens per verify step "
-                 f"({c['matched']:.3f} to {c['mismatched']:.3f}) when served the other capture" for c in costs]
+                 f"({c['matched']:.3f} to {c['mismatched']:.3f}{_paired(c, record)}) when served the other capture"
+                 for c in costs]
         sentence = (f"On the CPU miniature ({record['target_layers']}-layer tiny target, sglang {record['sglang']}, "
                     f"{record['date'][:10]}), {' and '.join(parts)} **[measured]**.")
     return {"record": record, "rows": rows, "captures": list(layer_cells.CAPTURES.values()),
