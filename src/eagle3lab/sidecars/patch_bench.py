@@ -419,12 +419,17 @@ class FindingRecord(SparseRecord):
     threshold_provenance: Optional[str] = None
 
 
-class AcceptanceRow(SparseRecord):
-    """One EAGLE-3 point's acceptance, client and server side (``bench.acceptance.acceptance_records``)."""
+class ArmPointRow(SparseRecord):
+    """The key every per-point acceptance row starts with: which arm, of which kind, at which concurrency."""
 
     arm: str = ""
     kind: str = ""
     concurrency: int = 0
+
+
+class AcceptanceRow(ArmPointRow):
+    """One EAGLE-3 point's acceptance, client and server side (``bench.acceptance.acceptance_records``)."""
+
     accept_length: Optional[float] = None
     accept_length_mean: Optional[float] = None
     server_accept_length_mean: Optional[float] = None
@@ -435,12 +440,9 @@ class AcceptanceRow(SparseRecord):
     server_minus_per_step: Optional[float] = None
 
 
-class OfflineVsServedRow(SparseRecord):
+class OfflineVsServedRow(ArmPointRow):
     """Served acceptance against the drafter's offline simulation (``bench.acceptance.offline_vs_served``)."""
 
-    arm: str = ""
-    kind: str = ""
-    concurrency: int = 0
     served_mean: Optional[float] = None
     offline_mean: Optional[float] = None
     served_pooled: Optional[float] = None
