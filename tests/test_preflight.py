@@ -34,7 +34,7 @@ CHECKS = ["GPUs", "GPU architecture", "sglang", "target checkpoint", "draft chec
           "weight loads",
           "server flags (baseline)", "server flags (EAGLE-3)", "sglang check_server_args (baseline)",
           "sglang check_server_args (EAGLE-3)", "drafter aux layers", "first raise", "capture order", "NVIDIA driver", "cuDNN",
-          "sgl-kernel", "GPUs idle", "interconnect"]
+          "sgl-kernel", "GPUs idle", "interconnect", "NCCL all-reduce"]
 
 # Constructed in the format `nvidia-smi topo -m` prints (8 GPUs on two PCIe roots, no NVLink); not a capture.
 PCIE_TOPOLOGY = "\n".join(
@@ -140,6 +140,7 @@ def test_blackwell_8x_passes_with_eight_96gb_gpus_mocked_gpu(offline_hub, tiny_m
     first = result.check("first raise")
     assert first.data["capability"] == (12, 0) and first.data["first_raise"]["certain"] is True, first.detail
     assert result.check("interconnect").detail.endswith("no NVLink: all-reduce goes over PCIe")
+    assert result.check("NCCL all-reduce").detail == "torch sees 0 CUDA GPUs here, fewer than tp_size 8: not run"
     layers = result.check("drafter aux layers")
     # the tiny drafter (ids i, depth L): eager forwards capture [i + 1]; sglang's CUDA-graph runner calls the hook
     # without ids, so graph replays capture its defaults [2, L // 2, L - 3]

@@ -5,13 +5,15 @@ launching is found here, in seconds, each as one line with what to do: GPUs (cou
 ``tp_size``), the sglang release and whether it is still pristine, both checkpoints (on disk, complete, size),
 free disk, the host (``/dev/shm`` for NCCL, RAM against the checkpoint, ``Python.h`` and a compiler for
 Triton, ``libnuma.so.1`` for sgl-kernel), both server command lines through sglang's own ``ServerArgs``, the drafter's aux layer ids with the
-layers they make sglang capture eagerly and under CUDA graphs, and the interconnect as evidence.
+layers they make sglang capture eagerly and under CUDA graphs, the interconnect as evidence, and an all-reduce of
+verify's message across the ``tp_size`` GPUs in a child with deadlines (a peer-to-peer hang becomes one line).
 
 The ``cpu`` profile (tiny models generated here, no GPU) is passed over. A profile overridden to run on CPU
 (the rehearsal of a GPU profile) skips the GPU checks, and says so in their rows.
 
-One module per kind of check (``hardware``, ``install``, ``host``, ``flags``, ``layers``, ``memory``) over ``result``; ``runner`` runs them
-in order. This package's namespace is the public face (``preflight.require``, ``preflight.check_driver``).
+One module per kind of check (``hardware``, ``install``, ``host``, ``flags``, ``layers``, ``memory``,
+``allreduce``) over ``result``; ``runner`` runs them in order. This package's namespace is the public face
+(``preflight.require``, ``preflight.check_driver``).
 """
 
 from eagle3lab.preflight.result import Outcome, SLOW, Check, Preflight, passed_over
@@ -24,6 +26,7 @@ from eagle3lab.preflight.host import (HostFacts, read_host_facts, check_shm, che
 from eagle3lab.preflight.flags import check_server_flags, FULL_CHECK, check_full_server_args
 from eagle3lab.preflight.layers import check_layers, check_capture_order, check_first_raise
 from eagle3lab.preflight.memory import check_memory
+from eagle3lab.preflight.allreduce import check_allreduce
 from eagle3lab.preflight.runner import run_preflight, save, require, as_json
 
 __all__ = ["Outcome", "SLOW", "Check", "Preflight", "passed_over", "check_gpu_count", "check_capability",
@@ -32,4 +35,4 @@ __all__ = ["Outcome", "SLOW", "Check", "Preflight", "passed_over", "check_gpu_co
            "HostFacts", "read_host_facts", "check_shm", "check_host_ram", "check_triton_build", "check_libnuma",
            "check_host",
            "check_server_flags", "FULL_CHECK", "check_full_server_args", "check_layers", "check_capture_order",
-           "check_first_raise", "run_preflight", "save", "require", "as_json"]
+           "check_first_raise", "check_allreduce", "run_preflight", "save", "require", "as_json"]

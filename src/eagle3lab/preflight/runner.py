@@ -20,12 +20,20 @@ from eagle3lab.preflight.layers import check_capture_order, check_first_raise, c
 from eagle3lab.preflight.memory import KV, MEMORY, check_memory
 from eagle3lab.preflight.loads import check_loads
 from eagle3lab.preflight.host import HostFacts, check_host, read_host_facts
+from eagle3lab.preflight.allreduce import NAME as ALLREDUCE, check_allreduce
+
+
+def _not_run(name: str, profile: Profile) -> Check:
+    """The row of a slow check a quick run leaves out once something failed."""
+    return Check(name, "skipped", "not run: an earlier check failed",
+                 f"python -m eagle3lab preflight --profile {profile.name} runs every check")
 
 
 def run_preflight(profile: Profile, *, quick: bool = False,
                   inventory: Callable[[], gpuinfo.GpuInventory] = gpuinfo.inventory,
                   host: Callable[[], HostFacts] | None = None) -> Preflight:
-    """Every check for ``profile``. ``quick`` skips sglang's parser (seconds of import) once a check has failed:
+    """Every check for ``profile``. ``quick`` skips sglang's parser (seconds of import) and the all-reduce test
+    (seconds of starting ``tp_size`` ranks) once a check has failed:
     the run stops anyway, and ``python -m eagle3lab preflight`` runs everything. ``inventory`` and ``host`` read
     the GPUs and the host (``read_host_facts`` when None; tests describe a box through them)."""
     started = time.monotonic()
@@ -46,11 +54,7 @@ def run_preflight(profile: Profile, *, quick: bool = False,
                                trust_remote_code=profile.trust_remote_code)
     skip_slow = quick and bool(result.failures)
     if skip_slow:
-        result.checks += [Check(f"{SLOW} ({label})", "skipped", "not run: an earlier check failed",
-                                f"python -m eagle3lab preflight --profile {profile.name} runs every check")
-                          for label in ("baseline", "EAGLE-3")]
-        result.checks += [Check(f"{FULL_CHECK} ({label})", "skipped", "not run: an earlier check failed",
-                                f"python -m eagle3lab preflight --profile {profile.name} runs every check")
+        result.checks += [_not_run(f"{name} ({label})", profile) for name in (SLOW, FULL_CHECK)
                           for label in ("baseline", "EAGLE-3")]
     else:
         result.checks += check_server_flags(profile, models, validate=target.present and draft.present,
@@ -64,6 +68,8 @@ def run_preflight(profile: Profile, *, quick: bool = False,
                       check_driver(inv),
                       check_cudnn(profile, inv), check_sgl_kernel(inv, profile.tp_size),
                       check_idle(inv, profile.tp_size), check_interconnect(inv)]
+    result.checks.append(_not_run(ALLREDUCE, profile) if quick and result.failures else
+                         check_allreduce(profile, inv, target.path))
     result.seconds = round(time.monotonic() - started, 2)
     return result
 
