@@ -20,7 +20,7 @@
 # %%
 from eagle3lab.notebook import fixes as fixbook
 from eagle3lab.fix import fixverify
-from eagle3lab.trace import audit, sources
+from eagle3lab.trace import audit
 from eagle3lab.notebook import interface_trace as tracebook
 from eagle3lab.runtime import envinfo
 from eagle3lab.notebook import params as nbparams, show
@@ -120,7 +120,9 @@ show.table(conf_here["unresolved"], ["entry", "file", "kind", "reason"])
 # hold (a newer one, or after a change to the trace code) is fetched and traced here, in parallel.
 
 # %%
-versions = tracebook.bisect_versions(bisect_versions)
+releases = tracebook.bisect_releases(bisect_versions, entry_class)  # offline: the releases the record holds
+versions = releases.versions
+print(f"releases bisected: {releases.origin}")
 bisect = audit.bisect(versions, entry_class)
 print(f"appeared {bisect['appeared']}, first fixed {bisect['first_fixed']}, gained {bisect['member_gained']}; "
       f"{len(versions)} releases in {bisect['seconds']} s ({len(bisect['from_record'])} from the release record, "
@@ -129,18 +131,20 @@ show.table(bisect["rows"], ["version", "present", "file", "status", "missing", "
 
 # %% [markdown]
 # ## 7. The newest release: the same audit
+# Its wheel comes from the cache, else the package index; with neither (an air-gapped node) this section, its
+# capture-order rows and its fixes are skipped, and one line says so.
 
 # %%
-newest_src = sources.open_source(versions[-1])
-conf_newest = audit.conformance(newest_src)
-print(tracebook.audit_summary(conf_newest))
-show.table(tracebook.count_rows(conf_newest))
+newest_src, newest_skipped = tracebook.open_newest(versions)
+conf_newest = audit.conformance(newest_src) if newest_src else None
+print(tracebook.newest_text(conf_newest, newest_skipped))
+show.table(tracebook.count_rows(conf_newest) if conf_newest else [])
 
 # %%
-show.table(tracebook.lacking_rows(conf_newest))
+show.table(tracebook.lacking_rows(conf_newest) if conf_newest else [])
 
 # %%
-show.table(conf_newest["unresolved"], ["entry", "file", "kind", "reason"])
+show.table((conf_newest or {}).get("unresolved", []), ["entry", "file", "kind", "reason"])
 
 # %% [markdown]
 # ## 7b. The second EAGLE-3 defect: CUDA graphs captured before the drafter's layer ids are set
@@ -175,7 +179,7 @@ show.table(tracebook.release_table_rows(capture_order))
 
 # %%
 fix_results = {release.version: fixbook.fixes(release, conf)
-               for release, conf in ((src, conf_here), (newest_src, conf_newest))}
+               for release, conf in ((src, conf_here), (newest_src, conf_newest)) if release and conf}
 show.table([row for result in fix_results.values() for row in fixbook.fix_rows(result)])
 
 # %%
@@ -213,7 +217,7 @@ sidecar_file = sidecars.write(sidecars.InterfaceTraceSidecar(
     verdict=verdict,
     draft=draft,
     layer_ids=layer_ids,
-    conformance={"traced": conf_here, "newest": conf_newest},
+    conformance={"traced": conf_here, **({"newest": conf_newest} if conf_newest else {})},
     fixes=fixbook.stored(fix_results, verification),
     bisect=bisect,
     capture_order=capture_order,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,13 +9,12 @@ from pathlib import Path
 import pytest
 
 import synthetic_sglang as syn
+from notebook_02 import run_notebook_02
 from eagle3lab.package import wheels
 from eagle3lab.sidecars import SCHEMA_VERSION
 from eagle3lab.trace import audit, sources
 from eagle3lab.errors import EntryClassError
-from eagle3lab.paths import REPO_ROOT
 from eagle3lab.trace.startup import StartupProfile
-from timing import patience
 
 
 @pytest.fixture(scope="module")
@@ -172,16 +169,9 @@ def test_real_release_bisect_and_newest_conformance():
 @pytest.mark.network
 @pytest.mark.notebook
 def test_notebook_02_runs_and_writes_the_sidecar_notebook_03_reads(tmp_path: Path):
-    env = {**os.environ, "CI": "1", "EAGLE3LAB_FIGURES_DIR": str(tmp_path / "figures"),
-           "EAGLE3LAB_ARTIFACTS_DIR": str(tmp_path / "artifacts")}
-    params = tmp_path / "params.yaml"
     # the run-time checks of the generated fixes have their own server tests (tests/fix/test_fixverify.py)
-    params.write_text('sglang_source: "0.5.9"\nbisect_versions: ["0.5.9", "0.5.10"]\nverify_fixes: false\n')
-    cmd = [sys.executable, "-m", "papermill", "-k", "eagle3lab", "-f", str(params), "--cwd", str(tmp_path),
-           str(REPO_ROOT / "notebooks" / "02_interface_trace.ipynb"), str(tmp_path / "out.ipynb")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=patience(600))
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    side = json.loads((tmp_path / "artifacts" / "02_interface_trace.cpu.json").read_text())
+    side = run_notebook_02(tmp_path, 'sglang_source: "0.5.9"\nbisect_versions: ["0.5.9", "0.5.10"]\n'
+                           'verify_fixes: false\n')
     assert side["schema_version"] == SCHEMA_VERSION
     verdict = side["verdict"]
     assert {"missing_members", "delegation_gaps", "first_raise", "one_method_enough"} <= set(verdict)

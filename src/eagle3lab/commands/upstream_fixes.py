@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> None:
         newest = check_version(args.newest) if args.newest else None
         made = fixbook.write_release_record(fixbook.notebook_results(newest))
         print(f"wrote: {made['path']} ({made['entries']} passing checks of sglang {', '.join(made['releases'])})")
-        versions = tracebook.bisect_versions([])
+        versions = tracebook.bisect_versions([], record_fallback=False)  # a record comes from the index
         if newest:
             versions = [v for v in versions if Version(v) <= Version(newest)]
         print(f"wrote: {tracebook.write_release_rows(versions)} (notebook 02's bisect rows of {len(versions)} releases)")

@@ -135,7 +135,7 @@ def verify(results: dict[str, dict[str, Any]], run: bool = True, entries: Option
 def notebook_results(newest: Optional[str] = None) -> dict[str, dict[str, Any]]:
     """The fix results notebook 02 checks by default: the installed release's and the newest release's (``newest``
     names it; default: the newest on the index)."""
-    versions = [newest] if newest else interface_trace.bisect_versions([])
+    versions = [newest] if newest else interface_trace.bisect_versions([], record_fallback=False)
     pairs = [sources.open_source(sources.INSTALLED), sources.open_source(versions[-1])]
     return {src.version: fixes(src, audit.conformance(src)) for src in pairs}
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
 from packaging.version import Version
 
+from eagle3lab.errors import SourceError
 from eagle3lab.package import wheels
 from eagle3lab.trace import audit, capture_order, contract, release_layers, release_record, sources
 from eagle3lab.report.plots import trace as plots_trace
@@ -154,10 +156,65 @@ def layer_text(tables: list[dict]) -> str:
     )
 
 
-def bisect_versions(requested: list[str]) -> list[str]:
-    """The requested releases, or every release from 0.5.6 to the newest on the index. Their wheels are fetched
-    when a release is traced, not here: the shipped release record holds most rows (``trace.release_record``)."""
-    return [wheels.check_version(v) for v in requested] if requested else wheels.releases_between(FIRST_RELEASE)
+@dataclass(frozen=True)
+class Releases:
+    """The releases notebook 02 bisects, and one line saying where the list came from."""
+
+    versions: list[str]
+    origin: str
+
+
+def record_releases(entry: str = audit.KIMI_ENTRY, path: Path | None = None) -> list[str]:
+    """The releases the shipped release record lists from 0.5.6 on, of them those it holds a current bisect row of
+    ``entry`` for (a row traced by other trace code is stale: ``release_record.recorded`` leaves it out)."""
+    record = path or release_record.RECORD
+    try:
+        listed = json.loads(record.read_text(encoding="utf-8")).get("releases", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    listed = [v for v in listed if isinstance(v, str) and Version(v) >= Version(FIRST_RELEASE)]
+    held = release_record.recorded(release_record.BISECT_ROW, listed, entry, path=record)
+    return sorted((v for v in listed if v in held), key=Version)
+
+
+def bisect_releases(requested: list[str], entry: str = audit.KIMI_ENTRY, *, record_fallback: bool = True) -> Releases:
+    """The requested releases, or every release from 0.5.6 to the newest on the index; with the index unreachable
+    (an air-gapped GPU node) and ``record_fallback``, the releases the shipped record holds, saying so. Their wheels
+    are fetched when a release is traced, not here: the record holds the rows of the releases it lists."""
+    if requested:
+        return Releases([wheels.check_version(v) for v in requested], "the releases asked for (bisect_versions)")
+    try:
+        return Releases(wheels.releases_between(FIRST_RELEASE), "every release on the package index from "
+                                                                 f"{FIRST_RELEASE}")
+    except SourceError as err:
+        held = record_releases(entry) if record_fallback and err.problem == "offline" else []
+        if not held:
+            raise
+        return Releases(held, f"the package index is unreachable, so the {len(held)} releases the shipped release "
+                              f"record holds ({held[0]} to {held[-1]}); releases after {held[-1]} are not covered")
+
+
+def bisect_versions(requested: list[str], *, record_fallback: bool = True) -> list[str]:
+    """``bisect_releases(requested).versions``; the commands that write the record pass ``record_fallback=False``
+    (a record must come from the index, never from itself)."""
+    return bisect_releases(requested, record_fallback=record_fallback).versions
+
+
+def open_newest(versions: list[str]) -> tuple[Optional[sources.SglangSource], Optional[str]]:
+    """The newest release's source (its wheel from the cache, else the index), or, with neither, None and the one
+    line saying what the notebook skips instead."""
+    try:
+        return sources.open_source(versions[-1]), None
+    except SourceError as err:
+        if err.problem != "offline":
+            raise
+        return None, (f"skipped for the newest release, sglang {versions[-1]}: its audit, capture-order rows and "
+                      "fixes (no cached wheel and the package index is unreachable; connect, or put its wheel in "
+                      "the eagle3lab cache's wheels/ folder)")
+
+
+def newest_text(conf_newest: Optional[dict[str, Any]], skipped: Optional[str]) -> str:
+    return audit_summary(conf_newest) if conf_newest else str(skipped)
 
 
 def write_release_rows(versions: list[str], entry: str = audit.KIMI_ENTRY) -> Path:
@@ -216,12 +273,13 @@ def lacking_rows(conf: dict[str, Any]) -> list[dict[str, Any]]:
             for r in conf["lacking"]]
 
 
-def capture_order_record(src: sources.SglangSource, newest: sources.SglangSource, versions: list[str],
+def capture_order_record(src: sources.SglangSource, newest: Optional[sources.SglangSource], versions: list[str],
                          setups: list[Any]) -> dict[str, Any]:
-    """The capture-order defect for the traced and the newest release: graph vs eager capture layers for the Kimi
-    drafter's ids (and each profile's own drafter), the first release whose order is fixed (bisected), and every
-    release's captured layers from the traced one on (``trace.release_layers``, from the shipped record)."""
-    orders = [capture_order.trace_capture_order(s) for s in (src, newest)]
+    """The capture-order defect for the traced and the newest release (None: offline without its wheel): graph vs
+    eager capture layers for the Kimi drafter's ids (and each profile's own drafter), the first release whose order
+    is fixed (bisected), and every release's captured layers from the traced one on (``trace.release_layers``, from
+    the shipped record)."""
+    orders = [capture_order.trace_capture_order(s) for s in (src, newest) if s is not None]
     layers = [o.layers(KIMI_DEPTH, KIMI_DRAFTER_IDS) | {"drafter": "Kimi-K2.5 + AQ-MedAI/Kimi-K25-eagle3"}
               for o in orders]
     cases = [release_layers.KIMI_CASE, release_layers.SPECFORGE_CASE]
