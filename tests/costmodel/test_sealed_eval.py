@@ -15,6 +15,7 @@ import yaml
 from eagle3lab.commands.cli import main
 from eagle3lab.commands import evaluate_sealed
 from eagle3lab.costmodel.freeze import COMMIT, CONSTANTS, constants_commit
+from eagle3lab.costmodel.sealed import RESULT, result_path, sealed_record
 from eagle3lab.costmodel.seals import DATA, SEALS, load_seals, sha256_of
 from eagle3lab.costmodel.sealed_eval import Paths, check_constants, evaluate, load_set
 from eagle3lab.errors import PerfModelError
@@ -144,3 +145,16 @@ def test_a_calibration_on_the_eagle_arm_is_refused(tmp_path):
 def test_an_unknown_set_is_one_line_naming_it():
     with pytest.raises(PerfModelError, match="no seal recorded for evaluation set 'nope'"):
         Paths.for_set("nope")
+
+
+def test_the_record_reader_takes_the_set_by_name_and_keeps_the_reports_default():
+    """sealed_record was hard-wired to held_out_4; a later set is read by its name, from its own result file."""
+    default = sealed_record()
+    assert default == sealed_record(name="held_out_4") == sealed_record(RESULT, "held_out_4")
+    assert default["set"] == "held_out_4" and default["evaluated"] == RESULT.is_file()
+    assert Paths.for_set("held_out_4").result == result_path("held_out_4") == RESULT
+
+
+def test_the_record_reader_refuses_an_unsealed_set_in_one_line():
+    with pytest.raises(PerfModelError, match="no seal recorded for evaluation set 'held_out_99'"):
+        sealed_record(name="held_out_99")

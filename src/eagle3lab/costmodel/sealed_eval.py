@@ -27,7 +27,7 @@ from eagle3lab.costmodel.evaluation import EvalPoint, current_frozen, developmen
 from eagle3lab.costmodel.freeze import COMMIT, CONSTANTS, CommitRecord, load_constants
 from eagle3lab.costmodel.gpus import HARDWARE
 from eagle3lab.costmodel.presets import stored_model
-from eagle3lab.costmodel.sealed import GOAL_MAPE_PCT, RESULT, SET
+from eagle3lab.costmodel.sealed import GOAL_MAPE_PCT, RESULT, SET, result_path
 from eagle3lab.costmodel.seals import DATA, SEALS, check_seal, load_seals
 from eagle3lab.costmodel.validation import Dataset, Source, load_dataset, validate
 from eagle3lab.errors import PerfModelError
@@ -58,7 +58,7 @@ class Paths:
         if name not in known:
             raise PerfModelError(f"no seal recorded for evaluation set '{name}' in {SEALS.name}; sealed sets: "
                                  f"{', '.join(known)}", parameter="set", value=name, problem="unknown")
-        return cls(set_name=name, result=RESULT if name == SET else DATA / f"{name}_evaluation.json")
+        return cls(set_name=name, result=result_path(name))
 
 
 def git_blob_sha1(data: bytes) -> str:
