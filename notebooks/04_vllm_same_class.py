@@ -92,7 +92,7 @@ show.table(flagged)
 # %%
 cases = book.layer_cases(kimi)
 layers = book.vllm_layer_rows(results, cases) + book.sglang_layer_rows(cases)
-show.table(layers)
+show.table(book.layer_table(layers))
 
 # %% [markdown]
 # ## 5. vLLM's CPU build with the tiny model: the last release without the fix and the first with it

@@ -14,7 +14,8 @@ from pydantic import BaseModel, ValidationError
 
 from eagle3lab import sidecars
 from eagle3lab.paths import REPO_ROOT
-from eagle3lab.sidecars import SCHEMA_VERSION, BisectRow, CrashReproSidecar, InterfaceTraceSidecar, PatchBenchSidecar
+from eagle3lab.sidecars import (SCHEMA_VERSION, BisectRow, CrashReproSidecar, InterfaceTraceSidecar, PatchBenchSidecar,
+                                VllmSameClassSidecar)
 
 TREE_KEYS = {"crash": CrashReproSidecar, "trace": InterfaceTraceSidecar, "patch": PatchBenchSidecar}
 
@@ -58,11 +59,11 @@ def test_the_last_runs_sidecars_read_under_the_typed_schemas_and_write_back_unch
 
 
 def test_no_sidecar_field_is_typed_any():
-    """Notebooks 01-03's schemas; notebook 04's (``VllmSameClassSidecar``) is not typed yet (issue 42, item 1)."""
+    """Every notebook's schema, notebook 04's included."""
     seen: set[type[BaseModel]] = set()
-    for schema in TREE_KEYS.values():
+    for schema in (*TREE_KEYS.values(), VllmSameClassSidecar):
         _records(schema, seen)
-    assert len(seen) > 60  # the schemas and every record in them
+    assert len(seen) > 80  # the schemas and every record in them
     assert [name for model in sorted(seen, key=lambda m: m.__name__) for name in _untyped(model)] == []
     assert all(model.model_config.get("extra") == "forbid" for model in seen)
 
@@ -90,3 +91,52 @@ def test_a_record_writes_back_only_the_keys_it_was_given_and_reads_by_json_key()
     assert option["class"] == option.cls == "a.B" and option.model_dump() == {"class": "a.B", "how": "assigned",
                                                                                    "reason": ""}
 
+
+
+def _notebook_04_sidecar() -> dict[str, Any]:
+    """A small notebook 04 sidecar in the shapes its producers return (``trace.vllm``, ``repro.vllm_cpu``)."""
+    error = {"stage": "engine config (SpeculativeConfig)", "where": "config/speculative.py:1", "raises": "ValueError",
+             "message": "eagle3 is only supported for ['llama'] models"}
+    return {"profile": "cpu", "audits": [{
+        "release": "0.17.1", "counts": {"classes": 2, "defects": 1}, "from_record": True,
+        "defects": [{"arch": "KimiK25ForConditionalGeneration", "wrapper_of": "DeepseekV3ForCausalLM",
+                     "evidence": "lacks set_aux_hidden_state_layers"}],
+        "interface": {"version": "0.17.1", "present": True, "check_sites": [
+            {"where": "v1/worker/gpu_model_runner.py:1", "function": "load_model", "raises": "RuntimeError",
+             "message": "does not support EAGLE3"}]}}],
+        "kimi_bisect": {"arch": "KimiK25ForConditionalGeneration", "model_type": "deepseek_v3",
+                        "rows": [{"release": "0.10.0", "present": False}], "first_not_crashing": "0.18.0"},
+        "preflight": {"0.17.1": {"engine": "vllm", "release": "0.17.1", "architecture": "KimiK25ForConditionalGeneration",
+                                 "entry_class": "KimiK25ForConditionalGeneration", "module": "kimi_k25",
+                                 "model_type": "deepseek_v3", "will_crash": True, "first_error": error,
+                                 "errors": [error], "gate": {"present": True, "admits": False,
+                                                             "allow_list": ["llama"]},
+                                 "implements": False, "how": "none", "wrapper_of": "DeepseekV3ForCausalLM",
+                                 "defect": True, "evidence": "", "requested_architectures": ["Kimi"],
+                                 "provenance": "vLLM 0.17.1 wheel"}},
+        "layers": [{"engine": "vllm", "releases": "0.17.1", "reader": "none", "captures_at": "layer input",
+                    "captured": {"the tiny drafter: ids under eagle_config": [2, 5], "the tiny drafter: ids at "
+                                 "the top": None}}],
+        "cpu_runs": [{"release": "0.17.1", "mode": "probe", "torch": "2.10.0", "vllm": "0.17.1", "outcome": "served",
+                      "probe": {"class": "KimiK25ForConditionalGeneration", "supports_eagle3": False},
+                      "tokens": [1, 2], "loaded_s": 3.5, "seconds": 9.0}],
+        "cpu_installs": {"0.17.1": {"torch": "2.10.0", "seconds_now": {}}}}
+
+
+@pytest.mark.parametrize("where, key", [
+    (("audits", 0, "interface"), "has_default"),  # "has_defaults", misspelt
+    (("kimi_bisect",), "first_not_crasing"),
+    (("preflight", "0.17.1", "gate"), "admit"),
+    (("layers", 0), "captures at"),  # the display label, not the field
+    (("cpu_runs", 0, "probe"), "supports_eagle"),
+    (("cpu_installs", "0.17.1"), "seconds"),
+])
+def test_notebook_04s_sidecar_refuses_a_misspelt_key_at_any_depth(where, key):
+    data = _notebook_04_sidecar()
+    assert VllmSameClassSidecar.model_validate(data).cpu_runs[0].probe.supports_eagle3 is False  # valid as written
+    node: Any = data
+    for step in where:
+        node = node[step]
+    node[key] = True
+    with pytest.raises(ValidationError, match=key):
+        VllmSameClassSidecar.model_validate(data)

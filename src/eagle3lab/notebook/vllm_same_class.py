@@ -110,14 +110,14 @@ def vllm_layer_rows(results: Sequence[dict[str, Any]], cases: Sequence[tuple[str
     for a in results:
         conv = _convention(a)
         for reader in conv.readers or (None,):
-            row: dict[str, Any] = {"engine": "vllm", "releases": a["release"],
-                                   "reader": reader.where if reader else "none", "captures at": conv.capture_where}
+            captured: dict[str, Any] = {}
             for what, depth, ids in cases:
                 nested = conv.captured(reader, list(ids), depth, nested_only=True)
                 top = conv.captured(reader, list(ids), depth)
-                row[f"{what}: ids under eagle_config"] = nested["inputs_of_layers"]
-                row[f"{what}: ids at the top"] = top["inputs_of_layers"]
-            rows.append(row)
+                captured[f"{what}: ids under eagle_config"] = nested["inputs_of_layers"]
+                captured[f"{what}: ids at the top"] = top["inputs_of_layers"]
+            rows.append({"engine": "vllm", "releases": a["release"], "reader": reader.where if reader else "none",
+                         "captures_at": conv.capture_where, "captured": captured})
     return rows
 
 
@@ -127,13 +127,19 @@ def sglang_layer_rows(cases: Sequence[tuple[str, int, Sequence[int]]]) -> list[d
     versions = json.loads(release_record.RECORD.read_text(encoding="utf-8"))["releases"]
     rows = []
     for span in release_layers.case_rows(release_layers.release_captures(versions, open_source), cases):
-        row: dict[str, Any] = {"engine": "sglang", "releases": span["releases"], "reader": span["rule_site"],
-                               "captures at": "before layer i (its input)"}
+        captured: dict[str, Any] = {}
         for what, cell in span["cells"].items():
-            row[f"{what}: ids under eagle_config"] = cell["eager_layers"]
-            row[f"{what}: graph replays"] = cell["cuda_graph_layers"]
-        rows.append(row)
+            captured[f"{what}: ids under eagle_config"] = cell["eager_layers"]
+            captured[f"{what}: graph replays"] = cell["cuda_graph_layers"]
+        rows.append({"engine": "sglang", "releases": span["releases"], "reader": span["rule_site"],
+                     "captures_at": "before layer i (its input)", "captured": captured})
     return rows
+
+
+def layer_table(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The layer rows for people: one column per case and where its ids are read."""
+    return [{"engine": r["engine"], "releases": r["releases"], "reader": r["reader"], "captures at": r["captures_at"],
+             **r["captured"]} for r in rows]
 
 
 def cpu_runs(live: bool, profile: Any, kimi: dict[str, Any],

@@ -37,7 +37,9 @@ from eagle3lab.sidecars.patch_bench import (
     CrossCheckRecord, HarnessChangeRecord, FindingRecord, AcceptanceRow, OfflineVsServedRow, SpeedupRow,
     PatchBenchSidecar, AgreementValue)
 from eagle3lab.sidecars.vllm_same_class import (
-    VllmReleaseAudit, VllmCpuRun, VllmSameClassSidecar)
+    VllmCheckSite, VllmGate, VllmInterfaceMember, VllmInterface, VllmDefect, VllmReleaseAudit, VllmBisectRow,
+    VllmArchBisect, VllmFlaggedWrapper, VllmLaunchError, VllmGateAnswer, VllmPreflightAnswer, VllmLayerRow,
+    VllmRunError, VllmRootCause, VllmProbe, VllmCpuRun, VllmCpuInstall, VllmSameClassSidecar)
 from eagle3lab.sidecars.files import (SCHEMAS, DIGEST_KEY, today, sidecar_path, write, read, read_if_present,
                                      content_digest, has_digest)
 
@@ -58,6 +60,8 @@ __all__ = [
     "CycleComponentsRecord", "LaunchSample", "VariantCost", "LaunchSpreadRecord", "SamplingRecord",
     "DispatchBranch", "LocatedCode", "DispatchGapRecord", "AgreementRecord", "ArmRow",
     "BenchServingKept", "CrossCheckRecord", "HarnessChangeRecord", "FindingRecord", "AcceptanceRow",
-    "OfflineVsServedRow", "SpeedupRow", "PatchBenchSidecar", "AgreementValue", "VllmReleaseAudit", "VllmCpuRun",
-    "VllmSameClassSidecar", "SCHEMAS", "DIGEST_KEY", "today", "sidecar_path", "write", "read", "read_if_present",
+    "OfflineVsServedRow", "SpeedupRow", "PatchBenchSidecar", "AgreementValue", "VllmCheckSite", "VllmGate",
+    "VllmInterfaceMember", "VllmInterface", "VllmDefect", "VllmReleaseAudit", "VllmBisectRow", "VllmArchBisect",
+    "VllmFlaggedWrapper", "VllmLaunchError", "VllmGateAnswer", "VllmPreflightAnswer", "VllmLayerRow", "VllmRunError",
+    "VllmRootCause", "VllmProbe", "VllmCpuRun", "VllmCpuInstall", "VllmSameClassSidecar", "SCHEMAS", "DIGEST_KEY", "today", "sidecar_path", "write", "read", "read_if_present",
     "content_digest", "has_digest"]
