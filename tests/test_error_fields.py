@@ -56,3 +56,28 @@ def test_every_raise_site_in_the_package_sets_only_declared_fields():
                       if kw.arg == "problem" and isinstance(kw.value, ast.Constant)
                       and kw.value.value not in problems(cls)]
     assert wrong == []
+
+
+def test_a_server_timeout_is_caught_as_a_timeout_and_keeps_its_fields():
+    """A caller bounding a wait catches ``TimeoutError``; the message and fields stay the project's own."""
+    with pytest.raises(TimeoutError) as caught:
+        raise errors.ServerTimeoutError("the server was not ready after 5 s; see x.log", timeout_s=5.0)
+    assert str(caught.value) == "the server was not ready after 5 s; see x.log" and caught.value.timeout_s == 5.0
+    again = pickle.loads(pickle.dumps(caught.value))
+    assert type(again) is errors.ServerTimeoutError and again.fields == {"timeout_s": 5.0}
+
+
+def test_every_public_error_class_lives_in_errors_py():
+    """Outside ``errors.py`` only private signals (a leading underscore, or ``WriteFailed``, which its package
+    catches) and the harness errors under ``runtime/cpu_harness`` (hashed into the release records)."""
+    outside = []
+    for path in sorted((REPO_ROOT / "src" / "eagle3lab").rglob("*.py")):
+        rel = path.relative_to(REPO_ROOT / "src" / "eagle3lab").as_posix()
+        if rel == "errors.py" or rel.startswith("runtime/cpu_harness/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and any(getattr(b, "id", getattr(b, "attr", "")).endswith(
+                    ("Error", "Exception", "Problem", "Failed", "NotFetched", "NotFound")) for b in node.bases):
+                if not node.name.startswith("_") and node.name != "WriteFailed":
+                    outside.append(f"{rel}:{node.lineno} {node.name}")
+    assert outside == []

@@ -8,6 +8,12 @@ A field the class does not declare is refused (``TypeError``, a bug at the raise
 become an attribute nobody read, while ``err.<declared>`` stayed ``None``. Likewise ``problem``: each class narrows it
 to a Literal of the failures it reports (``problems(cls)``), and any other value is refused. The harness errors under
 ``runtime/cpu_harness`` (hashed into the release records) report through ``HarnessBuildError``'s Literal.
+
+Every error a caller may see lives here. Where a caller would reasonably catch a builtin, the class is one too
+(``ServerTimeoutError`` is a ``TimeoutError``). The exceptions defined elsewhere are private signals that never
+leave their module or package (the argparse ``_ParserError``s, ``package.transaction.WriteFailed``,
+``runbook._StopBeforeCell``), and the three ``HarnessBuildError`` subclasses under ``runtime/cpu_harness``, which
+stay there because that folder is hashed into the release records.
 """
 
 from __future__ import annotations
@@ -121,6 +127,12 @@ class ModelPathError(Eagle3LabError):
     role: str | None = None  # "target", "draft", ...
 
 
+class ModelsNotFetched(ModelPathError):
+    """A profile's checkpoint is not on this machine (not a directory, not in the Hugging Face cache)."""
+
+    problem: None = None  # no raise site of this class names a problem
+
+
 class PortInUseError(Eagle3LabError):
     """The server port is already taken by another process."""
 
@@ -138,8 +150,9 @@ class HostBindError(Eagle3LabError):
     host: str | None = None
 
 
-class ServerTimeoutError(Eagle3LabError):
-    """The server neither became ready nor died within the time allowed."""
+class ServerTimeoutError(Eagle3LabError, TimeoutError):
+    """The server neither became ready nor died within the time allowed. A ``TimeoutError`` too, so a caller that
+    bounds a wait catches it as any other timeout."""
 
     problem: None = None  # no raise site of this class names a problem
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import HUB_IDS
 
-from eagle3lab.errors import ModelPathError
+from eagle3lab.errors import ModelPathError, ModelsNotFetched
 from eagle3lab.runtime import deployment, modelinfo
 from eagle3lab.runtime.profiles import load_profile
 from eagle3lab.runtime.tinymodel.configs import scale_aux_layer_ids
@@ -67,7 +67,7 @@ def test_resolve_models_gives_local_snapshots_for_hub_ids(offline_hub, tiny_mode
 
 
 def test_resolve_models_names_what_is_missing_and_the_fetch_command(empty_hub):
-    with pytest.raises(deployment.ModelsNotFetched) as err:
+    with pytest.raises(ModelsNotFetched) as err:
         deployment.resolve_models(load_profile("blackwell-8x"))
     message = str(err.value)
     assert message.startswith("target moonshotai/Kimi-K2.5 and draft AQ-MedAI/Kimi-K25-eagle3 are not in the "

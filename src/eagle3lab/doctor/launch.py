@@ -150,7 +150,8 @@ def checked_types(args: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
 
 
 class _ParserError(Exception):
-    pass
+    """argparse's refusal of a command line, raised instead of its exit and caught in this module (never escapes):
+    a private signal, not an error the user sees, so it is not in ``errors.py``."""
 
 
 class _Parser(argparse.ArgumentParser):

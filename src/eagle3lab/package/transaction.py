@@ -25,7 +25,8 @@ class Rewrite:
 
 
 class WriteFailed(Exception):
-    """Writing the files failed; ``unrestored`` lists files replaced that could not be put back."""
+    """Writing the files failed; ``unrestored`` lists files replaced that could not be put back. A private signal
+    of this package: ``package.patching`` catches it and reports a ``PatchError``, so it is not in ``errors.py``."""
 
     def __init__(self, cause: BaseException, unrestored: list[str]):
         super().__init__(str(cause))

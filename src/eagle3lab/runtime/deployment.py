@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from eagle3lab.errors import ModelPathError
+from eagle3lab.errors import ModelsNotFetched  # raised here; callers catch it from eagle3lab.errors
 from eagle3lab.package.patching import DUMMY_POST_LOAD_PATCH
 from eagle3lab.runtime import checkpoints, modelinfo
 from eagle3lab.runtime.checkpoints import Checkpoint
@@ -26,9 +26,6 @@ from eagle3lab.runtime.launch_env import launch_environment
 
 TINY = "tiny"
 
-
-class ModelsNotFetched(ModelPathError):
-    """A profile's checkpoint is not on this machine (not a directory, not in the Hugging Face cache)."""
 
 @dataclass(frozen=True)
 class Models:

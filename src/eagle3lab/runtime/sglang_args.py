@@ -171,7 +171,8 @@ def memory_setting(profile_value: float | None, chosen: Mapping[str, Any], sourc
 
 
 class _ParserError(Exception):
-    pass
+    """argparse's refusal of a command line, raised instead of its exit and caught in this module (never escapes):
+    a private signal, not an error the user sees, so it is not in ``errors.py``."""
 
 
 class _Parser(argparse.ArgumentParser):
