@@ -26,7 +26,7 @@
 from eagle3lab.repro import crashrepro
 from eagle3lab.runtime import deployment, envinfo, sglang_args
 from eagle3lab import preflight
-from eagle3lab.notebook import params as nbparams, show
+from eagle3lab.notebook import params as nbparams, patch_and_bench as patchbench, show
 from eagle3lab import sidecars
 from eagle3lab.report.plots import launch as plots_launch
 from eagle3lab.runtime.cpu_harness import CONTROL_SHIMS
@@ -114,8 +114,19 @@ print(f"reproduced: {report.signature}\nraised at:  {report.call_site}")
 # It starts and answers a `/generate`, so the crash is about the EAGLE-3 path, not the model.
 
 # %%
-control = crashrepro.control_run(P, models, logs_dir, CONTROL_SHIMS, control_prompt, control_max_new_tokens)
+control = crashrepro.control_run(P, models, logs_dir, CONTROL_SHIMS, control_prompt, control_max_new_tokens,
+                                 on_ready=patchbench.control_floor(P, models))
 show.table(control.table())
+
+# %% [markdown]
+# ### The noise floor, measured first (bf16 profiles with `lossless_noise_floor`)
+# On the same server, before it stops: the baseline swept at concurrency 1 and at the sweep's highest on the same
+# prompts, greedy. How much batching alone changes its output is the floor notebook 03's lossless check holds the
+# EAGLE-3 arm to (the 95% lower bound over the prompts); fp32 profiles need none (exact equality).
+
+# %%
+show.table({k: v for k, v in control.served.to_dict().items() if k != "per_prompt"}) if control.served else \
+    "no noise floor: the profile runs fp32 or does not ask for one"
 
 # %% [markdown]
 # ## Timings (measured here)
@@ -142,4 +153,5 @@ sidecars.write(sidecars.CrashReproSidecar(
     profile=P.name, parameters=params.values, profile_values=P.model_dump(), environment=environment,
     models=vars(models), preflight=checks.to_dict(), memory=memory,
     crash={**crash.summary(), "argv": crash.argv, "report": report.to_dict()},
-    control={**control.summary(), "argv": control.argv}))
+    control={**control.summary(), "argv": control.argv},
+    noise_floor=control.served.to_dict() if control.served else None))

@@ -218,10 +218,11 @@ HUB_IDS = {"target": "moonshotai/Kimi-K2.5", "draft": "AQ-MedAI/Kimi-K25-eagle3"
 TINY_COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
-def seed_hub_cache(hub_cache, repo_id: str, source, commit: str = TINY_COMMIT):
+def seed_hub_cache(hub_cache, repo_id: str, source, commit: str = TINY_COMMIT, kind: str = "models"):
     """Copy ``source`` into ``hub_cache`` as repo ``repo_id`` at ``commit``: blobs named by content hash,
-    snapshot files as relative symlinks to them, refs/main pointing at the commit. Returns the snapshot."""
-    repo = Path(hub_cache) / ("models--" + repo_id.replace("/", "--"))
+    snapshot files as relative symlinks to them, refs/main pointing at the commit. Returns the snapshot.
+    ``kind``: "models", or "datasets" for a dataset repo."""
+    repo = Path(hub_cache) / (f"{kind}--" + repo_id.replace("/", "--"))
     snapshot = repo / "snapshots" / commit
     (repo / "blobs").mkdir(parents=True, exist_ok=True)
     for path in sorted(Path(source).rglob("*")):

@@ -238,8 +238,8 @@ class BenchError(Eagle3LabError):
     problem: Optional[Literal[
         "empty", "exit_status", "incomplete_record", "length_mismatch", "missing", "missing_key",
         "mixed_concurrency", "no_measured", "no_reference", "not_json", "not_speculative", "predates_check",
-        "remeasure_failed", "speculative", "timeout", "unknown_keys", "unpaired_rounds", "unreachable",
-        "unreadable", "zero_throughput"]] = None
+        "remeasure_failed", "speculative", "timeout", "too_few_prompts", "unknown_keys", "unpaired_rounds",
+        "unreachable", "unreadable", "zero_throughput"]] = None
 
     path: Path | None = None
     key: str | None = None  # the setting or record field at fault ("concurrency", "kind")
@@ -375,7 +375,7 @@ class PreflightFailed(Eagle3LabError):
 class FetchError(Eagle3LabError):
     """A checkpoint could not be listed or downloaded from the hub or the mirror."""
 
-    problem: Optional[Literal["download_stopped", "list_failed", "no_space"]] = None
+    problem: Optional[Literal["download_stopped", "list_failed", "no_space", "offline"]] = None
 
     repo: str | None = None
     path: Path | None = None

@@ -52,6 +52,6 @@ def test_blackwell_headlines_the_chat_workload_and_the_tiny_model_profiles_keep_
 
     # the tiny tokenizer turns chat text into mostly <unk>, and the tiny drafter is trained on random ids
     assert prompt_kind_for(load_profile("gpu-1x"), "profile") == "ids"
-    assert prompt_kind_for(load_profile("blackwell-8x"), "profile") == "chat"
+    assert prompt_kind_for(load_profile("blackwell-8x"), "profile") == "conversations"
     assert prompt_kind_for(load_profile("cpu"), "profile") == "ids"
     assert prompt_kind_for(load_profile("blackwell-8x"), "ids") == "ids", "the random-id control on request"

@@ -24,6 +24,9 @@ from eagle3lab.runtime.profiles import load_profile
 
 COMMITS = {"moonshotai/Kimi-K2.5": "a" * 40, "AQ-MedAI/Kimi-K25-eagle3": "b" * 40}
 
+# the mocked hub serves models only: its tests leave the profile's dataset file out (test_conversations has its own)
+MODELS_ONLY = {"bench_prompt_kind": "ids", "bench_dataset": None, "bench_dataset_file": None}
+
 
 class Mirror:
     """Serves directories as hub repos; records every request (method, path, Range)."""
@@ -99,7 +102,7 @@ def fresh_cache(monkeypatch, tmp_path):
 
 
 def test_fetch_then_everything_resolves_offline_mocked_hub(mirror, fresh_cache, monkeypatch, tiny_models):
-    profile = load_profile("blackwell-8x")
+    profile = load_profile("blackwell-8x", overrides=MODELS_ONLY)
     lines: list[str] = []
     result = fetch.fetch_models(profile, endpoint=mirror.url, echo=lines.append)
     target_bytes = sum(p.stat().st_size for p in Path(tiny_models.target).iterdir())
@@ -117,7 +120,7 @@ def test_fetch_then_everything_resolves_offline_mocked_hub(mirror, fresh_cache, 
 
 
 def test_a_second_fetch_downloads_nothing_mocked_hub(mirror, fresh_cache):
-    profile = load_profile("blackwell-8x")
+    profile = load_profile("blackwell-8x", overrides=MODELS_ONLY)
     fetch.fetch_models(profile, endpoint=mirror.url, echo=lambda _: None)
     mirror.requests.clear()
     lines: list[str] = []
@@ -132,7 +135,7 @@ def test_an_interrupted_file_is_resumed_not_restarted_mocked_hub(mirror, fresh_c
     blobs.mkdir(parents=True)
     half = len(weights) // 2
     (blobs / (hashlib.sha256(weights).hexdigest() + ".incomplete")).write_bytes(weights[:half])
-    fetch.fetch_models(load_profile("blackwell-8x"), endpoint=mirror.url, echo=lambda _: None)
+    fetch.fetch_models(load_profile("blackwell-8x", overrides=MODELS_ONLY), endpoint=mirror.url, echo=lambda _: None)
     ranged = [r for r in mirror.requests if r[0] == "GET" and r[1].endswith("/model.safetensors") and r[2]]
     assert [r[2] for r in ranged if "eagle3" in r[1]] == [f"bytes={half}-"]
     snapshot = checkpoints.repo_folder(HUB_IDS["draft"]) / "snapshots" / ("b" * 40)
@@ -140,7 +143,7 @@ def test_an_interrupted_file_is_resumed_not_restarted_mocked_hub(mirror, fresh_c
 
 
 def test_configs_only_is_enough_for_the_layer_ids_but_not_for_a_launch_mocked_hub(mirror, fresh_cache, tiny_models):
-    profile = load_profile("blackwell-8x")
+    profile = load_profile("blackwell-8x", overrides=MODELS_ONLY)
     fetch.fetch_models(profile, endpoint=mirror.url, configs_only=True, echo=lambda _: None)
     served = json.loads((Path(tiny_models.draft) / "config.json").read_text())["eagle_config"]
     assert deployment.layer_setup(profile).aux_layer_ids == served["eagle_aux_hidden_state_layer_ids"]
@@ -150,13 +153,13 @@ def test_configs_only_is_enough_for_the_layer_ids_but_not_for_a_launch_mocked_hu
 
 def test_a_local_dir_download_says_how_to_point_the_profile_at_it_mocked_hub(mirror, fresh_cache, tmp_path):
     lines: list[str] = []
-    result = fetch.fetch_models(load_profile("blackwell-8x"), endpoint=mirror.url, local_dir=tmp_path / "models",
+    result = fetch.fetch_models(load_profile("blackwell-8x", overrides=MODELS_ONLY), endpoint=mirror.url, local_dir=tmp_path / "models",
                                 echo=lines.append)
     assert Path(result.paths["draft"]) == tmp_path / "models" / "AQ-MedAI" / "Kimi-K25-eagle3"
     assert lines[-1] == (f"the files are outside the Hugging Face cache; run with: --set target_model="
                          f"{tmp_path / 'models' / 'moonshotai' / 'Kimi-K2.5'} --set draft_model="
                          f"{tmp_path / 'models' / 'AQ-MedAI' / 'Kimi-K25-eagle3'}")
-    local = load_profile("blackwell-8x", overrides={"target_model": result.paths["target"],
+    local = load_profile("blackwell-8x", overrides={**MODELS_ONLY, "target_model": result.paths["target"],
                                                     "draft_model": result.paths["draft"]})
     assert deployment.resolve_models(local).draft == str(Path(result.paths["draft"]).resolve())
 
@@ -178,7 +181,7 @@ def test_an_unreachable_hub_is_one_line(fresh_cache):
 
 def test_tiny_profiles_have_nothing_to_fetch():
     assert fetch.hub_repos(load_profile("cpu")) == [] and fetch.hub_repos(load_profile("gpu-1x")) == []
-    assert fetch.hub_repos(load_profile("blackwell-8x")) == [("target", HUB_IDS["target"]),
+    assert fetch.hub_repos(load_profile("blackwell-8x", overrides=MODELS_ONLY)) == [("target", HUB_IDS["target"]),
                                                              ("draft", HUB_IDS["draft"])]
 
 
@@ -192,14 +195,14 @@ def test_only_what_serving_needs_is_fetched_mocked_hub(fresh_cache, tmp_path, ti
     server = Mirror({HUB_IDS["target"]: Path(tiny_models.target), HUB_IDS["draft"]: draft})
     try:
         lines: list[str] = []
-        fetch.fetch_models(load_profile("blackwell-8x"), endpoint=server.url, echo=lines.append)
+        fetch.fetch_models(load_profile("blackwell-8x", overrides=MODELS_ONLY), endpoint=server.url, echo=lines.append)
         got = [r[1] for r in server.requests if r[0] == "GET" and "/resolve/" in r[1]]
     finally:
         server.close()
     assert not any(path.endswith("training_state.pt") for path in got)
     assert any(path.endswith(".safetensors") for path in got)
     assert "left out: training_state.pt" in lines[1]
-    check = preflight.check_checkpoint(load_profile("blackwell-8x"), checkpoints.locate("draft", HUB_IDS["draft"]))
+    check = preflight.check_checkpoint(load_profile("blackwell-8x", overrides=MODELS_ONLY), checkpoints.locate("draft", HUB_IDS["draft"]))
     assert check.outcome == "ok", check.detail
 
 

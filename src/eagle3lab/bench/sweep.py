@@ -422,17 +422,20 @@ class BenchReport:
     machine: dict[str, Any]
     arms: list[ArmResult]
     cross_check: dict[str, Any] | None = None
+    # the prompts' kind and source and their measured mean prompt and output tokens (bench.lengths.workload_record)
+    workload: dict[str, Any] | None = None
 
     @classmethod
     def create(cls, profile: str, arms: list[ArmResult], cross_check: dict[str, Any] | None = None,
-               copy_bandwidth: float | None = None) -> "BenchReport":
+               copy_bandwidth: float | None = None, workload: dict[str, Any] | None = None) -> "BenchReport":
         """``copy_bandwidth``: this host's memory copy bandwidth measured during the run (``bench.host``), kept so
-        that the cost model is calibrated with the run's own numbers, never with a probe taken later."""
+        that the cost model is calibrated with the run's own numbers, never with a probe taken later; ``workload``:
+        the measured lengths (``bench.lengths``)."""
         machine: dict[str, Any] = {"platform": platform.platform(), "python": platform.python_version(),
                                    "cpus": os.cpu_count()}
         if copy_bandwidth is not None:
             machine[COPY_BANDWIDTH_KEY] = copy_bandwidth
-        return cls(profile, datetime.now(timezone.utc).date().isoformat(), machine, arms, cross_check)
+        return cls(profile, datetime.now(timezone.utc).date().isoformat(), machine, arms, cross_check, workload)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -20,6 +20,8 @@ from eagle3lab.runtime.prompts import TOKEN_ID_LOW, random_token_ids
 CHAT_QUESTIONS = Path(__file__).resolve().parent / "data" / "chat_questions.json"
 
 Prompt = Union[list[int], str]
+PROMPT_KINDS = ("ids", "text", "chat", "sharegpt", "conversations")
+MEASURE = "measure"  # the measured stream; every other stream is a warm-up
 PROBE_TIMEOUT_S = 15.0  # the liveness probe's default wait (a live server answers /get_server_info in well under it)
 
 
@@ -36,8 +38,10 @@ class SweepConfig:
     # at concurrency c keeps its slots busy for several rounds and concurrency 1 does not dominate the run
     prompts_per_concurrency: int | None = None
     # ids: random token ids; text: those decoded to text; chat: bundled questions in the model's chat template;
-    # sharegpt: the first human turn of each conversation of a ShareGPT-format JSON file (dataset_path), as text
-    prompt_kind: Literal["ids", "text", "chat", "sharegpt"] = "ids"
+    # sharegpt: the first human turn of each conversation of a ShareGPT-format JSON file (dataset_path), as text;
+    # conversations: each conversation of that file up to a human turn in the model's chat template, as ids, at most
+    # input_len tokens, none repeated within a point (conversation_prompts)
+    prompt_kind: Literal["ids", "text", "chat", "sharegpt", "conversations"] = "ids"
     vocab_size: int = 1024
     token_id_low: int = TOKEN_ID_LOW  # skip the lowest ids, where tokenizers keep their special tokens
     # random ids stay below this (the first special id above token_id_low, e.g. Kimi's reserved ids from 163584);
@@ -74,17 +78,18 @@ class SweepConfig:
                 f"token ids are drawn from [{self.token_id_low}, {self.vocab_size}); "
                 "set token_id_low below vocab_size", key="token_id_low", value=self.token_id_low
             )
-        if self.prompt_kind not in ("ids", "text", "chat", "sharegpt"):
-            raise BenchError(f"prompt_kind must be 'ids', 'text', 'chat' or 'sharegpt', got {self.prompt_kind!r}",
+        if self.prompt_kind not in PROMPT_KINDS:
+            raise BenchError(f"prompt_kind must be one of {', '.join(PROMPT_KINDS)}, got {self.prompt_kind!r}",
                              key="prompt_kind", value=self.prompt_kind)
-        if self.prompt_kind == "sharegpt" and not self.dataset_path:
-            raise BenchError("sharegpt prompts need dataset_path (a ShareGPT-format JSON file)", key="dataset_path")
+        if self.prompt_kind in ("sharegpt", "conversations") and not self.dataset_path:
+            raise BenchError(f"{self.prompt_kind} prompts need dataset_path (a ShareGPT-format JSON file)",
+                             key="dataset_path")
         if self.request_rate is not None and (isinstance(self.request_rate, bool) or
                                               not isinstance(self.request_rate, (int, float)) or
                                               not self.request_rate > 0):
             raise BenchError(f"request_rate must be > 0 requests/s or None, got {self.request_rate!r}",
                              key="request_rate", value=self.request_rate)
-        if self.prompt_kind in ("text", "chat") and not self.tokenizer_dir:
+        if self.prompt_kind in ("text", "chat", "conversations") and not self.tokenizer_dir:
             raise BenchError(f"{self.prompt_kind} prompts need tokenizer_dir (the model directory) for its tokenizer",
                              key="tokenizer_dir")
         if self.token_id_high is not None and not self.token_id_low < self.token_id_high <= self.vocab_size:
@@ -164,15 +169,7 @@ def _chat_prompts(config: SweepConfig, stream: str, count: int) -> list[list[int
     """``count`` single-turn questions rendered with the model's own chat template (generation prompt added),
     as token ids. The order is shuffled per stream; a point asking for more prompts than there are questions
     repeats them (the radix cache then serves a repeated question's prefill)."""
-    from transformers import AutoTokenizer  # only chat prompts need it; importing it costs seconds
-
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(config.tokenizer_dir, trust_remote_code=config.trust_remote_code)
-    except (OSError, ValueError) as exc:
-        raise BenchError(f"cannot load a tokenizer from {config.tokenizer_dir} ({type(exc).__name__}); "
-                         "point tokenizer_dir at the model directory") from None
-    if not getattr(tokenizer, "chat_template", None):
-        raise BenchError(f"the tokenizer in {config.tokenizer_dir} has no chat template; use prompt_kind 'ids'")
+    tokenizer = _chat_tokenizer(config)
     questions = chat_questions()
     order = list(range(len(questions)))
     random.Random(f"eagle3lab:{config.seed}:chat:{stream}").shuffle(order)
@@ -193,29 +190,47 @@ def special_id_floor(tokenizer_dir: str | Path, low: int = TOKEN_ID_LOW) -> int 
     return min(ids) if ids else None
 
 
-def _as_text(config: SweepConfig, ids: list[list[int]]) -> list[str]:
-    from transformers import AutoTokenizer  # only text prompts need it; importing it costs seconds
+def _tokenizer(config: SweepConfig) -> Any:
+    """The model's tokenizer (text, chat and conversation prompts), or one line naming the directory."""
+    from transformers import AutoTokenizer  # only these prompts need it; importing it costs seconds
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(config.tokenizer_dir, trust_remote_code=config.trust_remote_code)
+        return AutoTokenizer.from_pretrained(config.tokenizer_dir, trust_remote_code=config.trust_remote_code)
     except (OSError, ValueError) as exc:
         raise BenchError(f"cannot load a tokenizer from {config.tokenizer_dir} ({type(exc).__name__}); "
                          "point tokenizer_dir at the model directory",
                          path=Path(config.tokenizer_dir) if config.tokenizer_dir else None,
                          key="tokenizer_dir") from None
+
+
+def _chat_tokenizer(config: SweepConfig) -> Any:
+    tokenizer = _tokenizer(config)
+    if not getattr(tokenizer, "chat_template", None):
+        raise BenchError(f"the tokenizer in {config.tokenizer_dir} has no chat template; use prompt_kind 'ids'")
+    return tokenizer
+
+
+def _as_text(config: SweepConfig, ids: list[list[int]]) -> list[str]:
+    tokenizer = _tokenizer(config)
     return [tokenizer.decode(row, skip_special_tokens=True) for row in ids]
 
 
-def sharegpt_questions(path: str | Path) -> list[str]:
-    """The first human turn of every conversation in a ShareGPT-format JSON file (a list of ``{"conversations":
-    [{"from": "human", "value": ...}, ...]}``, the format sglang's and vLLM's serving benchmarks read)."""
+def _read_sharegpt(path: Path) -> list[Any]:
+    """A ShareGPT-format file's list of conversations, or one line naming the file."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as exc:
         raise BenchError(f"cannot read the ShareGPT file {path} ({type(exc).__name__}); give a JSON list of "
                          "conversations", path=Path(path), problem="unreadable") from None
+    return data if isinstance(data, list) else []
+
+
+def sharegpt_questions(path: str | Path) -> list[str]:
+    """The first human turn of every conversation in a ShareGPT-format JSON file (a list of ``{"conversations":
+    [{"from": "human", "value": ...}, ...]}``, the format sglang's and vLLM's serving benchmarks read)."""
+    data = _read_sharegpt(Path(path))
     out = []
-    for item in data if isinstance(data, list) else []:
+    for item in data:
         turns = item.get("conversations") if isinstance(item, dict) else None
         first = next((t.get("value") for t in turns or [] if isinstance(t, dict)
                       and t.get("from") in ("human", "user") and isinstance(t.get("value"), str) and t["value"]),
@@ -236,9 +251,128 @@ def _sharegpt_prompts(config: SweepConfig, stream: str, count: int) -> list[str]
     return [questions[order[i % len(order)]] for i in range(count)]
 
 
-def make_prompts(config: SweepConfig, stream: str = "measure", count: int | None = None) -> list[Prompt]:
+USER_ROLES = ("human", "user")
+ASSISTANT_ROLES = ("gpt", "chatgpt", "assistant", "bard", "bing", "model")
+
+
+def conversation_turns(item: Any) -> list[dict[str, str]]:
+    """One ShareGPT conversation as chat messages: user and assistant turns alternating from the first user turn,
+    cut at the first turn that breaks the alternation or is empty (a system turn, an unknown speaker)."""
+    turns = item.get("conversations") if isinstance(item, dict) else None
+    messages: list[dict[str, str]] = []
+    for turn in turns if isinstance(turns, list) else []:
+        speaker = turn.get("from") if isinstance(turn, dict) else None
+        value = turn.get("value") if isinstance(turn, dict) else None
+        role = "user" if speaker in USER_ROLES else "assistant" if speaker in ASSISTANT_ROLES else None
+        if role is None or not isinstance(value, str) or not value.strip():
+            if messages:
+                break
+            continue
+        if role != ("user" if len(messages) % 2 == 0 else "assistant"):
+            if messages:
+                break
+            continue  # leading assistant turns: the conversation starts at its first user turn
+        messages.append({"role": role, "content": value})
+    return messages
+
+
+def _longest_fitting(tokenizer: Any, messages: list[dict[str, str]], limit: int) -> list[int] | None:
+    """The conversation up to its latest user turn whose chat-template rendering (generation prompt added) is at
+    most ``limit`` tokens: the context a chat server sees at that turn; None when even the first turn is longer."""
+    best = None
+    for end in range(1, len(messages) + 1, 2):  # prefixes ending in a user turn
+        ids = list(tokenizer.apply_chat_template(messages[:end], add_generation_prompt=True, tokenize=True))
+        if len(ids) > limit:
+            break
+        best = ids
+    return best
+
+
+@dataclass
+class _Pool:
+    """The distinct conversation prompts drawn so far, in the seeded order, and where the draw stopped."""
+
+    prompts: list[list[int]] = field(default_factory=list)
+    seen: set[tuple[int, ...]] = field(default_factory=set)
+    next_item: int = 0
+    items: int = 0  # conversations in the file
+    exhausted: bool = False
+
+
+_POOLS: dict[tuple[Any, ...], _Pool] = {}
+
+
+def conversation_pool(config: SweepConfig, needed: int) -> list[list[int]]:
+    """At least ``needed`` distinct prompts of ``dataset_path`` in one seeded order (fewer only when the file has no
+    more): its conversations are shuffled by the seed and each gives the one prompt ``_longest_fitting`` renders,
+    so a prompt never repeats and the same seed gives the same prompts in every arm. Built lazily and kept per file
+    and setting (rendering the whole set would take minutes)."""
+    path = Path(str(config.dataset_path))
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise BenchError(f"cannot read the conversation file {path} ({type(exc).__name__}); fetch it with "
+                         "python -m eagle3lab fetch-models", path=path, problem="unreadable") from None
+    key = (str(path), stat.st_size, stat.st_mtime_ns, config.tokenizer_dir, config.seed, config.input_len)
+    pool = _POOLS.setdefault(key, _Pool())
+    if len(pool.prompts) >= needed or pool.exhausted:
+        return pool.prompts
+    data = _read_sharegpt(path)
+    order = list(range(len(data)))
+    random.Random(f"eagle3lab:{config.seed}:conversations").shuffle(order)
+    tokenizer = _chat_tokenizer(config)
+    pool.items = len(data)
+    while len(pool.prompts) < needed and pool.next_item < len(order):
+        ids = _longest_fitting(tokenizer, conversation_turns(data[order[pool.next_item]]), config.input_len)
+        pool.next_item += 1
+        if ids is not None and tuple(ids) not in pool.seen:
+            pool.seen.add(tuple(ids))
+            pool.prompts.append(ids)
+    pool.exhausted = pool.next_item >= len(order)
+    return pool.prompts
+
+
+def measured_span(config: SweepConfig) -> int:
+    """Prompts the measured stream uses at the sweep's largest point: warm-ups are drawn after them, so a warm-up
+    never shares its conversation with a measured prompt."""
+    return config.measure_offset + max(config.prompts_for(c) for c in config.concurrency)
+
+
+def check_prompt_supply(config: SweepConfig) -> int:
+    """Refuse, in one line and before any server starts, a sweep whose largest point needs more distinct
+    conversation prompts (measured and warm-up) than the file has; returns the prompts the sweep needs (0 for
+    the other prompt kinds, which never run out)."""
+    if config.prompt_kind != "conversations":
+        return 0
+    top = max(config.concurrency, key=lambda c: config.prompts_for(c) + config.warmup_count(c))
+    needed = measured_span(config) + config.warmup_count(top)
+    have = len(conversation_pool(config, needed))
+    if have < needed:
+        raise BenchError(f"concurrency {top} needs {needed} distinct prompts ({measured_span(config)} measured, "
+                         f"{config.warmup_count(top)} warm-up) but {Path(str(config.dataset_path)).name} has only "
+                         f"{have} conversations that fit in {config.input_len} tokens; lower bench_num_prompts or "
+                         "bench_prompts_per_concurrency, or raise bench_input_len", concurrency=top,
+                         key="bench_prompts_per_concurrency", value=needed, problem="too_few_prompts")
+    return needed
+
+
+def _conversation_prompts(config: SweepConfig, stream: str, count: int) -> list[list[int]]:
+    """The measured stream from the pool's start; every other stream (warm-ups) after the measured span."""
+    check_prompt_supply(config)
+    start = 0 if stream == MEASURE else measured_span(config)
+    pool = conversation_pool(config, start + count)
+    if len(pool) < start + count:
+        raise BenchError(f"{count} more prompts of stream '{stream}' than {config.dataset_path} has distinct "
+                         "conversations; lower the prompt counts", key="num_prompts", value=count,
+                         problem="too_few_prompts")
+    return pool[start:start + count]
+
+
+def make_prompts(config: SweepConfig, stream: str = MEASURE, count: int | None = None) -> list[Prompt]:
     """``count`` prompts (default ``num_prompts``) of ``input_len`` tokens from the named random stream."""
     count = config.num_prompts if count is None else count
+    if config.prompt_kind == "conversations":
+        return _conversation_prompts(config, stream, count)  # type: ignore[return-value]
     if config.prompt_kind == "sharegpt":
         return _sharegpt_prompts(config, stream, count)  # type: ignore[return-value]
     if config.prompt_kind == "chat":
@@ -251,7 +385,7 @@ def measure_prompts(config: SweepConfig, concurrency: int) -> list[Prompt]:
     """The measured prompts of one point: the next ``prompts_for(concurrency)`` of the "measure" stream from
     ``measure_offset`` on (the stream is the same whatever the count, so a block is a slice of the point's prompts)."""
     start = config.measure_offset
-    return make_prompts(config, "measure", start + config.prompts_for(concurrency))[start:]
+    return make_prompts(config, MEASURE, start + config.prompts_for(concurrency))[start:]
 
 
 def model_vocab_size(model_dir: str | Path) -> int:

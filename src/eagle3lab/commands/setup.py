@@ -2,7 +2,8 @@
 
 The sglang check, the stub driver, the tiny model and, for a tiny-model profile, the drafter trained on it (minutes
 on a cold cache, then reused). Hub checkpoints are only located here (fetch-models downloads them), so set-up never
-starts a 547 GB download. A local model path must exist; the tiny models' cache is verified against the checksums
+starts a 547 GB download; the benchmark's dataset file, when the profile names one, is fetched here (hundreds of MB,
+``runtime.datasets``). A local model path must exist; the tiny models' cache is verified against the checksums
 written when it was built (``--rebuild`` builds it again). ``--skip-drafter`` leaves the drafter to the run: ``make
 run`` trains it beside notebooks 01-02, which do not serve it (``runbook.drafter_in_background``). The project's
 Jupyter kernel is registered where this environment's Jupyter looks for it (``register_kernel``): a conda user who
@@ -17,9 +18,10 @@ from pathlib import Path
 
 from eagle3lab import runguard
 from eagle3lab.commands.common import add_profile_arguments, profile_of
-from eagle3lab.errors import ModelPathError
+from eagle3lab.errors import FetchError, ModelPathError
 from eagle3lab.paths import cache_root
 from eagle3lab.runtime.cpu_harness import build_libcuda_stub
+from eagle3lab.runtime.datasets import fetch_dataset
 from eagle3lab.runtime.deployment import fetch_command, locate_models
 from eagle3lab.runtime.envinfo import check_sglang
 from eagle3lab.runtime.tinymodel import build_tiny_models
@@ -82,6 +84,10 @@ def run(args: argparse.Namespace) -> None:
         print(f"{ckpt.role} model: {ckpt.source} -> {where}")
     if cache_key:
         print(f"tiny model cache key: {cache_key}")
+    try:  # the benchmark's dataset file (a 'conversations' workload): fetched here, read offline by the run
+        fetch_dataset(profile)
+    except FetchError as exc:
+        print(f"dataset: {exc}")
     if needs_trained_drafter(profile) and args.skip_drafter:
         print("trained drafter: not built here (--skip-drafter); the run trains it in the background if it is not "
               "cached")

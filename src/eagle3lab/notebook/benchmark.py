@@ -15,7 +15,8 @@ from typing import Any, Sequence
 from eagle3lab.bench import acceptance, host
 from eagle3lab.bench.acceptance import LayerMismatch
 from eagle3lab.bench.crosscheck import CrossCheck
-from eagle3lab.bench.lossless import LosslessReport
+from eagle3lab.bench.lengths import workload_record
+from eagle3lab.bench.lossless import LosslessReport, NoiseFloor
 from eagle3lab.bench.sweep import ARM_KIND_BASELINE, ArmResult, BenchReport, point_rows
 from eagle3lab.bench.workload import SweepConfig
 from eagle3lab.fix import relaunch
@@ -42,6 +43,7 @@ class ArmSetting:
     control_shims: tuple[str, ...]
     plans: list[SpecArmPlan]
     drafters: Drafters
+    noise_floor: NoiseFloor | None = None  # notebook 01's, where the profile bounds the lossless check by it
 
 
 class NoBenchmark:
@@ -122,9 +124,10 @@ class Benchmark(NoBenchmark):
                                                                      s.bench_dir, s.logs_dir, s.patch, s.shims))
                        for plan in s.plans[1:]] if eagle3.measured_points() else []
         self.eagle3, self.baseline, self.experiments, self.crosscheck = eagle3, baseline, experiments, crosscheck
-        self.report = BenchReport.create(s.profile.name, [baseline, eagle3, *experiments],
-                                         crosscheck.to_dict() if crosscheck else None,
-                                         copy_bandwidth=host.copy_bandwidth())  # the cost model's CPU calibration
+        arms = [baseline, eagle3, *experiments]
+        self.report = BenchReport.create(s.profile.name, arms, crosscheck.to_dict() if crosscheck else None,
+                                         copy_bandwidth=host.copy_bandwidth(),  # the cost model's CPU calibration
+                                         workload=workload_record(s.config, arms))
         patchbench.save_complete_report(self.report, s.bench_dir)
 
     def eagle3_measured(self) -> bool:
@@ -149,7 +152,8 @@ class Benchmark(NoBenchmark):
     def lossless(self) -> LosslessReport | None:
         if not self.eagle3_measured():
             return None
-        return patchbench.lossless_check(self._report().arms, self.setting.bench_dir, self.setting.profile)
+        return patchbench.lossless_check(self._report().arms, self.setting.bench_dir, self.setting.profile,
+                                         noise_floor=self.setting.noise_floor)
 
     def acceptance_records(self) -> list[dict[str, Any]]:
         return acceptance.acceptance_records(self._report().arms)

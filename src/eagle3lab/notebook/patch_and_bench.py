@@ -12,15 +12,17 @@ import contextlib
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from eagle3lab.bench import cycle, interleave, launch_spread as spread
 from eagle3lab.bench.crosscheck import CrossCheck, cross_check
-from eagle3lab.bench.lossless import REQUIRED_CONCURRENCY, LosslessReport, lossless_policy, lossless_report
+from eagle3lab.bench.floor import floor_workload, measure_noise_floor
+from eagle3lab.bench.lossless import (NOISE_FLOOR, REQUIRED_CONCURRENCY, LosslessReport, NoiseFloor, lossless_policy,
+                                      lossless_report, wants_noise_floor)
 from eagle3lab.bench.sweep import (ARM_FAILED, ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_CONTROL,
                                    ARM_KIND_EAGLE3_SHIFTED, POINT_FAILED, ArmResult, BenchReport, PointResult,
                                    load_requests, arm_summary, not_runnable_arm, point_rows, run_arm, save_arm)
-from eagle3lab.bench.workload import SweepConfig, model_vocab_size, special_id_floor
+from eagle3lab.bench.workload import SweepConfig, check_prompt_supply, model_vocab_size, special_id_floor
 from eagle3lab.errors import BenchError, BenchmarkIncomplete, ExpectationError
 from eagle3lab.package import patching
 from eagle3lab.progress import PointProgress
@@ -30,6 +32,7 @@ from eagle3lab.fix.relaunch import StepResult, patched_server, serving_server, s
 from eagle3lab.runtime.cpu_harness.changes import harness_changes
 from eagle3lab.runtime.cpu_harness.spec_shims import GREEDY_ONLY
 from eagle3lab.runtime import modelinfo
+from eagle3lab.runtime.datasets import has_dataset, resolve_dataset
 from eagle3lab.runtime.deployment import Models, ready_timeout_s, server_spec
 from eagle3lab.runtime.server import free_port
 from eagle3lab.runtime.profiles import Profile
@@ -37,7 +40,9 @@ from eagle3lab.errors import PerfModelError
 from eagle3lab.report.run_model import run_break_even
 from eagle3lab.bench.diagnostics.artifacts import evidence_from_artifacts
 from eagle3lab.bench.diagnostics.engine import diagnose, findings_table
-from eagle3lab.sidecars import InterfaceTraceSidecar, PatchBenchSidecar, read_if_present, write as write_sidecar
+from eagle3lab.paths import repo_dir
+from eagle3lab.sidecars import (CrashReproSidecar, InterfaceTraceSidecar, PatchBenchSidecar, read_if_present, today,
+                                write as write_sidecar)
 from eagle3lab.runtime.tinymodel.drafter_training import (shifted_drafter, shifted_ids_valid,
                                                           trained_drafter_for_profile)
 from eagle3lab.sidecars import CycleComponentsRecord, LaunchSample, LaunchSpreadRecord, VariantCost
@@ -71,10 +76,18 @@ def prompt_kind_for(profile: Profile, requested: str) -> str:
 
 def sweep_config(profile: Profile, models: Models, prompt_kind: str) -> SweepConfig:
     """The profile's sweep on this model's vocabulary (text prompts need its tokenizer); ``models.target`` is the
-    local directory (a hub id is resolved to its snapshot by ``deployment.resolve_models``)."""
-    return SweepConfig.from_profile(profile, vocab_size=model_vocab_size(models.target), prompt_kind=prompt_kind,
-                                    tokenizer_dir=models.target, trust_remote_code=profile.trust_remote_code,
-                                    token_id_high=special_id_floor(models.target))
+    local directory (a hub id is resolved to its snapshot by ``deployment.resolve_models``). Conversation prompts
+    read the profile's dataset file from the hub cache, and a sweep that needs more distinct prompts than it has
+    is refused here, in one line, before any server starts."""
+    if prompt_kind == "conversations" and not has_dataset(profile):
+        raise BenchError(f"prompt_kind 'conversations' needs a dataset, and profile {profile.name} names none; set "
+                         "bench_dataset and bench_dataset_file", key="bench_dataset", problem="missing")
+    config = SweepConfig.from_profile(
+        profile, vocab_size=model_vocab_size(models.target), prompt_kind=prompt_kind, tokenizer_dir=models.target,
+        trust_remote_code=profile.trust_remote_code, token_id_high=special_id_floor(models.target),
+        dataset_path=str(resolve_dataset(profile)) if prompt_kind == "conversations" else None)
+    check_prompt_supply(config)
+    return config
 
 
 def run_server_arm(name: str, profile: Profile, models: Models, config: SweepConfig, out_dir: Path,
@@ -496,12 +509,44 @@ def layer_mismatch_plans(plans: Sequence[SpecArmPlan]) -> list[SpecArmPlan]:
     return [plan for plan in plans if plan.kind == ARM_KIND_EAGLE3_SHIFTED]
 
 
+def control_floor(profile: Profile, models: Models) -> Callable[[str], NoiseFloor] | None:
+    """What notebook 01's control server measures after its ``/generate`` (``crashrepro.control_run``'s
+    ``on_ready``): the noise floor on the profile's own workload, where the profile asks for one; None elsewhere."""
+    if not wants_noise_floor(profile.dtype, profile.lossless_noise_floor):
+        return None
+    config = sweep_config(profile, models, profile.bench_prompt_kind)
+    out_dir = repo_dir("artifacts") / f"01_noise_floor.{profile.name}"
+    return lambda base_url: measure_noise_floor(base_url, config, out_dir, f"notebook 01's control, {profile.name}, "
+                                                f"{today()}")
+
+
+def recorded_noise_floor(profile: Profile, config: SweepConfig) -> NoiseFloor | None:
+    """The floor notebook 01 measured, where the profile bounds its lossless check by one (None elsewhere); one
+    line, before any server starts, when it is missing or was measured on other prompts."""
+    if not wants_noise_floor(profile.dtype, profile.lossless_noise_floor):
+        return None
+    sidecar = read_if_present(CrashReproSidecar, profile.name)
+    record = sidecar.noise_floor if sidecar is not None else None
+    if record is None:
+        raise ExpectationError(f"profile {profile.name} bounds the lossless check by a measured noise floor "
+                               "(lossless_noise_floor) and notebook 01 recorded none; run notebook 01 first (its "
+                               "control server measures it)", problem="not_measured")
+    floor = NoiseFloor.from_dict(record.model_dump())
+    if floor.workload != floor_workload(config):
+        raise ExpectationError(f"notebook 01's noise floor was measured on other prompts ({floor.workload}) than "
+                               f"this run sends ({floor_workload(config)}); rerun notebook 01 with the same profile",
+                               expected=floor_workload(config), found=floor.workload, problem="not_measured")
+    return floor
+
+
 def lossless_check(arms: Sequence[ArmResult], out_dir: Path, profile: Profile | None = None,
-                   required_concurrency: int = REQUIRED_CONCURRENCY) -> LosslessReport:
+                   required_concurrency: int = REQUIRED_CONCURRENCY,
+                   noise_floor: NoiseFloor | None = None) -> LosslessReport:
     """Every measured speculative arm's outputs against the baseline's, prompt by prompt (see ``lossless``):
-    exact equality where ``profile`` runs fp32, agreement against its ``lossless_min_agreement`` otherwise
-    (no profile: exact)."""
-    mode, threshold = lossless_policy(profile.dtype, profile.lossless_min_agreement) if profile else ("exact", None)
+    exact equality where ``profile`` runs fp32; otherwise agreement against the measured ``noise_floor``'s bound
+    (``lossless_noise_floor``) or its ``lossless_min_agreement`` (no profile: exact)."""
+    mode, threshold = lossless_policy(profile.dtype, profile.lossless_min_agreement, noise_floor,
+                                      profile.lossless_noise_floor) if profile else ("exact", None)
     baseline = next((a for a in arms if a.kind == ARM_KIND_BASELINE and a.measured_points()), None)
     if baseline is None:
         raise BenchError("the lossless check needs a measured baseline arm")
@@ -513,7 +558,7 @@ def lossless_check(arms: Sequence[ArmResult], out_dir: Path, profile: Profile | 
 
     candidates = [(a.name, records(a)) for a in arms if a.speculative and a.measured_points()]
     return lossless_report((baseline.name, records(baseline)), candidates, required_concurrency, mode=mode,
-                           min_agreement=threshold)
+                           min_agreement=threshold, noise_floor=noise_floor if mode == NOISE_FLOOR else None)
 
 
 class PartialSidecar:

@@ -63,8 +63,10 @@ class PatchBenchRun:
             served=arm_capture.served_capture(P))
         self.eagle3_models = self.plans[0].models(self.models)  # the relaunch chain serves the headline drafter
         self.config = patchbench.sweep_config(P, self.models, self.prompt_kind)
+        # notebook 01's noise floor, checked here so that a missing one stops the run before any server starts
+        floor = patchbench.recorded_noise_floor(P, self.config) if values["bench"] else None
         setting = ArmSetting(P, self.models, self.config, self.bench_dir, self.logs_dir, self.patch, self.shims,
-                             tuple(CONTROL_SHIMS) if P.cpu_harness else (), self.plans, self.drafters)
+                             tuple(CONTROL_SHIMS) if P.cpu_harness else (), self.plans, self.drafters, floor)
         self.bench: NoBenchmark = Benchmark(setting) if values["bench"] else NoBenchmark()
         self.trace: sidecars.InterfaceTraceSidecar | None = None
         self.delegated: list[str] = []
@@ -308,6 +310,7 @@ class PatchBenchRun:
         """The complete sidecar, over the partial one."""
         return sidecars.write(self.sidecar(
             bench_report=self.bench.report_path(), arms=self.bench.arm_rows(),
+            workload=self.bench.report.workload if self.bench.report else None,
             cross_check=self.bench.crosscheck.to_dict() if self.bench.crosscheck else None,
             figures={kind: str(published_path(path)) for kind, path in {
                 **self.figures, **({"cycle_components": self.cycle_figure} if self.cycle_figure else {}),

@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Optional
 
 from eagle3lab.bench.host import COPY_BANDWIDTH_HOW, recorded_copy_bandwidth
+from eagle3lab.bench.lengths import measured_context
 from eagle3lab.bench.sweep import ARM_KIND_EAGLE3, BenchReport
 from eagle3lab.costmodel.arch import ModelArch, drafter_from_config, model_from_config
 from eagle3lab.costmodel.cycle import Deployment, break_even_accept_length, plain_step
@@ -88,7 +89,7 @@ def run_deployment(profile: Profile, report: Optional[BenchReport] = None, mem_b
     it was measured) calibrates on another measured single-stream step instead (the interleaved launch's). On the
     cpu profile the host's copy bandwidth is ``mem_bandwidth`` or the one the run measured (``run_bandwidth``).
     Returns it with a sentence saying what it was calibrated on."""
-    context = profile.bench_input_len + profile.bench_output_len / 2
+    context = measured_context(report) or profile.bench_input_len + profile.bench_output_len / 2  # chat: measured
     on_cpu = profile.device == "cpu"
     if on_cpu:
         target, drafter = run_models(profile)

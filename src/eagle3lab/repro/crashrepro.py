@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import requests
 
@@ -74,6 +74,7 @@ class ControlRun:
     generate_seconds: float
     log_path: Path
     meta_info: dict = field(default_factory=dict)
+    served: Any = None  # what ``on_ready`` measured on the server (notebook 01: the noise floor), if given
 
     def summary(self) -> dict[str, Any]:
         """Raw values (the sidecar's ``ControlRecord``); ``table`` formats them for people."""
@@ -150,14 +151,18 @@ def generate(base_url: str, prompt: str, max_new_tokens: int, timeout_s: float =
 
 
 def control_run(profile: Profile, models: Models, logs_dir: Path, shims: Sequence[str], prompt: str,
-                max_new_tokens: int, port: int | None = None) -> ControlRun:
-    """Start the same model without speculative decoding, send one request, stop the server."""
+                max_new_tokens: int, port: int | None = None,
+                on_ready: Callable[[str], Any] | None = None) -> ControlRun:
+    """Start the same model without speculative decoding, send one request, stop the server. ``on_ready`` (given
+    the server's base URL) measures more on it before it stops: the first full-weight baseline of a run, so the
+    noise floor comes from it instead of one more load."""
     spec = server_spec(profile, models, speculative=False, shims=shims, port=port)
     path = log_path(logs_dir, "01_control", profile)
     try:
         with running_server(spec, path, timeout_s=ready_timeout_s(profile, models)) as server:
             ready_s = server.elapsed()
             body, seconds = generate(spec.base_url, prompt, max_new_tokens)
+            served = on_ready(spec.base_url) if on_ready is not None else None
             peak = max(server.peak_rss_bytes, server.tree_rss_bytes())
     except ServerDiedError as exc:
         report = crash_report(path.read_text(encoding="utf-8", errors="replace"), profile.name)
@@ -165,7 +170,7 @@ def control_run(profile: Profile, models: Models, logs_dir: Path, shims: Sequenc
         raise ServerDiedError(f"{exc}{detail}", **exc.fields) from None
     meta = body.get("meta_info", {})
     return ControlRun(spec.argv(), round(ready_s, 2), peak, prompt, body.get("text", ""),
-                      int(meta.get("completion_tokens", 0)), seconds, path, meta)
+                      int(meta.get("completion_tokens", 0)), seconds, path, meta, served)
 
 
 def crash_table(report: CrashReport) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""``python -m eagle3lab fetch-models``: download a profile's checkpoints before any launch, resumably.
+"""``python -m eagle3lab fetch-models``: download a profile's checkpoints (and its benchmark's dataset file, when it
+names one: ``runtime.datasets``) before any launch, resumably.
 
 Launches run offline against what is on disk, so the download happens here, where its progress, its size and its
 failures are visible, instead of inside a server's ready timeout. huggingface_hub's ``snapshot_download`` does the
@@ -19,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 from eagle3lab.atomic import write_json_atomic
 from eagle3lab.errors import FetchError
-from eagle3lab.runtime import checkpoints, deployment
+from eagle3lab.runtime import checkpoints, datasets, deployment
 from eagle3lab.runtime.profiles import Profile
 
 SMALL_FILES = ("*.json", "*.py", "*.model", "*.txt", "*.jinja", "*.tiktoken", "tokenizer*")
@@ -131,6 +132,8 @@ def fetch_models(profile: Profile, *, endpoint: str | None = None, local_dir: st
 
     repos = hub_repos(profile)
     result = FetchResult()
+    if not configs_only:  # the benchmark's dataset file, when the profile names one (a run reads it offline)
+        datasets.fetch_dataset(profile, endpoint=endpoint, echo=echo)
     if not repos:
         echo(f"profile {profile.name} has no hub checkpoints to fetch (tiny or local models)")
         return result

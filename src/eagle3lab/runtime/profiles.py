@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from eagle3lab.errors import ProfileError
 from eagle3lab.paths import params_dir
@@ -122,16 +122,33 @@ class Profile(BaseModel):
         default=None, gt=0, le=MAX_BENCH_NUM_PROMPTS,
         description="measured prompts per cross-check run (each client, each round): a longer run, a steadier "
                     "ratio; null: the point's own count")
-    bench_prompt_kind: Literal["ids", "text", "chat"] = Field(
-        default="ids", description="the headline workload: random token ids, their decoded text, or the bundled "
-                                   "chat questions in the model's chat template (bench.workload); notebook 03's "
-                                   "prompt_kind parameter overrides it")
+    bench_prompt_kind: Literal["ids", "text", "chat", "conversations"] = Field(
+        default="ids", description="the headline workload: random token ids, their decoded text, the bundled "
+                                   "chat questions in the model's chat template, or 'conversations': multi-turn "
+                                   "conversations of bench_dataset in the model's chat template, each at most "
+                                   "bench_input_len tokens, none repeated within a point (bench.workload); "
+                                   "notebook 03's prompt_kind parameter overrides it")
+    bench_dataset: Optional[str] = Field(
+        default=None, description="the Hugging Face hub dataset (org/name) the 'conversations' workload is drawn "
+                                  "from, fetched by fetch-models and setup (HF_ENDPOINT, HF_TOKEN and "
+                                  "HF_HUB_OFFLINE honoured) and read offline from the hub cache; null: none")
+    bench_dataset_file: Optional[str] = Field(
+        default=None, validate_default=True, description="the ShareGPT-format JSON file in bench_dataset (a list of {\"conversations\": "
+                                  "[{\"from\": \"human\", \"value\": ...}, ...]}, as sglang's bench_serving "
+                                  "reads it)")
     lossless_min_agreement: Optional[float] = Field(
         default=None, ge=0.0, le=1.0,
         description="lossless check outside fp32 (bench.lossless): the smallest fraction of compared tokens that "
                     "must match before each prompt's first divergence at the required concurrency; below it is "
                     "gross divergence and fails the run. Ignored (exact equality) when dtype is float32; required "
-                    "otherwise")
+                    "otherwise unless lossless_noise_floor is set")
+    lossless_noise_floor: bool = Field(
+        default=False,
+        description="outside fp32: measure the noise floor on notebook 01's control server (the baseline at "
+                    "concurrency 1 against itself at the sweep's highest, on the same prompts, greedy) and bound "
+                    "the EAGLE-3 arm's agreement at concurrency 1 by the floor's 95% lower bound over its prompts "
+                    "(bench.lossless.NoiseFloor) instead of lossless_min_agreement; notebook 03 refuses to start "
+                    "without it. Ignored (exact equality) when dtype is float32")
 
     @field_validator("name")
     @classmethod
@@ -140,6 +157,15 @@ class Profile(BaseModel):
         if not set(value) <= NAME_CHARACTERS or ".." in value or value.startswith("."):
             raise ValueError("must be a plain name (letters, digits, '.', '_', '-'; no path separator, no '..', "
                              "not starting with '.')")
+        return value
+
+    @field_validator("bench_dataset_file")
+    @classmethod
+    def _dataset_named(cls, value: Optional[str], info: ValidationInfo) -> Optional[str]:
+        """The 'conversations' workload reads a named dataset file: both keys, or the run would fail hours later."""
+        if info.data.get("bench_prompt_kind") == "conversations" and not (value and info.data.get("bench_dataset")):
+            raise ValueError("bench_prompt_kind 'conversations' needs bench_dataset (a hub dataset, org/name) and "
+                             "bench_dataset_file (its ShareGPT-format JSON file)")
         return value
 
     @property

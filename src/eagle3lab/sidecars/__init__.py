@@ -20,7 +20,7 @@ from eagle3lab.sidecars.capture import (
     HookOutcomeRecord, ForwardCaptureRecord, CaptureRecord)
 from eagle3lab.sidecars.crash_repro import (
     ModelsRecord, FrameRecord, ChainLinkRecord, CrashReportRecord, CrashRecord, ControlRecord,
-    PreflightCheckRecord, PreflightRecord, MemoryRecord, CrashReproSidecar)
+    PreflightCheckRecord, PreflightRecord, MemoryRecord, CrashReproSidecar, NoiseFloorRecord)
 from eagle3lab.sidecars.interface_trace import (
     SkippedFile, SourceRecord, GrepHit, ContractSite, InnerOptionRecord, EntryInnerOption, MemberStatusRecord,
     ClassReportRecord, UndecidedBranch, RaiseSite, VerdictRecord, DraftRecord, LayerSetupRecord, LayerIdRow,
@@ -31,7 +31,7 @@ from eagle3lab.sidecars.interface_trace import (
     CaptureMilestones, CaptureOrderRecord, InterfaceTraceSidecar, CaptureState)
 from eagle3lab.sidecars.patch_bench import (
     ProbeRecord, ChainStepRecord, SpecArmRecord, PromptAgreementRecord, MismatchRecord, LosslessComparisonRecord,
-    LosslessRecord, LayerMismatchRecord, CycleComponent, CycleAtBatchSize, PointTimeRecord,
+    LosslessRecord, WorkloadPointRecord, WorkloadRecord, LayerMismatchRecord, CycleComponent, CycleAtBatchSize, PointTimeRecord,
     CycleComponentsRecord, LaunchSample, VariantCost, LaunchSpreadRecord, SamplingRecord, DispatchBranch,
     LocatedCode, DispatchGapRecord, AgreementRecord, ArmRow, BenchServingKept,
     CrossCheckRecord, HarnessChangeRecord, FindingRecord, AcceptanceRow, OfflineVsServedRow, SpeedupRow,
@@ -47,7 +47,7 @@ __all__ = [
     "SCHEMA_VERSION", "JsonObject", "Record", "SparseRecord", "Sidecar", "HookOutcomeRecord",
     "ForwardCaptureRecord", "CaptureRecord", "ModelsRecord", "FrameRecord", "ChainLinkRecord",
     "CrashReportRecord", "CrashRecord", "ControlRecord", "PreflightCheckRecord", "PreflightRecord",
-    "MemoryRecord", "CrashReproSidecar", "SkippedFile", "SourceRecord", "GrepHit", "ContractSite",
+    "MemoryRecord", "CrashReproSidecar", "NoiseFloorRecord", "SkippedFile", "SourceRecord", "GrepHit", "ContractSite",
     "InnerOptionRecord", "EntryInnerOption", "MemberStatusRecord", "ClassReportRecord", "UndecidedBranch",
     "RaiseSite", "VerdictRecord", "DraftRecord", "LayerSetupRecord", "LayerIdRow", "LayerIdTable", "AuditCounts",
     "EntryRow", "UnresolvedEntry", "ConformanceRecord", "FixCheckRecord", "SeriesCheckRecord", "FixRecord",
@@ -56,7 +56,7 @@ __all__ = [
     "CaptureCall", "CaptureOrderRelease", "CaptureLayersRow", "CaptureBisectRow", "LayersCell", "ReleaseSpan",
     "CaptureMilestones", "CaptureOrderRecord", "InterfaceTraceSidecar", "CaptureState", "ProbeRecord",
     "ChainStepRecord", "SpecArmRecord", "PromptAgreementRecord", "MismatchRecord", "LosslessComparisonRecord",
-    "LosslessRecord", "LayerMismatchRecord", "CycleComponent", "CycleAtBatchSize", "PointTimeRecord",
+    "LosslessRecord", "WorkloadPointRecord", "WorkloadRecord", "LayerMismatchRecord", "CycleComponent", "CycleAtBatchSize", "PointTimeRecord",
     "CycleComponentsRecord", "LaunchSample", "VariantCost", "LaunchSpreadRecord", "SamplingRecord",
     "DispatchBranch", "LocatedCode", "DispatchGapRecord", "AgreementRecord", "ArmRow",
     "BenchServingKept", "CrossCheckRecord", "HarnessChangeRecord", "FindingRecord", "AcceptanceRow",

@@ -85,6 +85,37 @@ class ControlRecord(Record):
     argv: list[str] = Field(default_factory=list)
 
 
+class PromptAgreementRecord(SparseRecord):
+    """One prompt's outputs in two arms (``bench.lossless.PromptAgreement``)."""
+
+    prompt_index: int = 0
+    identical: bool = False
+    first_divergence: Optional[int] = None  # None when identical
+    tokens_matched: int = 0
+    tokens_compared: int = 0
+
+
+class NoiseFloorRecord(Record):
+    """The baseline against itself at another batch size (``bench.lossless.NoiseFloor``): measured on notebook 01's
+    control server, the bound notebook 03's lossless check holds the EAGLE-3 arm to."""
+
+    low: int
+    high: int
+    prompts: int
+    identical: int
+    tokens_compared: int
+    tokens_matched: int
+    agreement: float
+    interval: list[float]
+    bound: float
+    margin: float
+    resamples: int
+    seed: int
+    how: str
+    workload: JsonObject = Field(default_factory=dict)
+    per_prompt: list[PromptAgreementRecord] = Field(default_factory=list)
+
+
 class PreflightCheckRecord(Record):
     """One check of ``preflight``: its outcome, one line of detail, the fix, the evidence."""
 
@@ -125,3 +156,5 @@ class CrashReproSidecar(Sidecar):
     memory: list[MemoryRecord] = Field(default_factory=list)
     crash: CrashRecord
     control: ControlRecord
+    # measured on the control server where the profile asks (lossless_noise_floor, not fp32); None elsewhere
+    noise_floor: Optional[NoiseFloorRecord] = Field(default=None, exclude_if=lambda v: v is None)  # left out unmeasured

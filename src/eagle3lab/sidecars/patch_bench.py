@@ -8,7 +8,7 @@ from typing import ClassVar, Optional, Union
 from pydantic import Field
 from eagle3lab.sidecars.base import JsonObject, Record, Sidecar, SparseRecord
 from eagle3lab.sidecars.capture import CaptureRecord
-from eagle3lab.sidecars.crash_repro import ModelsRecord
+from eagle3lab.sidecars.crash_repro import ModelsRecord, NoiseFloorRecord, PromptAgreementRecord
 
 
 class ProbeRecord(Record):
@@ -48,16 +48,6 @@ class SpecArmRecord(Record):
     purpose: str = ""
 
 
-class PromptAgreementRecord(SparseRecord):
-    """One prompt's outputs in two arms (``bench.lossless.PromptAgreement``)."""
-
-    prompt_index: int = 0
-    identical: bool = False
-    first_divergence: Optional[int] = None  # None when identical
-    tokens_matched: int = 0
-    tokens_compared: int = 0
-
-
 class MismatchRecord(SparseRecord):
     """The first place one prompt's output differs (``bench.lossless.Mismatch``)."""
 
@@ -88,10 +78,36 @@ class LosslessRecord(Record):
 
     lossless: bool
     required_concurrency: int
-    mode: str = "exact"  # "exact" (fp32 profiles) or "agreement" (bf16: matched-prefix agreement vs threshold)
-    min_agreement: Optional[float] = None  # the profile's lossless_min_agreement in agreement mode
+    mode: str = "exact"  # "exact" (fp32), "agreement" or "noise_floor" (bf16: matched-prefix agreement vs threshold)
+    min_agreement: Optional[float] = None  # the threshold: lossless_min_agreement, or the noise floor's bound
     passed: Optional[bool] = None  # the verdict the notebook enforces (exact: == lossless)
     comparisons: list[LosslessComparisonRecord] = Field(default_factory=list)
+    # "noise_floor" mode: the floor the threshold comes from (left out elsewhere, as records before it were written)
+    noise_floor: Optional[NoiseFloorRecord] = Field(default=None, exclude_if=lambda v: v is None)
+
+
+class WorkloadPointRecord(Record):
+    """One point's measured mean lengths (``bench.lengths.workload_record``)."""
+
+    concurrency: int
+    requests: int
+    prompt_tokens_mean: Optional[float] = None
+    output_tokens_mean: Optional[float] = None
+
+
+class WorkloadRecord(Record):
+    """The prompts a run sent and their measured mean prompt and output tokens (the baseline arm's requests)."""
+
+    prompt_kind: str
+    dataset: Optional[str] = None  # the conversation file, for that workload
+    input_len: int  # random ids: the prompt length; chat and conversations: its cap
+    output_len: int
+    seed: int = 0
+    arm: str
+    requests: int
+    prompt_tokens_mean: Optional[float] = None
+    output_tokens_mean: Optional[float] = None
+    per_point: list[WorkloadPointRecord] = Field(default_factory=list)
 
 
 class LayerMismatchRecord(Record):
@@ -481,6 +497,8 @@ class PatchBenchSidecar(Sidecar):
     diagnostics: list[FindingRecord] = Field(default_factory=list)
     spec_arms: list[SpecArmRecord] = Field(default_factory=list)
     lossless: Optional[LosslessRecord] = None
+    # bench.lengths: the prompts sent and their measured lengths (left out where not measured)
+    workload: Optional[WorkloadRecord] = Field(default=None, exclude_if=lambda v: v is None)
     acceptance: list[AcceptanceRow] = Field(default_factory=list)  # bench.acceptance.acceptance_records
     offline_vs_served: list[OfflineVsServedRow] = Field(default_factory=list)  # bench.acceptance.offline_vs_served
     layer_mismatch: Optional[LayerMismatchRecord] = None
