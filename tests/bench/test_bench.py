@@ -18,6 +18,7 @@ import pytest
 from eagle3lab.bench.sweep import (ARM_FAILED, ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_MEASURED, ARM_NOT_RUNNABLE,
                                    POINT_FAILED, POINT_OK, BenchReport, load_requests, not_runnable_arm, run_arm)
 from eagle3lab.bench.crosscheck import cross_check
+from eagle3lab.bench.floor import measure_noise_floor
 from eagle3lab.errors import BenchError
 from eagle3lab.bench.metrics import compute_point_metrics
 from eagle3lab.bench.workload import SweepConfig, model_vocab_size
@@ -77,6 +78,17 @@ def test_short_sweep_measures_every_point_from_server_counts(baseline_server, ti
         assert compute_point_metrics(measured, client_cpu_s=m.client_cpu_s) == m
     saved = json.loads((tmp_path / "baseline.arm.json").read_text())
     assert saved["points"][1]["metrics"]["output_tokens"] == arm.points[1].metrics.output_tokens
+
+
+@pytest.mark.server
+def test_the_noise_floor_is_measured_on_a_live_baseline_server(baseline_server, tiny_models, tmp_path):
+    """bench.floor on the module's server (issue 41, item 2): concurrency 1 against the sweep's highest on the same
+    prompts; the fp32 tiny model gives the floor whatever it is, recorded with how it was measured."""
+    config = sweep(tiny_models, concurrency=[1, 2, 4], num_prompts=3, prompts_per_concurrency=2)
+    floor = measure_noise_floor(baseline_server.spec.base_url, config, tmp_path, "test server")
+    assert (floor.low, floor.high, floor.prompts) == (1, 4, 3), "the concurrency-1 prompts, compared at 4"
+    assert floor.tokens_compared == 3 * config.output_len and 0.0 <= floor.bound <= floor.agreement <= 1.0
+    assert floor.workload["prompts_at_concurrency_1"] == 3 and "concurrency 1 (3 prompts) and 4 (8 prompts" in floor.how
 
 
 @pytest.mark.server
