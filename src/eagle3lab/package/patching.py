@@ -186,7 +186,7 @@ def _state(patch: _Patch, plans: list[_FilePlan]) -> str:
                 f"{plan.rel} does not match {patch.path.name} (hunk {plan.bad_hunk} context not found): "
                 f"unexpected original, expected {patch.info.applies_to or 'the release the patch was made for'}",
                 patch=patch.info.name, file=plan.rel, hunk=plan.bad_hunk, problem="unexpected_original")
-    states = {plan.state for plan in plans}
+    states = {state for state in (plan.state for plan in plans) if state is not None}  # None raised above
     if len(states) > 1:
         mixed = ", ".join(f"{p.rel}: {p.state}" for p in plans)
         raise PatchError(f"{patch.path.name} is only partly applied ({mixed}); run {RESTORE_COMMAND}",

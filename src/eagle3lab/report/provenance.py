@@ -94,7 +94,7 @@ def _word_tokens(word: str) -> Iterator[str]:
 
 def numeric_tokens(text: str) -> list[Token]:
     """Every number a reader sees in ``text`` (markdown), outside code, links and heading ordinals."""
-    tokens = []
+    tokens: list[Token] = []
     for number, line in enumerate(prose(text).splitlines(), 1):
         for word in line.split():
             tokens.extend(Token(t, number) for t in _word_tokens(word))
@@ -287,6 +287,11 @@ def lookup(tree: Any, key: str) -> Any:
     return _plain(node)
 
 
+#: A verdict rule: evidence values in, the words a sentence says out (None where there is nothing to say, e.g. no
+#: speedup measured; a sentence bound to such a rule does not follow from its evidence).
+Rule = Callable[..., Optional[str]]
+
+
 @dataclass(frozen=True)
 class Binding:
     """One placeholder: the evidence keys it reads, how it is rendered (a format spec, or a named rule), the text."""
@@ -306,9 +311,9 @@ class BoundSentence:
 class Binder:
     """Renders placeholders from named evidence keys and records them per sentence (``sentence``)."""
 
-    def __init__(self, tree: Any, rules: Optional[dict[str, Callable[..., str]]] = None):
+    def __init__(self, tree: Any, rules: Optional[dict[str, Rule]] = None):
         self.tree = tree
-        self.rules: dict[str, Callable[..., str]] = dict(rules or {})
+        self.rules: dict[str, Rule] = dict(rules or {})
         self.pending: list[Binding] = []
         self.sentences: list[BoundSentence] = []
 
@@ -329,14 +334,14 @@ class Binder:
         return text
 
 
-def rerender(binding: Binding, tree: Any, rules: dict[str, Callable[..., str]]) -> str:
+def rerender(binding: Binding, tree: Any, rules: dict[str, Rule]) -> Optional[str]:
     kind, _, how = binding.how.partition(":")
     values = [lookup(tree, k) for k in binding.keys]
     return format(values[0], how) if kind == "fmt" else rules[how](*values)
 
 
 def broken_sentences(text: str, sentences: Sequence[BoundSentence], tree: Any,
-                     rules: dict[str, Callable[..., str]]) -> list[str]:
+                     rules: dict[str, Rule]) -> list[str]:
     """Ids of the bound sentences the rendered ``text`` does not carry, or whose placeholders the evidence ``tree``
     no longer renders to what they say (a key gone counts as broken)."""
     broken = []

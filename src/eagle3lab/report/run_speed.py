@@ -256,5 +256,5 @@ def overlap_sentence(b: provenance.Binder, s03: Optional[PatchBenchSidecar],
         f"against {b.num(f'{derived_key}.default_speedup', '.2f')}x over the default one **[measured]**."))
 
 
-RULES = {"interval_verdicts": verdicts_text, "interval_verdict": interval_verdict, "prompt_mix": prompt_mix_verdict,
+RULES: dict[str, provenance.Rule] = {"interval_verdicts": verdicts_text, "interval_verdict": interval_verdict, "prompt_mix": prompt_mix_verdict,
          "overlap_verdict": overlap_verdict}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence
 from eagle3lab.report import engine_condition, evidence_table, run_speed, summary, validation_section
+from eagle3lab.report.provenance import Rule
 
 
 def fixed(value: float | None, digits: int = 1) -> str:
@@ -192,7 +193,7 @@ def peak_error_text(error_pct: float) -> str:
 
 
 # the rules a bound sentence may name (``provenance.broken_sentences`` re-applies them to the evidence)
-RULES = {"enough": enough_verdict, "direction": direction_verdict, "speedups": speedup_cells,
+RULES: dict[str, Rule] = {"enough": enough_verdict, "direction": direction_verdict, "speedups": speedup_cells,
          "sensitivity_range": sensitivity_range, "peak_error": peak_error_text,
          "peak_verdict": peak_verdict, "flip": flip_sentence, "matching": matching_sentence,
          **validation_section.RULES, **engine_condition.RULES, **evidence_table.RULES, **summary.RULES,

@@ -64,7 +64,7 @@ def incident_bottom_line(one_gains: bool, peak_no_gain: bool, pred: Mapping[str,
     return f"{one}, {peak}"
 
 
-RULES = {"every_fix": every_fix_release, "patched_outcome": patched_outcome, "enough_text": enough_text,
+RULES: dict[str, provenance.Rule] = {"every_fix": every_fix_release, "patched_outcome": patched_outcome, "enough_text": enough_text,
          "reach_verdict": reach_verdict, "incident_bottom_line": incident_bottom_line}
 
 

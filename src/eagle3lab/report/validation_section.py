@@ -101,7 +101,7 @@ def other_figures(others: Sequence[Mapping[str, Any]]) -> str:
     return "".join(f"; {o['mape_pct']:.1f}% with {o['constants']} ({o['note']})" for o in others)
 
 
-RULES = {"goal_verdict": goal_verdict, "sealed_goal_verdict": sealed_goal_verdict, "mape_text": mape_text, "naive_text": naive_text, "names": names,
+RULES: dict[str, provenance.Rule] = {"goal_verdict": goal_verdict, "sealed_goal_verdict": sealed_goal_verdict, "mape_text": mape_text, "naive_text": naive_text, "names": names,
          "frozen_constants": frozen_constants, "refit_text": refit_text, "set_names": set_names,
          "conditions": conditions, "below_text": below_text, "baselines_text": baselines_text,
          "other_figures": other_figures}

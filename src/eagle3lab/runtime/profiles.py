@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, Optional
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic_core import ErrorDetails
 
 from eagle3lab.errors import ProfileError
 from eagle3lab.paths import params_dir
@@ -188,17 +189,17 @@ def profile_path(name_or_path: str | Path) -> Path:
     return params_dir() / f"{name_or_path}.yaml"
 
 
-def _key(error: dict[str, Any]) -> str:
+def _key(error: ErrorDetails) -> str:
     """A pydantic error's location as a profile key: ``bench_concurrency[1]``."""
     return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]).lstrip(".") \
         or "(top level)"
 
 
-def _problem(error: dict[str, Any]) -> str:
+def _problem(error: ErrorDetails) -> str:
     return {"missing": "missing", "extra_forbidden": "unknown"}.get(error["type"], "invalid")
 
 
-def _describe(error: dict[str, Any]) -> str:
+def _describe(error: ErrorDetails) -> str:
     key = _key(error)
     kind = error["type"]
     if kind == "missing":
