@@ -282,7 +282,7 @@ class PerfModelError(Eagle3LabError):
         "below_model_floor", "conflict", "constants_changed", "cycle_shorter_than_model", "duplicate",
         "empty", "frozen_commit_unreadable", "gated", "held_out_read", "indivisible", "invalid", "missing",
         "no_bandwidth", "no_config", "no_constants_commit", "no_single_stream", "not_a_drafter",
-        "not_a_number", "not_an_integer", "not_found", "not_positive", "out_of_range",
+        "not_a_number", "not_an_integer", "not_found", "not_modelled", "not_positive", "out_of_range",
         "published_value_fitted", "unknown", "unknown_key", "unknown_parameter", "unparsable", "unreachable",
         "unreadable", "unsupported", "wrong_length"]] = None
 

@@ -136,7 +136,7 @@ def _bench_report(concurrencies=(1, 2), step_s=0.01, eagle_step_s=None):
 
 
 def test_bench_report_gives_measured_points_and_calibration_step(tmp_path):
-    from eagle3lab.report.plots.model import cpu_profile_figures, measured_points_from_bench
+    from eagle3lab.report.plots.model import run_profile_figures, measured_points_from_bench
     from eagle3lab.report.run_model import single_stream_step_s
 
     report = _bench_report()
@@ -153,10 +153,10 @@ def test_bench_report_gives_measured_points_and_calibration_step(tmp_path):
         measured_points_from_bench(report, rate="tokens")
     assert (err.value.parameter, err.value.value) == ("rate", "tokens")
     profile = load_profile("cpu")
-    paths = cpu_profile_figures(report, profile, tmp_path, mem_bandwidth=1e10)
+    paths = run_profile_figures(report, profile, tmp_path, mem_bandwidth=1e10)
     assert set(paths) == {"step_breakdown", "throughput"}
     with pytest.raises(PerfModelError) as err:
-        cpu_profile_figures(_bench_report(concurrencies=(2,)), profile, tmp_path, mem_bandwidth=1e10)
+        run_profile_figures(_bench_report(concurrencies=(2,)), profile, tmp_path, mem_bandwidth=1e10)
     assert (err.value.problem, err.value.parameter) == ("no_single_stream", "bench_concurrency")
 
 

@@ -25,7 +25,7 @@ from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
 
 from eagle3lab.bench import cpuload
-from eagle3lab.bench.host import COPY_BANDWIDTH_KEY
+from eagle3lab.bench.host import COPY_BANDWIDTH_KEY, GPUS_KEY
 from eagle3lab.runtime import procwatch
 from eagle3lab.errors import BenchError
 from eagle3lab.progress import PointProgress
@@ -427,14 +427,18 @@ class BenchReport:
 
     @classmethod
     def create(cls, profile: str, arms: list[ArmResult], cross_check: dict[str, Any] | None = None,
-               copy_bandwidth: float | None = None, workload: dict[str, Any] | None = None) -> "BenchReport":
+               copy_bandwidth: float | None = None, workload: dict[str, Any] | None = None,
+               gpus: list[str] | None = None) -> "BenchReport":
         """``copy_bandwidth``: this host's memory copy bandwidth measured during the run (``bench.host``), kept so
         that the cost model is calibrated with the run's own numbers, never with a probe taken later; ``workload``:
-        the measured lengths (``bench.lengths``)."""
+        the measured lengths (``bench.lengths``); ``gpus``: the names of the GPUs the run's servers had (a cuda
+        run), so that it is modelled on the GPU it measured."""
         machine: dict[str, Any] = {"platform": platform.platform(), "python": platform.python_version(),
                                    "cpus": os.cpu_count()}
         if copy_bandwidth is not None:
             machine[COPY_BANDWIDTH_KEY] = copy_bandwidth
+        if gpus is not None:
+            machine[GPUS_KEY] = list(gpus)
         return cls(profile, datetime.now(timezone.utc).date().isoformat(), machine, arms, cross_check, workload)
 
     def to_dict(self) -> dict[str, Any]:

@@ -80,6 +80,24 @@ HARDWARE: dict[str, Callable[[], Hardware]] = {
                           _MI355X, _MI355X, _MI355X, "", "xgmi-mi300x, scaled"),
 }
 
+# A GPU as torch names it (``torch.cuda.get_device_properties(i).name``, what a benchmark record keeps) -> its
+# preset. Only names whose card is the preset's datasheet: an H200 NVL, an H100 PCIe or a Max-Q card has other
+# clocks, memory or links, and is not modelled as its SXM or full-power sibling.
+DEVICE_PRESETS: dict[str, str] = {
+    "NVIDIA H200": "h200",
+    "NVIDIA H100 80GB HBM3": "h100-sxm",
+    "NVIDIA A100-SXM4-80GB": "a100-sxm",
+    "NVIDIA B200": "b200",
+    "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": "rtx-pro-6000-blackwell",
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition": "rtx-pro-6000-blackwell",
+}
+
+
+def preset_for_device(name: str) -> Optional[str]:
+    """The preset of a GPU as torch names it, or None for a GPU without one."""
+    return DEVICE_PRESETS.get(name.strip())
+
+
 # --gpu "key=value,...": the datasheet numbers a user types, with their units
 SPEC_KEYS = {"name": "a label", "hbm": "memory bandwidth, GB/s", "mem": "memory, GB",
              "bf16": "dense BF16 tensor TFLOP/s", "fp8": "dense FP8 tensor TFLOP/s (optional)",

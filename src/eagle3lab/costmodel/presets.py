@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from eagle3lab.errors import PerfModelError
 from eagle3lab.costmodel.arch import ModelArch, eagle3_drafter, model_from_config, with_name
@@ -65,6 +65,12 @@ def kimi_k25_eagle3_drafter() -> ModelArch:
     return with_name(eagle3_drafter(kimi_k25(), 32000, "AQ-MedAI/Kimi-K25-eagle3 config (hidden 7168, 1 layer, "
                                                        "draft_vocab_size 32000); head layout assumed"),
                      "Kimi-K2.5 EAGLE-3 drafter")
+
+
+# A profile's ``cost_model.model`` -> (target, drafter): the models a run may be modelled as besides the one it served
+MODELS: dict[str, Callable[[], tuple[ModelArch, ModelArch]]] = {
+    "kimi-k2.5": lambda: (kimi_k25(), kimi_k25_eagle3_drafter()),
+}
 
 
 def tiny_kimi(num_layers: int = 4) -> ModelArch:

@@ -24,9 +24,18 @@ from eagle3lab.fix.relaunch import StepResult
 from eagle3lab.notebook import patch_and_bench as patchbench
 from eagle3lab.notebook.patch_and_bench import Drafters, PartialSidecar, Relaunched, SpecArmPlan
 from eagle3lab.report.plots.bench import draw_bench_figures
+from eagle3lab.runtime import gpuinfo
 from eagle3lab.runtime.deployment import Models
 from eagle3lab.runtime.profiles import Profile
 from eagle3lab.sidecars import CycleComponentsRecord
+
+
+def run_gpus(profile: Profile) -> list[str] | None:
+    """The GPUs a cuda run's servers had, by name as torch gives them (asked in a child process, so the kernel holds
+    no CUDA context); None on a cpu profile. Empty where torch saw none (a rehearsal on CPU): not modelled then."""
+    if profile.device != "cuda":
+        return None
+    return [gpu.name for gpu in gpuinfo.inventory().gpus]
 
 
 @dataclass(frozen=True)
@@ -127,7 +136,8 @@ class Benchmark(NoBenchmark):
         arms = [baseline, eagle3, *experiments]
         self.report = BenchReport.create(s.profile.name, arms, crosscheck.to_dict() if crosscheck else None,
                                          copy_bandwidth=host.copy_bandwidth(),  # the cost model's CPU calibration
-                                         workload=workload_record(s.config, arms))
+                                         workload=workload_record(s.config, arms),
+                                         gpus=run_gpus(s.profile))  # the GPU the cost model takes the run for
         patchbench.save_complete_report(self.report, s.bench_dir)
 
     def eagle3_measured(self) -> bool:

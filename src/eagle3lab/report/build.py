@@ -168,7 +168,7 @@ def render_documents(sources: ReportSources) -> tuple[dict[str, str], provenance
     table, implications = (evidence_parts(binder, sources.incident["evidence"]) if "evidence" in sources.incident
                            else ("", []))
     evidence = {"table": table, "sentences": implications}
-    model = model_context(sources.model, sources.figures, eagle3_missing_note(s03), binder)
+    model = model_context(sources.model, sources.figures, eagle3_missing_note(s03), binder, sources.profile)
     model.update(_model_main(binder, sources.model, model))
     incident = incident_context(sources.incident)
     premise = premise_context(incident, trace, fix)

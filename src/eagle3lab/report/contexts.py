@@ -16,6 +16,7 @@ from eagle3lab.trace.startup import StartupProfile
 from eagle3lab.fix.capture_result import CaptureResult
 from eagle3lab.report.sentences import (accepts_text, capacity_sentence, cycle_sentence, gib, fixed, rates_text,
                                         flip_sentence, matching_sentence, peak_verdict, sensitivity_rows, speedup_cells)
+from eagle3lab.report.plots.model import run_figure_files
 from eagle3lab.report.run_check_text import run_check_context
 
 
@@ -303,9 +304,10 @@ def eagle3_missing_note(s03: Optional[PatchBenchSidecar]) -> Optional[str]:
 
 
 def model_context(model: ModelEvidence, figures: Sequence[str], eagle3_note: Optional[str] = None,
-                   binder: Optional[provenance.Binder] = None) -> dict[str, Any]:
+                   binder: Optional[provenance.Binder] = None, profile: str = "cpu") -> dict[str, Any]:
     """Section 6 from the model's evidence: predictions, why, where the verdict flips, out-of-sample errors. Its
-    verdict sentences are bound (``binder``) to the evidence keys and rules they are computed from."""
+    verdict sentences are bound (``binder``) to the evidence keys and rules they are computed from. ``profile``'s
+    own run figures (``run_figures``) are told from the incident's by name."""
     b = binder or provenance.Binder({"model": model.to_dict()})
     data = model.incident
     rtx = data["predicted"]["rtx_pro_6000_x8"]
@@ -352,4 +354,5 @@ def model_context(model: ModelEvidence, figures: Sequence[str], eagle3_note: Opt
         "run": run_check_context(model.run_check, model.run_check_missing, eagle3_note,
                                   model.validation_protocol["target_mape_pct"]),
         "figures": list(figures),
+        "run_figures": [f for f in figures if f in run_figure_files(profile)],
     }

@@ -7,8 +7,9 @@ from typing import Any
 from eagle3lab.paths import repo_dir
 from eagle3lab.sidecars import (PatchBenchSidecar,
                                 read_if_present)
-from eagle3lab.report.plots.model import (cpu_profile_figures, incident_figures,
-                                          measured_points_from_bench, validation_figure)
+from eagle3lab.report.plots.model import (incident_figures, measured_points_from_bench, run_profile_figures,
+                                          validation_figure)
+from eagle3lab.report.run_model import ModelledAs, is_incident, modelled_as
 from eagle3lab.bench.sweep import BenchReport
 from eagle3lab.runtime.profiles import Profile, load_profile
 from pydantic import ValidationError
@@ -41,21 +42,30 @@ def model_figures(profile: str, overrides: dict[str, Any] | None = None) -> list
     """The cost model's figures, with this profile's measured points wherever its run produced them, and the
     validation figure.
 
-    A gpu-profile run is the incident's deployment, so its points go on the incident's figures; a cpu-profile
-    run is drawn against the model calibrated on this machine's own baseline (never on the incident's axes).
+    A run is drawn as what its profile's ``cost_model`` says it is (``run_model.modelled_as``): against the model
+    calibrated on its own plain step, titled with that target and GPU; its points go on the incident's figures too
+    only when it is modelled as the incident's deployment (``run_model.is_incident``). A run the model does not
+    describe keeps every measured figure, and one line says why its model figures are left out.
     """
 
     loaded = load_profile(profile, overrides=overrides)
     bench = _bench_report(loaded.name)
-    on_cpu = loaded.device == "cpu"  # a GPU profile rehearsed on CPU too
-    measured = measured_points_from_bench(bench) if bench is not None and not on_cpu else ()
+    run_profile = _run_profile(loaded)
+    run: ModelledAs | None = None
+    if bench is not None:
+        try:
+            run = modelled_as(run_profile, bench)
+        except PerfModelError as exc:
+            print(f"the cost model's figures of this run are left out: {exc}", flush=True)
+    measured = measured_points_from_bench(bench) if bench is not None and run is not None \
+        and is_incident(run_profile, run) else ()
     figures = dict(incident_figures(measured=measured))
     figures["validation"] = validation_figure()
-    if bench is not None and on_cpu:
+    if bench is not None and run is not None:
         try:
-            drawn = cpu_profile_figures(bench, _run_profile(loaded))
+            drawn = run_profile_figures(bench, run_profile)
         except PerfModelError as exc:  # a modelled figure never fails a measured run; REPORT.md says the same
             print(f"the cost model's figures of this run are left out: {exc}", flush=True)
         else:
-            figures.update({f"cpu_{kind}": path for kind, path in drawn.items()})
+            figures.update({f"run_{kind}": path for kind, path in drawn.items()})
     return list(figures.values())

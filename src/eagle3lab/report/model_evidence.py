@@ -228,12 +228,14 @@ def _summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def interleaved_run_check(profile, samples: Sequence[Any], turnover: Mapping[str, Any],
-                          mem_bandwidth: Optional[float] = None) -> Optional[dict[str, Any]]:
+                          mem_bandwidth: Optional[float] = None,
+                          report: Optional[BenchReport] = None) -> Optional[dict[str, Any]]:
     """The cost model against the interleaved launch (``sidecars.LaunchSample`` per concurrency, both arms measured
     in the same spells): calibrated on that launch's own plain single-stream decode step, it predicts the plain
     decode rate at the other concurrencies and the speedup at each from the acceptance pooled there. Decode-only
     rates, as the sweep's check. The first interleaved launch is used; None without one that measured
-    concurrency 1 with decode rates."""
+    concurrency 1 with decode rates. ``report`` is the run's benchmark record: the GPU it names is the one a cuda
+    run is modelled on (``run_model.modelled_as``)."""
     interleaved = [s for s in samples if s.method == "interleaved" and s.concurrency and s.baseline_decode_tok_s]
     if not interleaved:
         return None
@@ -243,7 +245,8 @@ def interleaved_run_check(profile, samples: Sequence[Any], turnover: Mapping[str
         return None
     where = (f"launch {launch}, both servers up, {len(points[1].round_speedups)} interleaved rounds, "
              f"{profile.name}")
-    dep, calibrated = run_deployment(profile, None, mem_bandwidth, step=(1.0 / points[1].baseline_decode_tok_s, where))
+    dep, calibrated = run_deployment(profile, report, mem_bandwidth,
+                                     step=(1.0 / points[1].baseline_decode_tok_s, where))
     spec = SpeculativeSpec.from_profile(profile, profile.draft_model)
     rows = []
     for batch, sample in sorted(points.items()):
@@ -336,7 +339,7 @@ def measured_run_check(profile, report, mem_bandwidth: Optional[float] = None,
         "baseline_mape_pct": summary["turnover_baseline_mape_pct"],
         "speedup_mape_pct": summary["turnover_speedup_mape_pct"]}
     out["naive"] = summary["naive"]
-    out["interleaved"] = interleaved_run_check(profile, interleaved, turnover, mem_bandwidth)
+    out["interleaved"] = interleaved_run_check(profile, interleaved, turnover, mem_bandwidth, report)
     if out["interleaved"]:
         out["interleaved"]["sweep_gap"] = sweep_gap(rows, out["interleaved"]["rows"])
     out["cycle_extra"] = _cycle_extra(dep, report)

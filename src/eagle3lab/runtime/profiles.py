@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
@@ -27,6 +27,28 @@ MAX_INTERLEAVE_ROUNDS = 16  # each round adds a warm-up request and two cache fl
 MAX_INTERLEAVE_PROMPTS = 1024  # per arm; the measured stream is shared with the sweep's points
 MAX_CROSSCHECK_ROUNDS = 8  # each round starts bench_serving once (an sglang import, its tokenizer, a warm-up)
 NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+# What a run can be modelled as (``cost_model``). The names are the cost model's (``costmodel.presets.MODELS``,
+# ``costmodel.gpus.HARDWARE``; tests/report/test_run_modelled_as.py keeps both lists equal): spelt out here because the
+# profile loader sits below the cost model and must name a bad key before any notebook runs.
+SERVED = "served"  # the tiny target and drafter the run served, from their generated configs
+MEASURED = "measured"  # the run's own machine: the cpu host's measured copy bandwidth, or the GPU its record names
+CostModelModel = Literal["served", "kimi-k2.5"]
+CostModelHardware = Literal["measured", "a100-sxm", "b200", "gb200", "h100-sxm", "h200", "mi300x", "mi325x", "mi355x",
+                            "rtx-pro-6000-blackwell"]
+
+
+class CostModelKeys(BaseModel):
+    """What the report's cost model takes a profile's run for: a target with its drafter, on a GPU."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    model: CostModelModel = Field(description="'served': the tiny target and drafter the run served; or a named "
+                                              "target with its drafter (kimi-k2.5: Kimi-K2.5 INT4 with the "
+                                              "AQ-MedAI EAGLE-3 drafter)")
+    hardware: CostModelHardware = Field(description="'measured': the machine the run measured (cpu: this host; "
+                                                    "cuda: the GPU its benchmark record names); or a GPU preset of "
+                                                    "costmodel/gpus.py")
 
 
 class Profile(BaseModel):
@@ -137,6 +159,11 @@ class Profile(BaseModel):
         default=None, validate_default=True, description="the ShareGPT-format JSON file in bench_dataset (a list of {\"conversations\": "
                                   "[{\"from\": \"human\", \"value\": ...}, ...]}, as sglang's bench_serving "
                                   "reads it)")
+    cost_model: Optional[CostModelKeys] = Field(
+        default=CostModelKeys(model=SERVED, hardware=MEASURED),
+        description="what the report models and plots this run as (report/run_model.py): a mapping of model "
+                    "('served' or a named model) and hardware ('measured' or a GPU preset); 'none': not modelled, "
+                    "the report shows what was measured only")
     lossless_min_agreement: Optional[float] = Field(
         default=None, ge=0.0, le=1.0,
         description="lossless check outside fp32 (bench.lossless): the smallest fraction of compared tokens that "
@@ -150,6 +177,17 @@ class Profile(BaseModel):
                     "the EAGLE-3 arm's agreement at concurrency 1 by the floor's 95% lower bound over its prompts "
                     "(bench.lossless.NoiseFloor) instead of lossless_min_agreement; notebook 03 refuses to start "
                     "without it. Ignored (exact equality) when dtype is float32")
+
+    @field_validator("cost_model", mode="before")
+    @classmethod
+    def _no_cost_model(cls, value: Any) -> Any:
+        """``cost_model: none`` in YAML is the string 'none' (YAML's null is ``null``): either means not modelled."""
+        if value == "none":
+            return None
+        if isinstance(value, str):
+            raise ValueError("must be 'none' or a mapping of model and hardware, e.g. {model: served, hardware: "
+                             "measured}")
+        return value
 
     @field_validator("name")
     @classmethod
@@ -205,7 +243,8 @@ def _describe(error: ErrorDetails) -> str:
     if kind == "missing":
         return f"key '{key}' is missing"
     if kind == "extra_forbidden":
-        return f"unknown key '{key}' (allowed: {', '.join(Profile.model_fields)})"
+        allowed = CostModelKeys.model_fields if key.startswith("cost_model.") else Profile.model_fields
+        return f"unknown key '{key}' (allowed: {', '.join(allowed)})"
     given = error.get("input")
     return f"key '{key}': {error['msg']} (got {type(given).__name__} {given!r})"
 
@@ -217,13 +256,36 @@ def validate_profile(data: Any, source: str, overrides: dict[str, Any] | None = 
                            source=source, problem="not_a_mapping")
     merged = {**data, **(overrides or {})}
     try:
-        return Profile.model_validate(merged)
+        profile = Profile.model_validate(merged)
     except ValidationError as exc:
         first = exc.errors()[0]
         origin = "override" if overrides and str(first["loc"][0]) in overrides else source
         more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise ProfileError(f"{origin}: {_describe(first)}{more}", source=origin, key=_key(first),
                            problem=_problem(first), value=first.get("input")) from None
+    problem = cost_model_problem(profile)
+    if problem is not None:
+        origin = "override" if overrides and "cost_model" in overrides else source
+        raise ProfileError(f"{origin}: key '{problem[0]}': {problem[1]}", source=origin, key=problem[0],
+                           problem="invalid")
+    return profile
+
+
+def cost_model_problem(profile: Profile) -> Optional[tuple[str, str]]:
+    """(key, problem) where ``cost_model`` names something this run cannot be: 'served' models the generated tiny
+    pair, so a profile serving another checkpoint must name its model; a cpu run is modelled on its own host."""
+    keys = profile.cost_model
+    if keys is None:
+        return None
+    if keys.model == SERVED and not (profile.uses_tiny_model and profile.draft_model == "tiny"):
+        return ("cost_model.model", f"'{SERVED}' models the generated tiny target and drafter, and this profile "
+                                    f"serves {profile.target_model} with {profile.draft_model}; name the model it "
+                                    f"is modelled as ({', '.join(m for m in get_args(CostModelModel) if m != SERVED)})"
+                                    " or say cost_model: none")
+    if profile.device == "cpu" and keys.hardware != MEASURED:
+        return ("cost_model.hardware", f"a cpu run is modelled on the host it ran on; say '{MEASURED}' (got "
+                                       f"'{keys.hardware}')")
+    return None
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

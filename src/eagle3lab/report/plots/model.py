@@ -359,8 +359,8 @@ def incident_figure_objects(context_len: Optional[float] = None,
                             measured: Sequence[MeasuredPoint] = ()) -> dict[str, Figure]:
     """The report's model figures for the incident's deployment, as figures (``incident_figures`` writes them).
 
-    ``measured`` points belong on this deployment only (a gpu-profile run); cpu-profile points go to
-    ``cpu_profile_figures``, which draws them against the run's own deployment.
+    ``measured`` points belong on this deployment only (a run modelled as it: ``run_model.is_incident``); every
+    other run's points go to ``run_profile_figures``, which draws them against the run's own deployment.
     """
 
     ctx = context_len or incident_setup().context_len
@@ -426,28 +426,43 @@ def draw_run_throughput(dep: Deployment, spec: SpeculativeFlags, measured: Seque
     return fig
 
 
-def cpu_profile_figures(report, profile, out_dir: Optional[Path] = None,
+RUN_FIGURE_KINDS = ("step_breakdown", "throughput")  # a run's own model figures (``run_profile_figures``)
+
+
+def run_figure_name(kind: str, profile: str) -> str:
+    """The file name (no extension) of a run's own model figure: ``report_<kind>_<profile>``."""
+    return f"report_{kind}_{slug(profile)}"
+
+
+def run_figure_files(profile: str) -> set[str]:
+    """The file names of a profile's own run figures, so the report tells them from the incident's."""
+    return {f"{run_figure_name(kind, profile)}.png" for kind in RUN_FIGURE_KINDS}
+
+
+def run_profile_figures(report, profile, out_dir: Optional[Path] = None,
                         mem_bandwidth: Optional[float] = None) -> dict[str, Path]:
-    """The cpu profile's measured run against the cost model calibrated on it, for the run's own deployment
-    (``run_model.run_deployment``: the profile's depth and dtype, the same deployment as the run check table)."""
+    """A profile's measured run against the cost model calibrated on it, for the run's own deployment
+    (``run_model.run_deployment``: what the profile's ``cost_model`` keys resolve to, the same deployment as the run
+    check table); the titles name its target and GPU."""
 
     step = single_stream_step_s(report)
     if step is None:
-        raise PerfModelError(f"cpu figures: bench report of '{report.profile}' has no measured baseline point at "
+        raise PerfModelError(f"run figures: bench report of '{report.profile}' has no measured baseline point at "
                              "concurrency 1; include 1 in bench_concurrency", parameter="bench_concurrency",
                              problem="no_single_stream")
     dep, calibrated = run_deployment(profile, report, mem_bandwidth)
     spec = SpeculativeSpec.from_profile(profile, profile.draft_model)
     measured = measured_points_from_bench(report, rate="decode")
     top = max(p.batch for p in measured if p.arm == "baseline")
-    where = f"{dep.target.name} on {dep.hardware.name}, context {dep.context:g} tokens"
+    gpus = f"{dep.tp}x " if dep.tp > 1 else ""
+    where = f"{dep.target.name} on {gpus}{dep.hardware.name}, context {dep.context:g} tokens"
     return {
         "step_breakdown": save_figure(draw_step_breakdown(
             [(f"plain, {b} req", plain_step(dep, b).target) for b in sorted({1, top})],
             f"{where}:\npredicted decode step, overhead calibrated on the measured {step * 1e3:.2f} ms"),
-            f"report_step_breakdown_{slug(report.profile)}", out_dir),
+            run_figure_name("step_breakdown", report.profile), out_dir),
         "throughput": save_figure(draw_run_throughput(
             dep, spec, measured, f"{where}, {spec.num_steps} steps, topk {spec.eagle_topk}, "
                                  f"{spec.num_draft_tokens} draft tokens\nmodel calibrated on {calibrated}"),
-            f"report_throughput_{slug(report.profile)}", out_dir),
+            run_figure_name("throughput", report.profile), out_dir),
     }
