@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional, get_args
+from typing import Annotated, Any, Final, Literal, Optional, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
@@ -31,8 +31,8 @@ NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXY
 # What a run can be modelled as (``cost_model``). The names are the cost model's (``costmodel.presets.MODELS``,
 # ``costmodel.gpus.HARDWARE``; tests/report/test_run_modelled_as.py keeps both lists equal): spelt out here because the
 # profile loader sits below the cost model and must name a bad key before any notebook runs.
-SERVED = "served"  # the tiny target and drafter the run served, from their generated configs
-MEASURED = "measured"  # the run's own machine: the cpu host's measured copy bandwidth, or the GPU its record names
+SERVED: Final = "served"  # the tiny target and drafter the run served, from their generated configs
+MEASURED: Final = "measured"  # the run's own machine: the cpu host's measured copy bandwidth, or the GPU its record names
 CostModelModel = Literal["served", "kimi-k2.5"]
 CostModelHardware = Literal["measured", "a100-sxm", "b200", "gb200", "h100-sxm", "h200", "mi300x", "mi325x", "mi355x",
                             "rtx-pro-6000-blackwell"]
