@@ -26,7 +26,8 @@
 from eagle3lab.repro import crashrepro
 from eagle3lab.runtime import deployment, envinfo, sglang_args
 from eagle3lab import preflight
-from eagle3lab.notebook import params as nbparams, patch_and_bench as patchbench, show
+from eagle3lab.notebook import params as nbparams, show
+from eagle3lab.notebook.patch_and_bench.lossless_check import control_floor
 from eagle3lab import sidecars
 from eagle3lab.report.plots import launch as plots_launch
 from eagle3lab.runtime.cpu_harness import CONTROL_SHIMS
@@ -115,7 +116,7 @@ print(f"reproduced: {report.signature}\nraised at:  {report.call_site}")
 
 # %%
 control = crashrepro.control_run(P, models, logs_dir, CONTROL_SHIMS, control_prompt, control_max_new_tokens,
-                                 on_ready=patchbench.control_floor(P, models))
+                                 on_ready=control_floor(P, models))
 show.table(control.table())
 
 # %% [markdown]

@@ -8,7 +8,8 @@ import pytest
 
 from eagle3lab.bench.acceptance import (acceptance_records, acceptance_table, expect_acceptance_consistent,
                                         layer_mismatch, offline_vs_served, speedup_records)
-from eagle3lab.notebook.patch_and_bench import Drafters, check_greedy, drafter_layer_ids, eagle3_arm_plans
+from eagle3lab.notebook.patch_and_bench.arm_plans import Drafters, drafter_layer_ids, eagle3_arm_plans
+from eagle3lab.notebook.patch_and_bench.server_arms import check_greedy
 from eagle3lab.bench.metrics import RequestRecord, compute_point_metrics
 from eagle3lab.bench.sweep import (ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_KIND_EAGLE3_CONTROL,
                                    ARM_KIND_EAGLE3_SHIFTED, ArmResult, PointResult)

@@ -47,7 +47,7 @@ def test_a_high_bound_outside_the_vocabulary_is_one_line():
 
 
 def test_blackwell_headlines_the_chat_workload_and_the_tiny_model_profiles_keep_ids():
-    from eagle3lab.notebook.patch_and_bench import prompt_kind_for
+    from eagle3lab.notebook.patch_and_bench.server_arms import prompt_kind_for
     from eagle3lab.runtime.profiles import load_profile
 
     # the tiny tokenizer turns chat text into mostly <unk>, and the tiny drafter is trained on random ids

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import synthetic_arm
 from eagle3lab.report import run_model
-from eagle3lab.notebook.patch_and_bench import diagnose_run, run_break_even_or_none
+from eagle3lab.notebook.patch_and_bench.diagnosis import diagnose_run, run_break_even_or_none
 from eagle3lab.bench.sweep import BenchReport
 from eagle3lab.bench.diagnostics.control_arm import control_cycles, measured_break_even
 from eagle3lab.runtime.profiles import load_profile

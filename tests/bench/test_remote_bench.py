@@ -1,8 +1,9 @@
 """``eagle3lab bench`` on servers a user runs, here the cpu profile's own two (started by the project's server
 code: the baseline, and EAGLE-3 with the trained drafter behind the full delegation patch), shared by the module:
 
-- the A/B command measures the same prompts as notebook 03's sweep (``notebook.patch_and_bench.sweep_config`` and
-  ``sweep.run_arm``, the code notebook 03 runs) and gets the same tokens and the same per-request acceptance;
+- the A/B command measures the same prompts as notebook 03's sweep
+  (``notebook.patch_and_bench.server_arms.sweep_config`` and ``sweep.run_arm``, the code notebook 03 runs) and gets
+  the same tokens and the same per-request acceptance;
   ``doctor --bench`` reads its JSON;
 - the real output of sglang 0.5.9's own tools against these servers (``send_one``, ``bench_serving``, the server
   log's decode lines) is read by doctor as the tools printed it.
@@ -36,7 +37,7 @@ ROUNDS = 2
 def servers(tmp_path_factory, cpu_profile, tiny_models):
     """Both of the cpu profile's servers, up for the whole module, stopped on every way out."""
     from eagle3lab.fix.relaunch import patched_server
-    from eagle3lab.notebook.patch_and_bench import resolve_drafters
+    from eagle3lab.notebook.patch_and_bench.arm_plans import resolve_drafters
     from eagle3lab.package.patching import FULL_DELEGATION_PATCH
     from eagle3lab.runtime.cpu_harness import CONTROL_SHIMS, SPEC_SHIMS
     from eagle3lab.runtime.deployment import server_spec
@@ -62,7 +63,7 @@ def _bench_argv(servers, out: Path) -> list[str]:
 
 @pytest.mark.server
 def test_the_ab_command_reproduces_notebook_03s_numbers_and_feeds_doctor(servers, cpu_profile, tmp_path, capsys):
-    from eagle3lab.notebook.patch_and_bench import sweep_config
+    from eagle3lab.notebook.patch_and_bench.server_arms import sweep_config
 
     assert main(_bench_argv(servers, tmp_path / "ab")) == 0
     printed = capsys.readouterr().out
@@ -137,7 +138,7 @@ def test_doctor_reads_sglangs_own_tools_as_they_printed_against_these_servers(se
     assert len(rows) == 1 and rows[0].figures.concurrency == 1 and rows[0].figures.arm == "speculative"
     assert rows[0].figures.accept_length is not None and rows[0].figures.accept_length > 1.0
 
-    from eagle3lab.notebook.patch_and_bench import sweep_config
+    from eagle3lab.notebook.patch_and_bench.server_arms import sweep_config
 
     config = dataclasses.replace(sweep_config(cpu_profile, servers["models"], "ids"), concurrency=[1], num_prompts=4)
     texts = []

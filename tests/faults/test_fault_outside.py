@@ -409,7 +409,7 @@ def _report_with(failed_point: bool):
 
 def test_a_stalled_benchmark_point_fails_and_keeps_the_last_good_record(tmp_path):
     from eagle3lab.errors import BenchmarkIncomplete
-    from eagle3lab.notebook.patch_and_bench import BENCH_REPORT, BENCH_REPORT_FAILED, save_complete_report
+    from eagle3lab.notebook.patch_and_bench.bench_records import BENCH_REPORT, BENCH_REPORT_FAILED, save_complete_report
 
     good = save_complete_report(_report_with(failed_point=False), tmp_path)
     assert good == tmp_path / BENCH_REPORT

@@ -143,7 +143,7 @@ def test_a_real_stopped_process_is_seen_stopped_and_resumed():
 def test_a_stalled_arm_fails_the_benchmark_like_a_dead_one(tmp_path):
     """Notebook 03's benchmark cell refuses a stalled arm as it refuses a dead one: the record goes aside."""
     from eagle3lab.errors import BenchmarkIncomplete
-    from eagle3lab.notebook.patch_and_bench import BENCH_REPORT, BENCH_REPORT_FAILED, save_complete_report
+    from eagle3lab.notebook.patch_and_bench.bench_records import BENCH_REPORT, BENCH_REPORT_FAILED, save_complete_report
 
     from conftest import synthetic_arm
 

@@ -8,7 +8,7 @@ import pytest
 
 from eagle3lab.notebook import arm_capture
 from eagle3lab.notebook.arm_capture import AS_TRAINED, ServedCapture, offset_text
-from eagle3lab.notebook.patch_and_bench import Drafters, eagle3_arm_plans
+from eagle3lab.notebook.patch_and_bench.arm_plans import Drafters, eagle3_arm_plans
 from eagle3lab.runtime.profiles import load_profile
 from eagle3lab.trace.capture_order import trace_capture_order
 from eagle3lab.trace.sources import open_source

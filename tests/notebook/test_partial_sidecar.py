@@ -9,7 +9,7 @@ from eagle3lab.bench import lossless
 from eagle3lab.bench.metrics import RequestRecord
 from eagle3lab.bench.sweep import ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ArmResult, PointResult
 from eagle3lab.errors import ExpectationError
-from eagle3lab.notebook.patch_and_bench import PartialSidecar
+from eagle3lab.notebook.patch_and_bench.bench_records import PartialSidecar
 
 
 def _arm(name: str, kind: str) -> ArmResult:

@@ -10,7 +10,7 @@ import jupytext
 import pytest
 
 from eagle3lab.notebook import benchmark, model_validation, params, patch_bench_run, show
-from eagle3lab.notebook.patch_and_bench import Relaunched
+from eagle3lab.notebook.patch_and_bench.relaunched_pairs import Relaunched
 from eagle3lab.paths import REPO_ROOT
 
 NOTEBOOK = REPO_ROOT / "notebooks" / "03_patch_and_bench.py"

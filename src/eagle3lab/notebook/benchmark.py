@@ -21,8 +21,11 @@ from eagle3lab.bench.sweep import ARM_KIND_BASELINE, ArmResult, BenchReport, poi
 from eagle3lab.bench.workload import SweepConfig
 from eagle3lab.fix import relaunch
 from eagle3lab.fix.relaunch import StepResult
-from eagle3lab.notebook import patch_and_bench as patchbench
-from eagle3lab.notebook.patch_and_bench import Drafters, PartialSidecar, Relaunched, SpecArmPlan
+from eagle3lab.notebook.patch_and_bench import (bench_records, cycle_timers, lossless_check, relaunched_pairs,
+                                                server_arms)
+from eagle3lab.notebook.patch_and_bench.arm_plans import Drafters, SpecArmPlan, layer_mismatch_plans
+from eagle3lab.notebook.patch_and_bench.bench_records import PartialSidecar
+from eagle3lab.notebook.patch_and_bench.relaunched_pairs import Relaunched
 from eagle3lab.report.plots.bench import draw_bench_figures
 from eagle3lab.runtime import gpuinfo
 from eagle3lab.runtime.deployment import Models
@@ -123,14 +126,14 @@ class Benchmark(NoBenchmark):
         """Every arm, each written to the partial sidecar as it finishes; then the complete record, which fails
         the notebook if an arm stalled or died (``save_complete_report``)."""
         s = self.setting
-        eagle3 = partial.add_arm(patchbench.measure_chain_server(chain, s.plans[0], s.config, s.bench_dir,
-                                                                 relaunch.not_runnable_reason(chain)))
-        baseline, crosscheck = patchbench.run_server_arm(
+        eagle3 = partial.add_arm(server_arms.measure_chain_server(chain, s.plans[0], s.config, s.bench_dir,
+                                                                  relaunch.not_runnable_reason(chain)))
+        baseline, crosscheck = server_arms.run_server_arm(
             "baseline", s.profile, s.models, s.config, s.bench_dir, s.logs_dir, kind=ARM_KIND_BASELINE,
             speculative=False, shims=s.control_shims, with_cross_check=cross_check)
         partial.add_arm(baseline, crosscheck)
-        experiments = [partial.add_arm(patchbench.run_experiment_arm(plan, s.profile, s.models, s.config,
-                                                                     s.bench_dir, s.logs_dir, s.patch, s.shims))
+        experiments = [partial.add_arm(server_arms.run_experiment_arm(plan, s.profile, s.models, s.config,
+                                                                      s.bench_dir, s.logs_dir, s.patch, s.shims))
                        for plan in s.plans[1:]] if eagle3.measured_points() else []
         self.eagle3, self.baseline, self.experiments, self.crosscheck = eagle3, baseline, experiments, crosscheck
         arms = [baseline, eagle3, *experiments]
@@ -138,32 +141,32 @@ class Benchmark(NoBenchmark):
                                          copy_bandwidth=host.copy_bandwidth(),  # the cost model's CPU calibration
                                          workload=workload_record(s.config, arms),
                                          gpus=run_gpus(s.profile))  # the GPU the cost model takes the run for
-        patchbench.save_complete_report(self.report, s.bench_dir)
+        bench_records.save_complete_report(self.report, s.bench_dir)
 
     def eagle3_measured(self) -> bool:
         return self.eagle3 is not None and bool(self.eagle3.measured_points())
 
     def relaunched(self, cycle_trace: Path | None, interleave_layer_mismatch: bool) -> Relaunched:
-        """The headline pair relaunched (``patch_and_bench.relaunched_spread``), where the EAGLE-3 arm measured."""
+        """The headline pair relaunched (``relaunched_pairs.relaunched_spread``), where the EAGLE-3 arm measured."""
         s = self.setting
         if self.baseline is None or self.eagle3 is None or not self.eagle3_measured():
             return Relaunched(None, [])
-        return patchbench.relaunched_spread(
+        return relaunched_pairs.relaunched_spread(
             s.plans[0], s.profile, s.models, s.config, s.bench_dir, s.logs_dir, s.patch, s.shims, s.control_shims,
             self.baseline, self.eagle3, cycle_trace,
-            variants=patchbench.layer_mismatch_plans(s.plans) if interleave_layer_mismatch else ())
+            variants=layer_mismatch_plans(s.plans) if interleave_layer_mismatch else ())
 
     def cycle_components(self, cycle_trace: Path | None) -> CycleComponentsRecord | None:
         if self.baseline is None or self.eagle3 is None:
             raise RuntimeError("notebook bug: run the benchmark cell before the cycle table")
-        return patchbench.cycle_components(self.setting.profile, cycle_trace, self.baseline, self.eagle3,
-                                           self.setting.shims, self.experiments)
+        return cycle_timers.cycle_components(self.setting.profile, cycle_trace, self.baseline, self.eagle3,
+                                             self.setting.shims, self.experiments)
 
     def lossless(self) -> LosslessReport | None:
         if not self.eagle3_measured():
             return None
-        return patchbench.lossless_check(self._report().arms, self.setting.bench_dir, self.setting.profile,
-                                         noise_floor=self.setting.noise_floor)
+        return lossless_check.lossless_check(self._report().arms, self.setting.bench_dir, self.setting.profile,
+                                             noise_floor=self.setting.noise_floor)
 
     def acceptance_records(self) -> list[dict[str, Any]]:
         return acceptance.acceptance_records(self._report().arms)

@@ -26,7 +26,7 @@ from eagle3lab.bench.sweep import ARM_KIND_EAGLE3, load_requests, run_arm, save_
 from eagle3lab.bench.workload import SweepConfig
 from eagle3lab.errors import BenchError
 from eagle3lab.fix.relaunch import patched_server
-from eagle3lab.notebook.patch_and_bench import sweep_config
+from eagle3lab.notebook.patch_and_bench.server_arms import sweep_config
 from eagle3lab.runtime import deployment
 from eagle3lab.runtime.cpu_harness import SPEC_SHIMS
 from eagle3lab.runtime.deployment import Models, ready_timeout_s, server_spec

@@ -21,10 +21,12 @@ from eagle3lab.fix.capture_result import CaptureResult
 from eagle3lab.fix.relaunch import StepResult
 from eagle3lab.notebook import arm_capture, show
 from eagle3lab.notebook import params as nbparams
-from eagle3lab.notebook import patch_and_bench as patchbench
+from eagle3lab.notebook.patch_and_bench import (arm_plans, bench_records, cycle_timers, diagnosis, lossless_check,
+                                                patch_checks, server_arms)
 from eagle3lab.notebook.benchmark import ArmSetting, Benchmark, NoBenchmark
 from eagle3lab.notebook.model_validation import ValidationView
-from eagle3lab.notebook.patch_and_bench import PartialSidecar, Relaunched
+from eagle3lab.notebook.patch_and_bench.bench_records import PartialSidecar
+from eagle3lab.notebook.patch_and_bench.relaunched_pairs import Relaunched
 from eagle3lab.paths import published_path, repo_dir
 from eagle3lab.report.figures import model_figures
 from eagle3lab.report.incident_model import incident_report
@@ -32,6 +34,7 @@ from eagle3lab.report.plots import model as model_plots
 from eagle3lab.report.plots.cycle import draw_cycle_figure, draw_server_time_figure
 from eagle3lab.runtime import deployment, envinfo
 from eagle3lab.runtime.cpu_harness import CONTROL_SHIMS, SPEC_SHIMS
+from eagle3lab.runtime.cpu_harness.spec_shims import GREEDY_ONLY
 from eagle3lab.sidecars import (AgreementRecord, CaptureRecord, CycleComponentsRecord, HarnessChangeRecord, ModelsRecord,
                                 PatchBenchSidecar, SamplingRecord, SpecArmRecord)
 from eagle3lab.trace import silent_noop
@@ -52,19 +55,19 @@ class PatchBenchRun:
         self.capture_enabled: bool = values["capture"]
         self.cross_check_enabled: bool = values["cross_check_with_bench_serving"]
         self.interleave_layer_mismatch: bool = values["interleave_layer_mismatch"]
-        self.prompt_kind = patchbench.prompt_kind_for(P, values["prompt_kind"])
+        self.prompt_kind = server_arms.prompt_kind_for(P, values["prompt_kind"])
         self.logs_dir = repo_dir("artifacts") / "logs"
         self.bench_dir = repo_dir("artifacts") / f"03_bench.{P.name}"
         self.models = deployment.resolve_models(P)
         self.shims = tuple(SPEC_SHIMS) if P.cpu_harness else ()
-        self.drafters = patchbench.resolve_drafters(P, self.models)
-        self.plans = patchbench.eagle3_arm_plans(  # labels from the release's trace
+        self.drafters = arm_plans.resolve_drafters(P, self.models)
+        self.plans = arm_plans.eagle3_arm_plans(  # labels from the release's trace
             self.drafters, values["experiment_concurrency"], values["control_concurrency"],
             served=arm_capture.served_capture(P))
         self.eagle3_models = self.plans[0].models(self.models)  # the relaunch chain serves the headline drafter
-        self.config = patchbench.sweep_config(P, self.models, self.prompt_kind)
+        self.config = server_arms.sweep_config(P, self.models, self.prompt_kind)
         # notebook 01's noise floor, checked here so that a missing one stops the run before any server starts
-        floor = patchbench.recorded_noise_floor(P, self.config) if values["bench"] else None
+        floor = lossless_check.recorded_noise_floor(P, self.config) if values["bench"] else None
         setting = ArmSetting(P, self.models, self.config, self.bench_dir, self.logs_dir, self.patch, self.shims,
                              tuple(CONTROL_SHIMS) if P.cpu_harness else (), self.plans, self.drafters, floor)
         self.bench: NoBenchmark = Benchmark(setting) if values["bench"] else NoBenchmark()
@@ -115,10 +118,10 @@ class PatchBenchRun:
         return self.trace
 
     def patch_table(self) -> Shown:
-        return show.table(patchbench.patch_table([relaunch.ONE_METHOD_PATCH, self.patch]))
+        return show.table(patch_checks.patch_table([relaunch.ONE_METHOD_PATCH, self.patch]))
 
     def expect_patch_covers_trace(self) -> None:
-        self.delegated = patchbench.expect_patch_covers_trace(self.patch, self._trace().verdict.missing_members)
+        self.delegated = patch_checks.expect_patch_covers_trace(self.patch, self._trace().verdict.missing_members)
         print("the full patch delegates:", ", ".join(self.delegated))
 
     # --- capture check ------------------------------------------------------------------------------------------
@@ -131,11 +134,11 @@ class PatchBenchRun:
                 None: capture_check.run_cpu_capture_check(None, num_layers=P.model_num_layers),
                 self.patch.removesuffix(".patch"): capture_check.run_cpu_capture_check(
                     self.patch, num_layers=P.model_num_layers)}
-        return show.table(patchbench.capture_rows(self.captures)) if self.captures else "capture check skipped"
+        return show.table(patch_checks.capture_rows(self.captures)) if self.captures else "capture check skipped"
 
     def expect_capture(self) -> None:
         if self.captures:
-            patchbench.expect_capture(self.captures, str(self._trace().verdict.first_raise["cpu"].member))
+            patch_checks.expect_capture(self.captures, str(self._trace().verdict.first_raise["cpu"].member))
 
     def agreement_table(self) -> Shown:
         if self.captures:
@@ -148,7 +151,7 @@ class PatchBenchRun:
     # --- relaunch chain -----------------------------------------------------------------------------------------
 
     def start_cycle_trace(self) -> None:
-        self.cycle_trace = patchbench.start_cycle_trace(self.profile, self.bench_dir, self.bench.enabled)
+        self.cycle_trace = cycle_timers.start_cycle_trace(self.profile, self.bench_dir, self.bench.enabled)
         print("cycle trace:", self.cycle_trace)
 
     def relaunch_chain(self) -> Shown:
@@ -176,8 +179,8 @@ class PatchBenchRun:
         return show.table(self.config.to_dict())
 
     def harness_table(self) -> Shown:
-        self.harness = patchbench.harness_rows(self.profile, self.models, self.eagle3_models, self.shims,
-                                               CONTROL_SHIMS if self.profile.cpu_harness else ())
+        self.harness = server_arms.harness_rows(self.profile, self.models, self.eagle3_models, self.shims,
+                                                CONTROL_SHIMS if self.profile.cpu_harness else ())
         return show.table(self.harness) if self.harness else "not the CPU harness: nothing changed"
 
     def sidecar(self, **measured: Any) -> PatchBenchSidecar:
@@ -277,7 +280,7 @@ class PatchBenchRun:
         return show.table(self.speedup) if self.speedup else "no EAGLE-3 point to compare"
 
     def sampling_table(self) -> Shown:
-        self.sampling = SamplingRecord(policy="refused", reason=patchbench.GREEDY_ONLY) \
+        self.sampling = SamplingRecord(policy="refused", reason=GREEDY_ONLY) \
             if self.profile.cpu_harness else None
         return show.table(self.sampling.model_dump()) if self.sampling else "not a CPU run"
 
@@ -287,16 +290,16 @@ class PatchBenchRun:
 
     def cross_check_table(self) -> Shown:
         check = self.bench.crosscheck
-        return show.table(patchbench.cross_check_row(check)) if check else "cross-check not run"
+        return show.table(server_arms.cross_check_row(check)) if check else "cross-check not run"
 
     def bench_figures(self) -> None:
         self.figures = self.bench.figures()
         show.images(self.figures.values())
 
     def diagnose(self) -> Shown:
-        self.findings = patchbench.diagnose_run(self.profile, self.bench.report, self.bench_dir, self.logs_dir,
-                                                self.drafters.offline_acceptance, self.cycle_table,
-                                                self.relaunched.spread)
+        self.findings = diagnosis.diagnose_run(self.profile, self.bench.report, self.bench_dir, self.logs_dir,
+                                               self.drafters.offline_acceptance, self.cycle_table,
+                                               self.relaunched.spread)
         return show.table(self.findings)
 
     # --- the cost model -----------------------------------------------------------------------------------------
@@ -321,7 +324,7 @@ class PatchBenchRun:
             layer_mismatch=self.mismatch.to_dict() if self.mismatch else None,
             speedup=self.speedup, sampling=self.sampling,
             verify_dispatch_gap=self.dispatch_gap.to_dict() if self.dispatch_gap else None,
-            timings=patchbench.timings(self.chain, self.captures, self.bench.report),
+            timings=bench_records.timings(self.chain, self.captures, self.bench.report),
             cycle_components=self.cycle_table, launch_spread=self.relaunched.spread,
             interleaved_sweep=self.relaunched.interleaved, interleaved_variants=self.relaunched.variants,
             variant_costs=self.relaunched.variant_costs))

@@ -42,8 +42,9 @@ class PlannedLaunch:
 
 def _experiment_arms(profile: Profile) -> tuple[int, int]:
     """(EAGLE-3 experiment arms, of them the layer-mismatch variant) notebook 03 launches at most: the untrained
-    and shifted drafters exist only on a tiny-model profile with topk 1 (``patch_and_bench.resolve_drafters``);
-    the shifted one may be left out there when the target is too shallow, so this is an upper bound."""
+    and shifted drafters exist only on a tiny-model profile with topk 1
+    (``notebook.patch_and_bench.arm_plans.resolve_drafters``); the shifted one may be left out there when the
+    target is too shallow, so this is an upper bound."""
     return (2, 1) if profile.uses_tiny_model and profile.speculative_eagle_topk == 1 else (0, 0)
 
 

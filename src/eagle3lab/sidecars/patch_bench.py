@@ -38,7 +38,8 @@ class ChainStepRecord(Record):
 
 
 class SpecArmRecord(Record):
-    """One EAGLE-3 arm as planned (``notebook.patch_and_bench.SpecArmPlan``): its drafter and concurrencies."""
+    """One EAGLE-3 arm as planned (``notebook.patch_and_bench.arm_plans.SpecArmPlan``): its drafter and
+    concurrencies."""
 
     name: str
     kind: str  # bench.sweep.ARM_KINDS
@@ -515,6 +516,7 @@ class PatchBenchSidecar(Sidecar):
     # pair against the same baseline blocks, and its throughput against the headline arm's
     interleaved_variants: list[LaunchSample] = Field(default_factory=list)
     variant_costs: list[VariantCost] = Field(default_factory=list)
-    # False while notebook 03 is still measuring (written after each arm, notebook.patch_and_bench.PartialSidecar);
-    # a sidecar left with False is a run that stopped after the arms it lists
+    # False while notebook 03 is still measuring (written after each arm,
+    # notebook.patch_and_bench.bench_records.PartialSidecar); a sidecar left with False is a run that stopped after
+    # the arms it lists
     complete: bool = True

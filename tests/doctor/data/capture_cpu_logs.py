@@ -18,7 +18,7 @@ from pathlib import Path
 
 import requests
 
-from eagle3lab.notebook.patch_and_bench import resolve_drafters
+from eagle3lab.notebook.patch_and_bench.arm_plans import resolve_drafters
 from eagle3lab.package.patching import FULL_DELEGATION_PATCH
 from eagle3lab.fix.relaunch import ChainStep, run_step, stop_serving
 from eagle3lab.runtime.cpu_harness import CONTROL_SHIMS, SPEC_SHIMS
