@@ -29,11 +29,17 @@ from eagle3lab.costmodel.hardware import Hardware
 
 
 class SpeculativeFlags(Protocol):
-    """The EAGLE flags as ``runtime.speculative.SpeculativeSpec`` carries them (the launch's own object)."""
+    """The EAGLE flags as ``runtime.speculative.SpeculativeSpec`` carries them (the launch's own object). Read-only
+    properties: the model only reads them, and the launch's spec is a frozen dataclass."""
 
-    num_steps: int
-    eagle_topk: int
-    num_draft_tokens: int
+    @property
+    def num_steps(self) -> int: ...
+
+    @property
+    def eagle_topk(self) -> int: ...
+
+    @property
+    def num_draft_tokens(self) -> int: ...
 
     @property
     def verify_tokens(self) -> int: ...
