@@ -21,11 +21,18 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from eagle3lab.atomic import save_figure_atomic  # noqa: E402
+from eagle3lab.bench.metrics import PointMetrics  # noqa: E402
 from eagle3lab.bench.sweep import (ARM_KIND_BASELINE, ARM_KIND_EAGLE3, ARM_NOT_RUNNABLE, ArmResult,  # noqa: E402
                                    BenchReport)
 from eagle3lab.paths import repo_dir  # noqa: E402
 
 PERCENTILE_STYLES = {"p50": "-", "p90": "--", "p99": ":"}
+
+
+def measured_metrics(arm: ArmResult) -> list[tuple[int, PointMetrics]]:
+    """Each measured point's concurrency and metrics: a measured point has metrics (``PointResult.measured``), so
+    this drops nothing; it only says so to the type checker."""
+    return [(p.concurrency, p.metrics) for p in arm.measured_points() if p.metrics is not None]
 
 
 def reason_text(reason: dict[str, Any] | None, width: int = 70) -> str:
@@ -48,7 +55,7 @@ def _notes(report: BenchReport, *, acceptance: bool = False) -> list[str]:
             notes.append(f"{arm.name}: not runnable on '{report.profile}' ({reason_text(arm.reason)})")
         elif not arm.measured_points():
             notes.append(f"{arm.name}: no measured point ({reason_text(arm.reason)})")
-        elif acceptance and all(p.metrics.accept_length is None for p in arm.measured_points()):  # type: ignore[union-attr]
+        elif acceptance and all(m.accept_length is None for _, m in measured_metrics(arm)):
             notes.append(f"{arm.name}: no speculation, so no acceptance length")
     return notes
 
@@ -85,10 +92,9 @@ def plot_throughput(report: BenchReport) -> Figure:
     """Output tokens per second against concurrency, one line per measured arm, plus bench_serving's point."""
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
     for arm in report.arms:
-        points = arm.measured_points()
+        points = measured_metrics(arm)
         if points:
-            ax.plot([p.concurrency for p in points], [p.metrics.output_tok_per_s for p in points],  # type: ignore[union-attr]
-                    marker="o", label=arm.name)
+            ax.plot([c for c, _ in points], [m.output_tok_per_s for _, m in points], marker="o", label=arm.name)
     check = report.cross_check
     if check:
         ax.plot([check["concurrency"]], [check["theirs_output_tok_per_s"]], marker="x", linestyle="none",
@@ -106,12 +112,14 @@ def plot_acceptance(report: BenchReport) -> Figure:
     ``spec_accept_length`` averaged over requests (solid), and all tokens / all verify steps (dashed)."""
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
     for index, arm in enumerate(report.arms):
-        points = [p for p in arm.measured_points() if p.metrics.accept_length is not None]  # type: ignore[union-attr]
+        # both lengths are measured together (``bench.metrics``): None on both without speculation
+        points = [(c, m.accept_length_mean, m.accept_length) for c, m in measured_metrics(arm)
+                  if m.accept_length is not None and m.accept_length_mean is not None]
         if points:
-            ax.plot([p.concurrency for p in points], [p.metrics.accept_length_mean for p in points],  # type: ignore[union-attr]
-                    marker="o", color=f"C{index}", label=f"{arm.name}: mean per request")
-            ax.plot([p.concurrency for p in points], [p.metrics.accept_length for p in points],  # type: ignore[union-attr]
-                    marker="x", linestyle="--", color=f"C{index}", label=f"{arm.name}: pooled")
+            ax.plot([c for c, _, _ in points], [mean for _, mean, _ in points], marker="o", color=f"C{index}",
+                    label=f"{arm.name}: mean per request")
+            ax.plot([c for c, _, _ in points], [pooled for _, _, pooled in points], marker="x", linestyle="--",
+                    color=f"C{index}", label=f"{arm.name}: pooled")
     _concurrency_axis(ax, report.arms)
     ax.set_ylabel("acceptance length (tokens / verify step)")
     _finish(fig, ax, report, "Speculative acceptance length vs concurrency")
@@ -122,8 +130,8 @@ def plot_acceptance(report: BenchReport) -> Figure:
 def pooled_histogram(arm: ArmResult) -> list[int]:
     """Verify steps by accepted draft tokens (entry k: steps that accepted k), summed over the arm's points."""
     total: list[int] = []
-    for point in arm.measured_points():
-        hist = point.metrics.accepted_per_verify_histogram or []  # type: ignore[union-attr]
+    for _, metrics in measured_metrics(arm):
+        hist = metrics.accepted_per_verify_histogram or []
         total.extend([0] * (len(hist) - len(total)))
         for k, count in enumerate(hist):
             total[k] += count

@@ -13,6 +13,9 @@ import matplotlib
 
 matplotlib.use("Agg")  # figures are files; never ask for a display
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.colors import TABLEAU_COLORS  # noqa: E402
+from numpy.typing import ArrayLike  # noqa: E402
 
 from eagle3lab.atomic import save_figure_atomic  # noqa: E402
 from eagle3lab.paths import repo_dir  # noqa: E402
@@ -20,6 +23,8 @@ from eagle3lab.sidecars import CycleComponentsRecord  # noqa: E402
 
 GROUP_ORDER = ("target forward", "draft forward", "model runner", "tree and acceptance", "KV bookkeeping",
                "orchestration", "harness kernels")
+# matplotlib's tab10 colours, in its order, as named colours (a colormap's ``colors`` is untyped)
+COLORS = list(TABLEAU_COLORS.values())
 
 
 def figure_path(profile: str, out_dir: Path | None = None) -> Path:
@@ -31,14 +36,13 @@ def draw_cycle_figure(table: CycleComponentsRecord, out_dir: Path | None = None)
     bars = ("one plain step", "one EAGLE-3 cycle", "cycle without\nharness kernels")
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     bottoms = [0.0, 0.0, 0.0]
-    colors = plt.get_cmap("tab10").colors
     for index, group in enumerate(GROUP_ORDER):
         values = table.groups.get(group, {})
         heights = [values.get("plain_ms", 0.0), values.get("cycle_ms", 0.0),
                    0.0 if group == "harness kernels" else values.get("cycle_ms", 0.0)]
         if not any(heights):
             continue
-        ax.bar(bars, heights, bottom=bottoms, label=group, color=colors[index % len(colors)],
+        ax.bar(bars, heights, bottom=bottoms, label=group, color=COLORS[index % len(COLORS)],
                hatch="//" if group == "harness kernels" else None, edgecolor="white", linewidth=0.5)
         bottoms = [b + h for b, h in zip(bottoms, heights)]
     for x, total in enumerate(bottoms):
@@ -46,8 +50,14 @@ def draw_cycle_figure(table: CycleComponentsRecord, out_dir: Path | None = None)
                 va="bottom", fontsize=8)
     ax.set_ylabel("milliseconds (mean per step / cycle)")
     ax.set_ylim(0, max(bottoms) * 1.25)
-    right = ax.secondary_yaxis("right", functions=(lambda ms: ms / table.plain_step_ms,
-                                                   lambda steps: steps * table.plain_step_ms))
+
+    def to_steps(ms: ArrayLike) -> ArrayLike:
+        return np.asarray(ms) / table.plain_step_ms
+
+    def to_ms(steps: ArrayLike) -> ArrayLike:
+        return np.asarray(steps) * table.plain_step_ms
+
+    right = ax.secondary_yaxis("right", functions=(to_steps, to_ms))
     right.set_ylabel("plain decode steps")
     ax.set_title(f"sglang {table.speculative_num_steps}-step EAGLE-3 cycle vs plain decode step, batch size "
                  f"{table.batch_size}\nprofile '{table.profile}', measured {table.measured_on}", fontsize=10)
@@ -76,7 +86,6 @@ def draw_server_time_figure(table: CycleComponentsRecord, out_dir: Path | None =
     concurrencies = sorted({p.concurrency for p in points})
     width = 0.38
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    colors = plt.get_cmap("tab10").colors
     for offset, speculative, label in ((-width / 2, False, "plain step"), (width / 2, True, "EAGLE-3 cycle")):
         mine = {p.concurrency: p for p in points if p.speculative == speculative}
         xs = [i + offset for i, c in enumerate(concurrencies) if c in mine]
@@ -84,7 +93,7 @@ def draw_server_time_figure(table: CycleComponentsRecord, out_dir: Path | None =
         bottoms = [0.0] * len(rows)
         for index, (field, part) in enumerate(SPLIT_PARTS):
             heights = [getattr(p, field) for p in rows]
-            ax.bar(xs, heights, width, bottom=bottoms, color=colors[index], edgecolor="white", linewidth=0.5,
+            ax.bar(xs, heights, width, bottom=bottoms, color=COLORS[index], edgecolor="white", linewidth=0.5,
                    hatch="//" if speculative else None, label=f"{part} ({label})")
             bottoms = [b + h for b, h in zip(bottoms, heights)]
         for x, total, p in zip(xs, bottoms, rows):

@@ -12,7 +12,7 @@ import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, TypedDict
 
 import matplotlib
 
@@ -42,9 +42,27 @@ COMPONENT_LABELS = {"weights": "weights read", "gemm_compute": "GEMM compute bey
 COMPONENT_COLORS = {"weights": "#4c72b0", "gemm_compute": "#8172b2", "kv_cache": "#64b5cd",
                     "attention_compute": "#2a9d8f", "activations": "#b3b3b3", "all_reduce": "#dd8452",
                     "sampling": "#c44e52", "launch": "#937860", "per_request_host": "#da8bc3"}
-REPORTED_STYLE = dict(marker="o", markersize=11, markerfacecolor="none", markeredgewidth=2, linestyle="none",
-                      color="crimson")
-MEASURED_STYLE = dict(marker="s", markersize=7, linestyle="none", color="black")
+
+
+class PointStyle(TypedDict, total=False):
+    """The ``Axes.plot`` keywords a marker style sets (typed, so that unpacking one checks against ``plot``)."""
+
+    marker: str
+    markersize: float
+    markerfacecolor: str
+    markeredgewidth: float
+    linestyle: str
+    color: str
+
+
+REPORTED_STYLE: PointStyle = dict(marker="o", markersize=11, markerfacecolor="none", markeredgewidth=2,
+                                  linestyle="none", color="crimson")
+MEASURED_STYLE: PointStyle = dict(marker="s", markersize=7, linestyle="none", color="black")
+
+
+def measured_style(marker: str, color: str = MEASURED_STYLE["color"]) -> PointStyle:
+    """``MEASURED_STYLE`` with another marker (one per arm) and colour."""
+    return {**MEASURED_STYLE, "marker": marker, "color": color}
 
 
 @dataclass(frozen=True)
@@ -190,7 +208,7 @@ def draw_throughput(dep: Deployment, spec: SpeculativeFlags, max_batch: int, spe
     for arm, marker in (("baseline", "s"), ("eagle3", "D")):
         pts = [p for p in measured if p.arm == arm]
         if pts:
-            ax.plot([p.batch for p in pts], [p.tok_s for p in pts], **{**MEASURED_STYLE, "marker": marker},
+            ax.plot([p.batch for p in pts], [p.tok_s for p in pts], **measured_style(marker),
                     label=f"{pts[0].label}: {arm}")
     if show_reported:
         ax.plot([1], [incident.SINGLE_STREAM.value], label=f"{incident.REPORTED_LABEL}: single stream "
@@ -400,7 +418,8 @@ def draw_run_throughput(dep: Deployment, spec: SpeculativeFlags, measured: Seque
     acceptance (hollow diamonds) and measured (filled diamonds). Predicted values are computed at exactly the
     measured concurrencies, so the figure and the table agree to the printed precision."""
     base = sorted((p for p in measured if p.arm == "baseline"), key=lambda p: p.batch)
-    eagle = sorted((p for p in measured if p.arm == "eagle3" and p.accept_length is not None), key=lambda p: p.batch)
+    eagle = sorted(((p, p.accept_length) for p in measured if p.arm == "eagle3" and p.accept_length is not None),
+                   key=lambda point_tau: point_tau[0].batch)  # each EAGLE-3 point with its measured acceptance
     if not base:
         raise PerfModelError("run figure: no measured baseline point")
     fig, ax = plt.subplots(figsize=(8, 4.8))
@@ -409,12 +428,11 @@ def draw_run_throughput(dep: Deployment, spec: SpeculativeFlags, measured: Seque
     ax.plot(grid, [plain_tok_s(dep, b) for b in grid], color="black", label="plain decoding, predicted")
     ax.plot([p.batch for p in base], [p.tok_s for p in base], **MEASURED_STYLE, label=f"plain, {base[0].label}")
     if eagle:
-        ax.plot([p.batch for p in eagle], [spec_tok_s(dep, spec, p.batch, p.accept_length) for p in eagle],
+        ax.plot([p.batch for p, _ in eagle], [spec_tok_s(dep, spec, p.batch, tau) for p, tau in eagle],
                 marker="D", markersize=9, markerfacecolor="none", markeredgewidth=1.5, linestyle="--",
                 color="tab:blue", label="EAGLE-3, predicted from the measured acceptance")
-        ax.plot([p.batch for p in eagle], [p.tok_s for p in eagle], **{**MEASURED_STYLE, "marker": "D",
-                                                                        "color": "tab:blue"},
-                label=f"EAGLE-3, {eagle[0].label}")
+        ax.plot([p.batch for p, _ in eagle], [p.tok_s for p, _ in eagle], **measured_style("D", "tab:blue"),
+                label=f"EAGLE-3, {eagle[0][0].label}")
     ax.set_xscale("log", base=2)
     ax.set_xticks(grid, [str(b) for b in grid])
     ax.set_xlabel("concurrent requests")
