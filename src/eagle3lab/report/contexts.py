@@ -9,13 +9,14 @@ from typing import Any, Mapping, Optional, Sequence
 from eagle3lab.report import engine_condition, provenance, validation_section
 from eagle3lab.report.model_evidence import ModelEvidence
 from eagle3lab.package.patching import patch_info
-from eagle3lab.sidecars import (CrashReproSidecar, InterfaceTraceSidecar, PatchBenchSidecar,
+from eagle3lab.sidecars import (ContractSite, CrashReproSidecar, InterfaceTraceSidecar, PatchBenchSidecar,
                                 VariantCost)
 from eagle3lab.trace import audit
 from eagle3lab.trace.startup import StartupProfile
 from eagle3lab.fix.capture_result import CaptureResult
 from eagle3lab.report.sentences import (accepts_text, capacity_sentence, cycle_sentence, gib, fixed, rates_text,
-                                        flip_sentence, matching_sentence, peak_verdict, sensitivity_rows, speedup_cells)
+                                        flip_sentence, matched_peak_sentence, peak_verdict, sensitivity_rows,
+                                        speedup_cells)
 from eagle3lab.report.plots.model import run_figure_files
 from eagle3lab.report.run_check_text import run_check_context
 
@@ -39,7 +40,7 @@ STARTUP = {p.name: p for p in (StartupProfile.cpu(), StartupProfile.gpu())}
 ACCESS_KINDS = (("call", "calls"), ("read", "attribute reads"), ("check", "hasattr checks"), ("write", "writes"))
 
 
-def _site_counts(contract: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def _site_counts(contract: Sequence[ContractSite]) -> list[dict[str, Any]]:
     """Contract sites by the object they touch and by kind of access (a call, a read and a hasattr check differ)."""
     rows = []
     for role in sorted({site.get("role", "?") for site in contract}):
@@ -81,7 +82,8 @@ def trace_context(s02: InterfaceTraceSidecar | None) -> dict | None:
     if s02 is None:
         return None
     verdict, bisect, timings = s02.verdict, s02.bisect, s02.timings
-    inner = verdict.class_report.get("inner_class", "inner model")
+    class_report = verdict.class_report
+    inner = class_report.get("inner_class", "inner model") if class_report is not None else "inner model"
     newest = s02.conformance.get("newest")
     next_raise = verdict.next_raise_after_one_method.get("cpu")
     layers = [{"profile": table.profile, "depth": table.depth, "aux": table.aux_layer_ids,
@@ -169,7 +171,7 @@ def _fixes_context(s02: InterfaceTraceSidecar) -> dict[str, Any] | None:
                  "series": r.series.detail if r.series else "", "refused": r.refused,
                  "stale": [f.name for f in r.fixes if f.ok and f.committed != "identical"]}
                 for r in record.releases.values()]
-    verification = record.verification or {}
+    verification = record.verification
     capture = []
     for item in verification.get("capture", []):
         before, after = item["unpatched"] or {}, item["patched"]
@@ -331,7 +333,7 @@ def model_context(model: ModelEvidence, figures: Sequence[str], eagle3_note: Opt
         why.append(b.sentence("model.why.orchestration", b.rule("break_even_moved", engine_condition.break_even_moved,
                                                                "model.incident.break_even_update") + " **[modelled]**."))
     flip = b.sentence("model.flip", b.rule("flip", flip_sentence, "model.incident.sensitivity"))
-    matching = (b.sentence("model.matching", b.rule("matching", matching_sentence,
+    matching = (b.sentence("model.matching", b.rule("matching", matched_peak_sentence,
                                                     "model.incident.context_matching_reported_peak",
                                                     "model.incident.context_len"))
                 if data.get("context_matching_reported_peak") else None)

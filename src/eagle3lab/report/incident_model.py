@@ -20,7 +20,7 @@ from eagle3lab.costmodel.hardware import Hardware
 from eagle3lab.costmodel.measured_cycle import cpu_engine_entry
 from eagle3lab.costmodel.predict import calibrate_baseline
 from eagle3lab.costmodel.presets import hardware_preset, kimi_k25, kimi_k25_eagle3_drafter
-from eagle3lab.costmodel.validation import frozen_engine, load_dataset
+from eagle3lab.costmodel.validation import Dataset, Frozen, frozen_engine, load_dataset
 from eagle3lab.errors import PerfModelError
 from eagle3lab.report import incident
 from eagle3lab.report.incident import INCIDENT_PROFILE
@@ -35,7 +35,11 @@ def profile_speculative_spec(profile_name: str) -> SpeculativeSpec:
     """The speculative flags of a profile, built by the same function that builds its server launch."""
     profile = load_profile(profile_name)
     # flags only: the checkpoints need not be on disk (a GPU profile's are fetched separately, with fetch-models)
-    return server_spec(profile, Models(profile.target_model, profile.draft_model), speculative=True).speculative
+    spec = server_spec(profile, Models(profile.target_model, profile.draft_model), speculative=True).speculative
+    if spec is None:  # a speculative launch always carries its flags
+        raise PerfModelError(f"profile {profile_name}: its speculative launch carries no EAGLE flags",
+                             parameter="profile", value=profile_name)
+    return spec
 
 
 @dataclass(frozen=True)
@@ -64,12 +68,18 @@ def incident_spec() -> SpeculativeSpec:
     return profile_speculative_spec(INCIDENT_PROFILE)
 
 
+def current_constants(dataset: Dataset) -> Optional[Frozen]:
+    """The newest frozen constants of the dataset's validation protocol (``Protocol.current``); None where nothing
+    is frozen yet."""
+    return dataset.protocol.current if dataset.protocol is not None else None
+
+
 @functools.cache
 def incident_engine() -> Engine:
     """The engine the incident is predicted with: sglang's constants plus the orchestration between passes fitted on
     development sources and frozen (``validation.protocol.current``): the constants the newest held-out set was
     scored with, so the report's verdict rests on the model that was validated, not on the one before it."""
-    return frozen_engine("sglang-0.5", load_dataset().protocol.current)
+    return frozen_engine("sglang-0.5", current_constants(load_dataset()))
 
 
 def tp_term_condition() -> dict[str, Any]:
@@ -77,7 +87,7 @@ def tp_term_condition() -> dict[str, Any]:
     hardware of the development series it was fitted on, and whether the incident's TP lies outside them (an
     extrapolation the report must say)."""
     dataset = load_dataset()
-    frozen = dataset.protocol.current
+    frozen = current_constants(dataset)
     fitted = [(source, series) for source in dataset.sources if frozen and source.id in frozen.fitted_on
               for series in source.series]
     tps = sorted({series.tp for _, series in fitted})
@@ -255,7 +265,11 @@ def incident_break_even_update(context_len: Optional[float] = None) -> dict[str,
     JSON-ready: ``old``, ``new`` (break-evens, the request cap, verdict sentences, engine sources), ``moved``
     (new - old per break-even) and ``measured_cpu_cycle``."""
     context_len = incident_setup().context_len if context_len is None else context_len
-    frozen = load_dataset().protocol.current  # the newest frozen constants (the second freeze once recorded)
+    frozen = current_constants(load_dataset())  # the newest frozen constants (the second freeze once recorded)
+    if frozen is None:
+        raise PerfModelError("the cost model's validation data (data/spec_validation.yaml) records no frozen "
+                             "constants, and the break-even update compares the model against them; restore its "
+                             "protocol's freeze", parameter="protocol", problem="missing")
     spec = incident_spec()
     engines = {"old": (sglang_engine(), "modelled: sglang engine constants as stated (CPU work per pass counted; "
                                         "no orchestration between passes)"),

@@ -201,9 +201,11 @@ def _compare_point(dep, spec, batch: int, baseline_tok_s: float,
                            "predicted_baseline_tok_s": predicted,
                            "baseline_error_pct": (predicted - baseline_tok_s) / baseline_tok_s * 100,
                            "baseline_role": "calibration" if batch == 1 else "predicted"}
-    if eagle3 is None or eagle3[1] is None:
+    if eagle3 is None:
         return row
     rate, accept = eagle3
+    if accept is None:
+        return row
     row.update(measured_eagle3_tok_s=rate, accept_length=accept, measured_speedup=rate / baseline_tok_s)
     try:
         check_accept_length(accept, spec)

@@ -4,9 +4,15 @@ re-apply to the evidence a bound sentence names, each number formatted once (``f
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Protocol, Sequence
 from eagle3lab.report import engine_condition, evidence_table, run_speed, summary, validation_section
 from eagle3lab.report.provenance import Rule
+
+
+class Keyed(Protocol):
+    """A row read by key: a JSON object from the evidence, or a sidecar record (``Record.__getitem__``)."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
 
 
 def fixed(value: float | None, digits: int = 1) -> str:
@@ -17,7 +23,7 @@ def gib(nbytes: int) -> float:
     return nbytes / 2**30
 
 
-def speedup_cells(records: Sequence[Mapping[str, Any]]) -> Optional[str]:
+def speedup_cells(records: Sequence[Keyed]) -> Optional[str]:
     """The measured speedups with their direction, e.g. '0.64x at concurrency 1 (slower)'; None when not measured."""
     if not records:
         return None
@@ -133,8 +139,12 @@ def flip_sentence(rows: Sequence[Mapping[str, Any]]) -> str:
 
 def matching_sentence(match: Optional[Mapping[str, Any]], assumed_context: float) -> Optional[str]:
     """What the model says at the context where it reproduces the reported peak (None if no context does)."""
-    if not match:
-        return None
+    return matched_peak_sentence(match, assumed_context) if match else None
+
+
+def matched_peak_sentence(match: Mapping[str, Any], assumed_context: float) -> str:
+    """``matching_sentence`` where a context reproduces the reported peak: the rule a sentence is bound to, which
+    has always something to say (the report binds it only where the evidence holds a match)."""
     capped, uncapped = match["predicted"], match["predicted_without_request_cap"]
     return (f"The model reproduces the reported peak of {fixed(match['reported_peak_tok_s'], 0)} tok/s **[reported]** "
             f"at a mean decode context of {fixed(match['context_len'], 0)} tokens instead of the assumed "
