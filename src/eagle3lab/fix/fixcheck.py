@@ -31,9 +31,11 @@ def _forward_returns_inner(res: Resolver, cls: ClassRef, attr: str, depth: int =
     the drafter only if the wrapper hands that output back unchanged.
     """
     found = res.owner_of(cls, "forward")
-    if found is None or not isinstance(found[1], (ast.FunctionDef, ast.AsyncFunctionDef)) or depth > 4:
+    if found is None or depth > 4:
         return None, f"{cls.name}.forward not found in the release"
     owner, func = found
+    if not isinstance(func, ast.FunctionDef):  # an assignment, or an async def (no torch module's forward is one)
+        return None, f"{cls.name}.forward not found in the release"
     verdicts: list[tuple[Optional[bool], str]] = []
     for ret in function_returns(func):
         verdicts.append(_passes_inner(res, cls, owner, func, ret, attr, depth))
@@ -141,7 +143,8 @@ def check(src: SglangSource, fix: Fix, members: list[str]) -> Fix:
                                "detail": ", ".join(f"{m.name} -> {m.delegates_to}" for m in added) or "no methods"}
     orig_res = Resolver(src)
     owner = orig_res.index.resolve(module_name(fix.file), fix.owner)
-    alone = [e for e in fix.entries if len(inner_owners(orig_res, orig_res.index.find_class(e))) == 1]
+    alone = [e for e in fix.entries
+             if (ref := orig_res.index.find_class(e)) is not None and len(inner_owners(orig_res, ref)) == 1]
     still = _still_lacking(patched, alone, fix.members)
     fix.checks["re-audit"] = {"ok": not still, "detail": (
         f"{', '.join(alone)} conform for {', '.join(fix.members)}" if alone and not still
@@ -159,8 +162,8 @@ def check(src: SglangSource, fix: Fix, members: list[str]) -> Fix:
         fix.refused = f"re-audit still finds members missing: {still}"
     elif wrong:
         by_reason: dict[str, list[str]] = {}
-        for cls, why in wrong.items():
-            by_reason.setdefault(why, []).append(cls)
+        for name, why in wrong.items():
+            by_reason.setdefault(why, []).append(name)
         fix.refused = "; ".join(why if why.startswith(f"{classes[0]}.") and len(classes) == 1
                                 else f"{', '.join(classes)}: {why}" for why, classes in by_reason.items())
     return fix
