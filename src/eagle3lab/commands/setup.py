@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> None:
     if profile.cpu_harness:
         print(f"stub libcuda: {build_libcuda_stub()}")
     if args.rebuild and profile.uses_tiny_model:
-        build_tiny_models(num_layers=profile.model_num_layers, force=True)
+        build_tiny_models(num_layers=profile.model_num_layers, aux_layer_ids=profile.tiny_aux_layer_ids, force=True)
     target, draft, cache_key = locate_models(profile)
     for ckpt in (target, draft):
         if ckpt.kind == "local" and ckpt.path is None:

@@ -469,7 +469,7 @@ def needs_trained_drafter(profile: Any) -> bool:
 
 def trained_drafter_cached(profile: Any) -> bool:
     """Whether the profile's trained drafter is in the cache, whole (so nothing would be trained for it)."""
-    tiny = build_tiny_models(num_layers=profile.model_num_layers)
+    tiny = build_tiny_models(num_layers=profile.model_num_layers, aux_layer_ids=profile.tiny_aux_layer_ids)
     root = cache_dir(CACHE_FOLDER) / drafter_cache_key(drafter_inputs(tiny, DrafterRecipe(),
                                                                       workload_for_profile(profile)))
     history = _read_history(root)
@@ -477,11 +477,14 @@ def trained_drafter_cached(profile: Any) -> bool:
 
 
 def trained_drafter_for_profile(profile: Any, force: bool = False) -> TrainedDrafter:
-    """The trained drafter for a tiny-model profile (the cpu profile): its depth, its benchmark's shape."""
+    """The trained drafter for a tiny-model profile (cpu, gpu-1x): its depth, its aux layer ids
+    (``tiny_aux_layer_ids``: gpu-1x names sglang's graph default [2, 4, 5], which notebook 03 must serve, not the
+    scaled ids of its depth) and its benchmark's shape."""
     if not profile.uses_tiny_model:
         raise TinyModelError(f"profile {profile.name} serves {profile.target_model}, not the tiny target; "
                              "a trained tiny drafter only exists for tiny-model profiles")
-    return build_trained_drafter(profile.model_num_layers, workload_for_profile(profile), force=force)
+    return build_trained_drafter(profile.model_num_layers, workload_for_profile(profile), force=force,
+                                 aux_layer_ids=profile.tiny_aux_layer_ids)
 
 
 def shifted_ids_valid(ids: Sequence[int], num_layers: int, shift: int = -1) -> bool:
