@@ -87,6 +87,19 @@ def test_the_crash_passes_only_at_the_graph_capture_call():
     assert "cuda_graph_runner.py:365" in graphs.detail and gpu_check.crash_row(None).outcome == "FAIL"
 
 
+def test_with_graphs_off_the_crash_passes_only_at_the_eager_call():
+    """``--set disable_cuda_graph=true`` (the profile's documented second run) and the CPU rehearsal record no graphs:
+    the hook's first call is then the eager one after loading."""
+    eager = gpu_check.crash_row(crash("srt/model_executor/model_runner.py:622 in initialize"), graphs=False)
+    graphs = gpu_check.crash_row(crash("srt/model_executor/cuda_graph_runner.py:365 in __init__"), graphs=False)
+    assert (eager.outcome, graphs.outcome) == ("ok", "FAIL") and eager.check == "crash at the eager call (01)"
+
+
+def test_without_a_gpu_described_the_gpu_row_says_why():
+    row = gpu_check.gpu_row(gpuinfo.GpuInventory(0, error="the rehearsal skips the GPU probe"))
+    assert (row.outcome, row.detail) == ("info", "no GPU: the rehearsal skips the GPU probe")
+
+
 def test_lossless_and_the_three_points_are_decided_from_the_records():
     exact = sidecars.LosslessRecord(lossless=True, required_concurrency=4, mode="exact", passed=True,
                                     comparisons=[{}, {}])

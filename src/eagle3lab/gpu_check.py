@@ -21,6 +21,8 @@ from eagle3lab.paths import repo_dir
 from eagle3lab.runtime import gpuinfo
 
 GRAPH_CAPTURE_FILE = "cuda_graph_runner.py"  # sglang 0.5.9 calls the hook first here, before graphs are captured
+# with graphs off (or on a CPU, where 0.5.9 records none) the first call is the eager one after the model is loaded
+EAGER_LOAD_FILE = "model_runner.py"
 NO_GPU = ("make gpu-check needs one CUDA GPU and this machine has none ({why}); "
           "on CPU run `make run` (the cpu profile) instead")
 
@@ -45,18 +47,22 @@ def require_gpu(inventory: Optional[gpuinfo.GpuInventory] = None) -> gpuinfo.Gpu
 
 
 def gpu_row(inventory: gpuinfo.GpuInventory) -> Row:
+    """GPU 0 as torch saw it; with none (the CPU rehearsal, which skips the GPU probe) the reason, not an error."""
+    if not inventory.gpus:
+        return Row("GPU", "info", f"no GPU: {inventory.error or 'none described'}")
     gpu = inventory.gpus[0]
     return Row("GPU", "info", f"{gpu.name}, {gpu.sm}, {gpu.memory_gib:.0f} GiB; driver {inventory.driver or '?'}, "
                               f"torch {inventory.torch_version} (CUDA {inventory.torch_cuda}); GPU 0 used")
 
 
-def crash_row(crash: Optional[sidecars.CrashRecord]) -> Row:
-    """The unpatched EAGLE-3 launch must die at the graph-capture call of the hook (graphs on)."""
-    name = "crash at graph capture (01)"
+def crash_row(crash: Optional[sidecars.CrashRecord], graphs: bool = True) -> Row:
+    """The unpatched EAGLE-3 launch must die at the hook's first call: the graph-capture call with CUDA graphs on,
+    the eager call after loading with graphs off (``--set disable_cuda_graph=true``, or the CPU rehearsal)."""
+    name = "crash at graph capture (01)" if graphs else "crash at the eager call (01)"
     if crash is None:
         return Row(name, "FAIL", "no crash record (notebook 01 did not finish)")
     site = crash.call_site or (crash.report.call_site if crash.report else None) or "no call site in the log"
-    there = crash.status != "ready" and GRAPH_CAPTURE_FILE in site
+    there = crash.status != "ready" and (GRAPH_CAPTURE_FILE if graphs else EAGER_LOAD_FILE) in site
     return Row(name, "ok" if there else "FAIL", f"{crash.signature or crash.status} at {site}")
 
 
@@ -79,7 +85,10 @@ def capture_row(table: Optional[sidecars.LayerIdTable]) -> Row:
     if table is None:
         return Row(name, "FAIL", "no GPU start-up layer table (notebook 02 did not finish)")
     graphs, eager = table.captured("graphs"), table.captured("eager")
-    same = "the same layers" if graphs == eager else "different layers: sglang's capture-order defect"
+    if graphs is None:  # a start-up without graphs (disable_cuda_graph, or the CPU rehearsal): eager forwards only
+        same = "no CUDA graphs on this start-up path"
+    else:
+        same = "the same layers" if graphs == eager else "different layers: sglang's capture-order defect"
     return Row(name, "info", f"graphs {graphs}, eager {eager} ({same}); drafter ids {table.aux_layer_ids}; "
                              f"traced from sglang's source, not read off this GPU")
 
@@ -106,14 +115,21 @@ def bench_row(speedups: Sequence[sidecars.SpeedupRow], planned: Sequence[int]) -
                (points or "no point measured") + (f"; not measured: {missing}" if missing else ""))
 
 
-def rows(profile: str, inventory: gpuinfo.GpuInventory, planned: Sequence[int]) -> list[Row]:
+def own_layer_table(s02: Optional[sidecars.InterfaceTraceSidecar], profile: str) -> Optional[sidecars.LayerIdTable]:
+    """The layer table of this profile's own deployment: notebook 02 traces blackwell-8x's GPU start-up too, and
+    that one (not fetched on a one-GPU box) came first among the GPU tables."""
+    return next((t for t in s02.layer_ids if t.deployment == profile), None) if s02 else None
+
+
+def rows(profile: str, inventory: gpuinfo.GpuInventory, planned: Sequence[int], graphs: bool = True) -> list[Row]:
     """Every row, from the sidecars the run left for ``profile``: a missing one is a FAIL row; a malformed one is
-    refused in one line (``SidecarError`` names the file), not shown as a notebook that did not finish."""
+    refused in one line (``SidecarError`` names the file), not shown as a notebook that did not finish. ``graphs``:
+    whether the run recorded CUDA graphs (where the crash must happen)."""
     s01 = sidecars.read_if_present(sidecars.CrashReproSidecar, profile)
     s02 = sidecars.read_if_present(sidecars.InterfaceTraceSidecar, profile)
     s03 = sidecars.read_if_present(sidecars.PatchBenchSidecar, profile)
-    return [gpu_row(inventory), crash_row(s01.crash if s01 else None), patch_row(s03),
-            capture_row(s02.layer_table("gpu") if s02 else None), lossless_row(s03.lossless if s03 else None),
+    return [gpu_row(inventory), crash_row(s01.crash if s01 else None, graphs), patch_row(s03),
+            capture_row(own_layer_table(s02, profile)), lossless_row(s03.lossless if s03 else None),
             bench_row(s03.speedup if s03 else [], planned)]
 
 

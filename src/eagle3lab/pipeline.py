@@ -10,7 +10,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from eagle3lab import runguard, signals, staging
 from eagle3lab.errors import Eagle3LabError
@@ -40,19 +40,22 @@ def report_path() -> Path:
 
 
 def build_report(profile: str = "cpu", run: bool = True, hide_code: bool = False,
-                 notebooks: Sequence[str] | None = None, parameters: dict[str, Any] | None = None) -> ReportOutputs:
+                 notebooks: Sequence[str] | None = None, parameters: dict[str, Any] | None = None,
+                 per_notebook: Mapping[str, Mapping[str, Any]] | None = None) -> ReportOutputs:
     """Run the notebooks (unless ``run=False``), export HTML, draw the model's figures, write REPORT.md.
 
     ``profile`` is a name or a YAML path; outputs are labelled with the profile's own name. With ``run=False``
     nothing is written unless every executed notebook and sidecar is there, readable and from the same run.
+    ``per_notebook``: one notebook's own parameters (``runbook.run_all``).
     """
     runguard.check_writable(runguard.output_folders(report_path()))
     with runguard.run_lock("writing the report"):
-        return _build_report(profile, run, hide_code, notebooks, parameters)
+        return _build_report(profile, run, hide_code, notebooks, parameters, per_notebook)
 
 
 def _build_report(profile: str, run: bool, hide_code: bool, notebooks: Sequence[str] | None,
-                  parameters: dict[str, Any] | None) -> ReportOutputs:
+                  parameters: dict[str, Any] | None,
+                  per_notebook: Mapping[str, Mapping[str, Any]] | None = None) -> ReportOutputs:
     """Everything the run writes goes to a staging folder first and is published only once all of it is written:
     a failure at any cell or step leaves figures/, reports/, the sidecars and REPORT.md as the last good run left
     them, and its one line says where this run's copies are (``staging``)."""
@@ -67,7 +70,7 @@ def _build_report(profile: str, run: bool, hide_code: bool, notebooks: Sequence[
     with staging.staged(label, report_path()) as stage:
         stage.seed(seeds)
         try:
-            out = _render(profile, label, given, others, run, hide_code, parameters)
+            out = _render(profile, label, given, others, run, hide_code, parameters, per_notebook)
         except BaseException as exc:
             _say_kept(exc, stage)
             raise
@@ -90,13 +93,14 @@ def _check_inputs(profile: str, label: str, names: Sequence[str], others: Sequen
 
 
 def _render(profile: str, label: str, given: Sequence[str], others: Sequence[str], run: bool, hide_code: bool,
-            parameters: dict[str, Any] | None) -> ReportOutputs:
+            parameters: dict[str, Any] | None,
+            per_notebook: Mapping[str, Mapping[str, Any]] | None = None) -> ReportOutputs:
     """The run and the report, inside the stage: every path below is the staging folder's. ``given`` are the
     notebooks as the user named them (a path to an ``.ipynb`` outside notebooks/ is run from where it is)."""
     out = ReportOutputs()
     names = [notebook_path(n).stem for n in given]
     if run:
-        out.executed = _check_inputs(profile, label, names, others, run_all(profile, given, parameters))
+        out.executed = _check_inputs(profile, label, names, others, run_all(profile, given, parameters, per_notebook))
     else:
         out.executed = [executed_path(n, label) for n in names]
     for path in out.executed:

@@ -23,7 +23,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from eagle3lab.errors import Eagle3LabError, NotebookFailed, NotebookNotFound
 from eagle3lab.paths import REPO_ROOT, repo_dir
@@ -294,12 +294,15 @@ def profile_overrides(parameters: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def run_all(profile: str = "cpu", names: Sequence[str] | None = None,
-            parameters: dict[str, Any] | None = None) -> list[Path]:
+            parameters: dict[str, Any] | None = None,
+            per_notebook: Mapping[str, Mapping[str, Any]] | None = None) -> list[Path]:
     """Run the given notebooks (default: every notebook that exists), in order, after the deployment's preflight
     (a GPU profile stops here, in seconds, instead of after loading its checkpoints) and on an unpatched sglang.
 
     The profile and its overrides are validated first, so a bad value fails before any notebook starts; then the
     checkout's path, the output folders (writable) and the run lock (one run per checkout), before any server.
+    ``per_notebook``: parameters of one notebook's own (``"02"`` or its stem -> values), on top of ``parameters``:
+    a notebook refuses a parameter it does not declare, so they cannot go to every notebook.
     """
 
     checked = load_profile(profile, overrides=profile_overrides(parameters))
@@ -311,12 +314,14 @@ def run_all(profile: str = "cpu", names: Sequence[str] | None = None,
         if root is not None:
             require_release(root, "running the notebooks")
         names = list(names or available_notebooks())
+        own = {notebook_path(name).stem: dict(values) for name, values in (per_notebook or {}).items()}
         with drafter_in_background(checked, profile, parameters, names) as drafter_ready:
             executed = []
             for name in names:
-                if notebook_path(name).stem == DRAFTER_NOTEBOOK:
+                stem = notebook_path(name).stem
+                if stem == DRAFTER_NOTEBOOK:
                     drafter_ready()
-                executed.append(run_notebook(name, profile, parameters))
+                executed.append(run_notebook(name, profile, {**(parameters or {}), **own.get(stem, {})}))
             return executed
 
 
