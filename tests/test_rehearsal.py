@@ -31,6 +31,8 @@ CPU_KEYS = ("device", "cpu_harness", "tp_size", "dtype", "attention_backend", "d
 def rehearsal_overrides() -> dict:
     cpu = load_profile("cpu")
     overrides = {key: getattr(cpu, key) for key in CPU_KEYS}
+    # a cpu run is modelled on the host it ran on (runtime.profiles refuses a GPU preset there); the model stays
+    overrides["cost_model"] = {**load_profile("blackwell-8x").cost_model.model_dump(), "hardware": "measured"}
     overrides.update(port=free_port(), bench_concurrency=[1], bench_input_len=16, bench_output_len=8,
                      bench_num_prompts=2)
     return overrides
