@@ -107,3 +107,11 @@ def test_a_list_is_covered_by_the_tagged_paragraph_that_introduces_it_and_only_b
     assert [b.kind for b in untagged_blocks(after_a_table)] == ["item"]
     after_a_heading = "Intro **[traced]**.\n\n## Next\n- item 7\n"
     assert [b.kind for b in untagged_blocks(after_a_heading)] == ["item"]
+
+
+def test_a_date_printed_from_a_records_iso_time_is_bound_to_it():
+    """The layer experiment's record holds ``2026-12-05T16:16:18+00:00`` and its sentence prints the day: bound on
+    any day the report is rendered, not only on the day of a run whose own dates happen to match."""
+    evidence = Evidence.of({"date": "2026-12-05T16:16:18+00:00"})
+    assert unsourced_numbers("measured on 2026-12-05 here", evidence, set()) == []
+    assert [t.text for t in unsourced_numbers("measured on 2026-12-06", evidence, set())] == ["2026-12-06"]

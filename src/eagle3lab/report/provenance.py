@@ -39,6 +39,7 @@ _STRIP = "()[]{}<>,;:!?*\"'|_~"
 _NUMBER = re.compile(r"^[-+\u2212]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?$")
 _LITERAL = re.compile(r"^\d+(?:\.\d+){2,}$|^\d{4}-\d{2}-\d{2}$")  # versions and dates: compared as text
 _SUFFIX = re.compile(r"^(.*\d)(%|x)$")
+_TIMESTAMP = re.compile(r"^(\d{4}-\d{2}-\d{2})T\d")  # an ISO time in a record: its date is what a sentence prints
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,10 @@ def _word_tokens(word: str) -> Iterator[str]:
         return
     if _LITERAL.match(word):
         yield word
+        return
+    stamped = _TIMESTAMP.match(word)
+    if stamped:
+        yield stamped.group(1)
         return
     suffixed = _SUFFIX.match(word)
     if suffixed and _NUMBER.match(suffixed.group(1)):
