@@ -86,7 +86,8 @@ def test_invalid_yaml_is_one_line_with_line_and_column(sandbox):
 
 def test_setup_checks_model_paths(sandbox, tmp_path):
     missing = tmp_path / "no-such-model"
-    profile = profile_file(tmp_path, cpu_harness=False, target_model=str(missing), draft_model=str(missing))
+    profile = profile_file(tmp_path, cpu_harness=False, target_model=str(missing), draft_model=str(missing),
+                           cost_model="none")  # no model of its own to validate: the paths are what is checked
     result = cli(sandbox, "setup", "--profile", str(profile))
     assert result.returncode == 2
     assert one_line(result.stderr) == (f"eagle3lab: target model path {missing} does not exist; check the profile's "
