@@ -23,6 +23,12 @@ from eagle3lab.runtime.profiles import Profile, load_profile
 READS_NO_EARLIER_RUN = (Path(__file__).parent / "report", Path(__file__).parent / "costmodel")
 
 
+def on_cpu(name: str) -> dict:
+    """The overrides that run a GPU profile on this CPU: its device, and its cost model on the host it runs on
+    (``runtime.profiles`` refuses a GPU preset for a cpu run); the model it names stays."""
+    return {"device": "cpu", "cost_model": {**load_profile(name).cost_model.model_dump(), "hardware": "measured"}}
+
+
 @pytest.fixture(autouse=True)
 def report_tests_read_no_earlier_run(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
                                      tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import on_cpu
 
 from eagle3lab.errors import PreflightFailed
 from eagle3lab.runtime import gpuinfo
@@ -192,7 +193,7 @@ def test_the_sglang_check_is_real_and_the_install_is_pristine():
 
 
 def test_a_profile_on_cpu_skips_the_gpu_checks_and_says_why(offline_hub):
-    profile = load_profile("blackwell-8x", overrides={"device": "cpu", "cost_model": {"model": "kimi-k2.5", "hardware": "measured"}})
+    profile = load_profile("blackwell-8x", overrides=on_cpu("blackwell-8x"))
     check = preflight.check_gpu_count(profile, None)
     assert check.outcome == "skipped" and "runs on cpu (device key)" in check.detail
     assert preflight.passed_over(profile) is None, "a hub-id profile on CPU is still checked (the rehearsal)"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from conftest import on_cpu
 
 from eagle3lab import preflight
 from eagle3lab.preflight import allreduce
@@ -99,7 +100,7 @@ def test_the_nccl_row_says_why_it_was_skipped_here():
 def test_nothing_to_all_reduce_is_skipped_without_a_child(monkeypatch):
     monkeypatch.setattr(allreduce, "ask_child", lambda *a, **k: pytest.fail("no child for a skipped row"))
     assert check_allreduce(load_profile("gpu-1x"), None, None).detail == "tp_size 1: no all-reduce between GPUs"
-    rehearsal = check_allreduce(load_profile("blackwell-8x", {"device": "cpu", "cost_model": {"model": "kimi-k2.5", "hardware": "measured"}}), None, None)
+    rehearsal = check_allreduce(load_profile("blackwell-8x", on_cpu("blackwell-8x")), None, None)
     assert rehearsal.outcome == "skipped" and "runs on cpu" in rehearsal.detail
     assert check_allreduce(load_profile("blackwell-8x"), None, None).detail == \
         "fewer CUDA GPUs than tp_size 8 (see GPUs)"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from conftest import on_cpu
 
 from eagle3lab import preflight
 from eagle3lab.errors import PreflightFailed
@@ -42,7 +43,7 @@ def test_dockers_default_shm_fails_tp_8_in_one_line_mocked(b8x):
 
 def test_shm_is_information_only_at_tp_1_and_skipped_on_cpu_mocked():
     assert preflight.check_shm(load_profile("gpu-1x"), box(shm_bytes=DOCKER_SHM)).outcome == "info"
-    rows = preflight.check_host(load_profile("blackwell-8x", {"device": "cpu", "cost_model": {"model": "kimi-k2.5", "hardware": "measured"}}), box(shm_bytes=0, libnuma=False,
+    rows = preflight.check_host(load_profile("blackwell-8x", on_cpu("blackwell-8x")), box(shm_bytes=0, libnuma=False,
                                                                                      python_h=False), 0)
     assert {c.outcome for c in rows} == {"skipped"}
 

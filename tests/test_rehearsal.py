@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import HUB_IDS
+from conftest import HUB_IDS, on_cpu
 
 from eagle3lab.bench.workload import SweepConfig
 from eagle3lab.runtime.profiles import load_profile
@@ -32,7 +32,7 @@ def rehearsal_overrides() -> dict:
     cpu = load_profile("cpu")
     overrides = {key: getattr(cpu, key) for key in CPU_KEYS}
     # a cpu run is modelled on the host it ran on (runtime.profiles refuses a GPU preset there); the model stays
-    overrides["cost_model"] = {**load_profile("blackwell-8x").cost_model.model_dump(), "hardware": "measured"}
+    overrides["cost_model"] = on_cpu("blackwell-8x")["cost_model"]
     overrides.update(port=free_port(), bench_concurrency=[1], bench_input_len=16, bench_output_len=8,
                      bench_num_prompts=2)
     return overrides
