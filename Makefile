@@ -98,7 +98,7 @@ SGLANG_TEST_WORKERS ?= 2
 DRAFTER_LOG ?= $(VENV)/drafter-setup.log
 test: $(TEST_STAMP) check browser
 	@$(SET_ARGS) set -x; $(PY) -m eagle3lab setup --profile "$$PROFILE" --skip-drafter "$$@"
-	@$(SET_ARGS) status=0; \
+	@$(SET_ARGS) status=0; export OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1}; \
 	$(PY) -m eagle3lab setup --profile "$$PROFILE" "$$@" >$(DRAFTER_LOG) 2>&1 & drafter=$$!; \
 	trap 'kill $$drafter 2>/dev/null' EXIT; \
 	$(PY) -m pytest -ra --durations=15 -n $(PYTEST_WORKERS) -m "not server and not notebook and not network" || status=$$?; \

@@ -23,6 +23,15 @@ from eagle3lab.runtime.profiles import Profile, load_profile
 READS_NO_EARLIER_RUN = (Path(__file__).parent / "report", Path(__file__).parent / "costmodel")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """One OpenMP thread per process, unless the caller chose a count: every sglang server, notebook kernel and
+    worker a test starts inherits it. Why: torch on CPU starts one thread per core in each process, and two
+    processes' threads on 2 cores spin at each other's barriers. tests/bench/test_bench.py run twice at once took
+    368 s per copy with the default (104 s alone); with one thread each, 96.5 s per copy (92 s alone), measured
+    2026-12-06 on the 2-core development machine. Set before any worker or child starts, so all of them see it."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
 def on_cpu(name: str) -> dict:
     """The overrides that run a GPU profile on this CPU: its device, and its cost model on the host it runs on
     (``runtime.profiles`` refuses a GPU preset for a cpu run); the model it names stays."""

@@ -129,16 +129,22 @@ def _interleaved_pair(launch: int, profile: Profile, arms_of: dict[str, _PairArm
     """Every server up at once (the speculative ones on free ports), every concurrency's block measured on the pair
     in each round and on the ``extra`` arms at their concurrency (``interleave.schedule``); all stopped on every
     way out. One pair sample per concurrency, and one sample per extra arm and concurrency (that arm against the
-    same baseline blocks)."""
+    same baseline blocks).
+
+    Each free port is taken just before its own launch, not all up front: a server already up picks free ports of
+    its own (sglang's scheduler listens on one), and one of them took the port chosen for a later launch, which then
+    failed the run with "port in use" (seen in the full-report test)."""
     plan_blocks = interleave.schedule(blocks, extra=extra)
     check_greedy(profile, plan_blocks[0].config)
     specs = {name: dataclasses.replace(spec, extra_args=spec.extra_args + arm.extra_args)
              for name, arm in arms_of.items()
-             for spec in [server_spec(profile, arm.models, speculative=arm.speculative, shims=arm.shims,
-                                      port=None if name == interleave.BASELINE else free_port(profile.host))]}
+             for spec in [server_spec(profile, arm.models, speculative=arm.speculative, shims=arm.shims)]}
     measured: dict[tuple[str, int], list[ArmResult]] = {(name, c): [] for name in arms_of for c in blocks}
     with contextlib.ExitStack() as servers:
-        for name, spec in specs.items():
+        for name in arms_of:
+            if name != interleave.BASELINE:
+                specs[name] = dataclasses.replace(specs[name], port=free_port(profile.host))
+            spec = specs[name]
             log = Path(logs_dir) / f"03_{name}-launch{launch}.{profile.name}.log"
             patch = arms_of[name].patch
             patches = [patch] if patch else []
