@@ -89,10 +89,12 @@ run-vllm: vllm-setup
 # (its output in DRAFTER_LOG, shown when it ends) instead of before them. Then every test that runs sglang, on
 # SGLANG_TEST_WORKERS (default 2), grouped (--dist loadgroup, groups in tests/conftest.py): the tests that patch or
 # need the one installed sglang run one at a time on one worker, beside the full report and the fault tests, whose
-# processes see their own copy of sglang. Since the CPU harness forks sglang's subprocesses
-# (runtime/cpu_harness/start_method.py) a launch keeps about one core busy, not two, and two workers are faster on 2
-# cores: measured 2026-12-02, same checkout, back to back, 21 min 23 s against 25 min 16 s one at a time.
-# SGLANG_TEST_WORKERS=1 runs them one at a time. Both phases always run; the status is the first failure's.
+# processes see their own copy of sglang. Every process of both phases runs one OpenMP thread (OMP_NUM_THREADS, unless
+# set): torch's default, a thread per core in each process, made two workers' servers spin at each other's barriers,
+# so two workers gained nothing (server phase 1,404 s on two, 1,346 s on one, 2026-12-05). With one thread each, the
+# server phase on two workers took 864 s and the whole `make test` 28 min 12 s (fresh clone and HOME, idle, 2026-12-06;
+# docs/timings.md). SGLANG_TEST_WORKERS=1 runs them one at a time. Both phases always run; the status is the first
+# failure's.
 PYTEST_WORKERS ?= 2
 SGLANG_TEST_WORKERS ?= 2
 DRAFTER_LOG ?= $(VENV)/drafter-setup.log
