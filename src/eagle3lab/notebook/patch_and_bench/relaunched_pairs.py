@@ -22,7 +22,7 @@ from eagle3lab.notebook.patch_and_bench.server_arms import check_greedy, run_ser
 from eagle3lab.progress import PointProgress
 from eagle3lab.runtime.deployment import Models, ready_timeout_s, server_spec
 from eagle3lab.runtime.profiles import Profile
-from eagle3lab.runtime.server import free_port
+from eagle3lab.runtime.server import ServerSpec, free_port
 from eagle3lab.sidecars import LaunchSample, LaunchSpreadRecord, VariantCost
 
 
@@ -136,19 +136,16 @@ def _interleaved_pair(launch: int, profile: Profile, arms_of: dict[str, _PairArm
     failed the run with "port in use" (seen in the full-report test)."""
     plan_blocks = interleave.schedule(blocks, extra=extra)
     check_greedy(profile, plan_blocks[0].config)
-    specs = {name: dataclasses.replace(spec, extra_args=spec.extra_args + arm.extra_args)
-             for name, arm in arms_of.items()
-             for spec in [server_spec(profile, arm.models, speculative=arm.speculative, shims=arm.shims)]}
+    specs: dict[str, ServerSpec] = {}
     measured: dict[tuple[str, int], list[ArmResult]] = {(name, c): [] for name in arms_of for c in blocks}
     with contextlib.ExitStack() as servers:
-        for name in arms_of:
-            if name != interleave.BASELINE:
-                specs[name] = dataclasses.replace(specs[name], port=free_port(profile.host))
-            spec = specs[name]
+        for name, pair_arm in arms_of.items():
+            spec = server_spec(profile, pair_arm.models, speculative=pair_arm.speculative, shims=pair_arm.shims,
+                               port=None if name == interleave.BASELINE else free_port(profile.host))
+            spec = specs[name] = dataclasses.replace(spec, extra_args=spec.extra_args + pair_arm.extra_args)
             log = Path(logs_dir) / f"03_{name}-launch{launch}.{profile.name}.log"
-            patch = arms_of[name].patch
-            patches = [patch] if patch else []
-            servers.enter_context(patched_server(spec, log, ready_timeout_s(profile, arms_of[name].models), patches))
+            patches = [pair_arm.patch] if pair_arm.patch else []
+            servers.enter_context(patched_server(spec, log, ready_timeout_s(profile, pair_arm.models), patches))
         with PointProgress(f"interleaved launch {launch}", len(plan_blocks), unit="block", leave=False) as progress:
             for block in plan_blocks:
                 arm = run_arm(f"{block.arm}-launch{launch}-c{block.concurrency}-round{block.round}",
