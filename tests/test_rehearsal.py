@@ -25,7 +25,8 @@ from eagle3lab.runtime.server import free_port
 # extra_server_args, i.e. --sleep-on-idle: an idle scheduler otherwise busy-polls one of the two cores, starving
 # the client, bench_serving and the next launch beside it (the GPU profile has no such flag: a GPU box has cores)
 CPU_KEYS = ("device", "cpu_harness", "tp_size", "dtype", "attention_backend", "disable_cuda_graph", "context_length",
-            "max_total_tokens", "max_running_requests", "model_num_layers", "ready_timeout_s", "extra_server_args")
+            "max_total_tokens", "max_running_requests", "model_num_layers", "ready_timeout_s", "extra_server_args",
+            "server_omp_threads")
 
 
 def rehearsal_overrides() -> dict:

@@ -713,3 +713,16 @@ def test_without_a_layer_record_the_appendix_says_how_to_record_it(sources):
     documents = build.render_documents(sources)[0]
     assert "has not been recorded for this profile" in documents["docs/report/layer-experiment.md"]
     assert "](docs/report/layer-experiment.md)" in documents["REPORT.md"]
+
+
+def test_the_header_names_the_server_thread_count_the_run_used_and_sources_it(sources):
+    """One OpenMP thread per server process is a condition of every CPU number (issue 43): said from the run's own
+    profile values, and absent for a run that left torch's default."""
+    assert "OpenMP" not in render_all(sources)  # the fixture's run records no thread count
+    sources.patch.profile_values["server_omp_threads"] = 1
+    text = render_all(sources)
+    header = text.split("## Summary")[0]
+    assert "accelerators: none, 1 OpenMP thread per server process, " in header
+    assert unsourced(text, sources) == []
+    sources.patch.profile_values["server_omp_threads"] = 2
+    assert "2 OpenMP threads per server process" in render_all(sources).split("## Summary")[0]

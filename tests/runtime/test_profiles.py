@@ -7,6 +7,7 @@ import yaml
 
 from eagle3lab.errors import ProfileError
 from eagle3lab.paths import params_dir
+from eagle3lab.runtime.launch_env import launch_environment
 from eagle3lab.runtime.profiles import Profile, load_profile, parameter_help
 
 
@@ -135,3 +136,16 @@ def test_every_concurrency_must_be_positive(values, item):
 
 def test_every_key_is_documented():
     assert all(text for text in parameter_help().values())
+
+
+def test_the_cpu_profile_gives_every_server_one_openmp_thread_and_the_gpu_profiles_torchs_default(monkeypatch):
+    """Issue 43: torch's default pool (one thread per core) in each of the processes a cpu run keeps up makes them
+    spin at each other's barriers on 2 cores. The profile's value wins over the caller's variable."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    assert launch_environment(load_profile("cpu"))["OMP_NUM_THREADS"] == "1"
+    assert launch_environment(load_profile("cpu", overrides={"server_omp_threads": 3}))["OMP_NUM_THREADS"] == "3"
+    for unset in (load_profile("cpu", overrides={"server_omp_threads": None}), load_profile("gpu-1x"),
+                  load_profile("blackwell-8x")):
+        assert "OMP_NUM_THREADS" not in launch_environment(unset), unset.name
+    with pytest.raises(ProfileError, match="server_omp_threads"):
+        load_profile("cpu", overrides={"server_omp_threads": 0})

@@ -188,8 +188,8 @@ def render_documents(sources: ReportSources) -> tuple[dict[str, str], provenance
     context = dict(
         profile=sources.profile, generated=sources.generated, rendered_by=sources.rendered_by,
         run_commit=env.get("git revision", "unknown"),
-        where=f"{sources.profile} profile, {env.get('machine')}, accelerators: {env.get('accelerators')}, "
-              f"{s01.date if s01 else sources.generated}",
+        where=f"{sources.profile} profile, {env.get('machine')}, accelerators: {env.get('accelerators')}"
+              f"{threads_clause(s03)}, {s01.date if s01 else sources.generated}",
         incident=incident, crash=crash, control=control, trace=trace, fix=fix, bench=bench, model=model,
         diagnostics=s03.diagnostics if s03 else [], premise=premise, public=public,
         summary=summary, evidence=evidence, speed=speed, appendices=APPENDICES,
@@ -203,6 +203,13 @@ def render_documents(sources: ReportSources) -> tuple[dict[str, str], provenance
 
 
 MAIN_FIGURE = "report_speedup_"  # REPORT.md shows the incident's modelled speedup; the appendices the rest
+
+
+def threads_clause(s03: Optional[PatchBenchSidecar]) -> str:
+    """", N OpenMP thread(s) per server process" when notebook 03's run set ``server_omp_threads`` (a condition of
+    every CPU number: torch's default pool, one thread per core, measures differently); empty otherwise."""
+    threads = (s03.profile_values or {}).get("server_omp_threads") if s03 else None
+    return "" if not threads else f", {threads} OpenMP thread{'' if threads == 1 else 's'} per server process"
 
 
 def _model_main(b: provenance.Binder, evidence: ModelEvidence, model: dict[str, Any]) -> dict[str, Any]:

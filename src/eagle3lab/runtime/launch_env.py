@@ -25,6 +25,7 @@ CUDNN_CHECK_REASON = ("sglang refuses a multimodal model on torch 2.9.1 with cuD
                       "vision tower never runs")
 # Every launch and every reader runs against what is on disk; nothing reaches the hub behind the user's back.
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+OMP_THREADS_ENV = "OMP_NUM_THREADS"
 
 
 def gpu_environment() -> dict[str, str]:
@@ -38,4 +39,10 @@ def launch_environment(profile: Profile, shims: Sequence[str] = (), speculative:
     also gets Triton's interpreter) or the GPU variables, and the offline hub either way."""
     own: Mapping[str, str] = (cpu_environment(shims=tuple(shims), speculative=speculative) if profile.cpu_harness
                               else gpu_environment())
-    return {**own, **OFFLINE_ENV}
+    return {**own, **OFFLINE_ENV, **thread_environment(profile)}
+
+
+def thread_environment(profile: Profile) -> dict[str, str]:
+    """``OMP_NUM_THREADS`` when the profile sets ``server_omp_threads`` (it wins over the caller's own variable, so
+    what a run measured is what its profile says); nothing otherwise, leaving torch's default or the caller's."""
+    return {} if profile.server_omp_threads is None else {OMP_THREADS_ENV: str(profile.server_omp_threads)}

@@ -97,6 +97,11 @@ class Profile(BaseModel):
                     "before any weight is read, so a large checkpoint is read only by the launches that serve; "
                     "'auto' reads the checkpoint for them too")
     extra_server_args: list[str] = Field(description="more launch_server flags, appended verbatim")
+    server_omp_threads: Optional[int] = Field(
+        default=None, gt=0, le=1024,
+        description="OMP_NUM_THREADS of every server process (tokenizer, scheduler, detokenizer): torch's CPU thread "
+                    "pool. Several processes sharing a few cores each spin-waiting on a pool of one thread per core "
+                    "slow one another down; null: torch's default, one thread per core")
     bench_concurrency: list[Annotated[int, Field(gt=0, le=MAX_BENCH_CONCURRENCY)]] = Field(
         min_length=1, description="concurrency sweep of the benchmark")
     bench_input_len: int = Field(gt=0, description="prompt tokens per benchmark request")
